@@ -1,0 +1,127 @@
+//! The bounded hand-off from ARC eviction to the L2ARC writer. When the writer falls behind
+//! (it is rate capped on purpose), the oldest entries are dropped: the L2ARC is a cache and
+//! must never hold memory or slow the ARC down.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::key::BlockKey;
+
+/// One evicted block on its way to the L2ARC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedItem {
+    pub key: BlockKey,
+    pub data: Bytes,
+}
+
+#[derive(Debug, Default)]
+struct FeedQueue {
+    items: VecDeque<FeedItem>,
+    bytes: u64,
+    pushed: u64,
+    dropped: u64,
+}
+
+/// A bounded FIFO (entries and bytes); pushing past a bound drops the oldest entries.
+#[derive(Debug)]
+pub struct EvictionFeed {
+    queue: Mutex<FeedQueue>,
+    entries_max: usize,
+    bytes_max: u64,
+}
+
+impl EvictionFeed {
+    pub fn new(entries_max: usize, bytes_max: u64) -> Self {
+        Self {
+            queue: Mutex::new(FeedQueue::default()),
+            entries_max: entries_max.max(1),
+            bytes_max,
+        }
+    }
+
+    /// Queues an item, dropping the oldest ones to stay within the bounds. An item larger than
+    /// the byte bound alone is dropped at once.
+    pub fn push(&self, item: FeedItem) {
+        let item_bytes = item.data.len() as u64;
+        let mut q = self.queue.lock();
+        q.pushed += 1;
+        if item_bytes > self.bytes_max {
+            q.dropped += 1;
+            return;
+        }
+        while q.items.len() >= self.entries_max || q.bytes + item_bytes > self.bytes_max {
+            let Some(old) = q.items.pop_front() else { break };
+            q.bytes -= old.data.len() as u64;
+            q.dropped += 1;
+        }
+        q.bytes += item_bytes;
+        q.items.push_back(item);
+    }
+
+    pub fn pop(&self) -> Option<FeedItem> {
+        let mut q = self.queue.lock();
+        let item = q.items.pop_front()?;
+        q.bytes -= item.data.len() as u64;
+        Some(item)
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.lock().items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.lock().items.is_empty()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.queue.lock().bytes
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.queue.lock().dropped
+    }
+
+    pub fn pushed(&self) -> u64 {
+        self.queue.lock().pushed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(i: u64, len: usize) -> FeedItem {
+        FeedItem {
+            key: BlockKey::new(i, 0),
+            data: Bytes::from(vec![i as u8; len]),
+        }
+    }
+
+    #[test]
+    fn drops_oldest_beyond_entry_bound() {
+        let feed = EvictionFeed::new(3, 1 << 20);
+        for i in 0..5 {
+            feed.push(item(i, 10));
+        }
+        assert_eq!(feed.len(), 3);
+        assert_eq!(feed.dropped(), 2);
+        assert_eq!(feed.pop().map(|it| it.key.segment_id), Some(2));
+    }
+
+    #[test]
+    fn drops_oldest_beyond_byte_bound_and_rejects_giants() {
+        let feed = EvictionFeed::new(100, 100);
+        feed.push(item(1, 60));
+        feed.push(item(2, 60));
+        assert_eq!(feed.len(), 1);
+        assert_eq!(feed.bytes(), 60);
+        feed.push(item(3, 101));
+        assert_eq!(feed.len(), 1);
+        assert_eq!(feed.dropped(), 2);
+        assert_eq!(feed.pop().map(|it| it.key.segment_id), Some(2));
+        assert!(feed.is_empty());
+        assert_eq!(feed.bytes(), 0);
+    }
+}

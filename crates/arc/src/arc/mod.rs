@@ -1,0 +1,128 @@
+//! The ARC: an adaptive replacement cache of physical block bytes in RAM.
+//!
+//! One short `parking_lot::Mutex` guards the policy: every operation is O(1) list surgery on a
+//! hash map and an arena, with no I/O and no allocation of block data under the lock, so many
+//! readers share it well. Evicted blocks are collected under the lock and handed to the bounded
+//! [`EvictionFeed`] after it is released.
+//!
+//! Memory: resident charge (value bytes plus `entry_overhead_bytes` each) never exceeds
+//! `arc_max_bytes`; ghosts add at most `ghost_entries_max` keys (~100 bytes each); the feed holds
+//! at most `feed_bytes_max` bytes of evicted data (shared with, not copied from, the ARC).
+
+mod config;
+mod feed;
+mod lists;
+mod policy;
+mod stats;
+
+#[cfg(test)]
+mod policy_tests;
+#[cfg(test)]
+mod proptests;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+pub use config::{ArcConfig, ENTRY_OVERHEAD_BYTES_DEFAULT};
+pub use feed::{EvictionFeed, FeedItem};
+pub use policy::InsertKind;
+pub use stats::ArcStats;
+
+use crate::key::BlockKey;
+use policy::ArcState;
+
+/// The ARC. Cheap to share behind an `Arc`; all methods take `&self`.
+pub struct AdaptiveCache {
+    state: Mutex<ArcState>,
+    feed: Arc<EvictionFeed>,
+}
+
+impl AdaptiveCache {
+    pub fn new(config: ArcConfig) -> Self {
+        let feed = EvictionFeed::new(config.feed_entries_max, config.feed_bytes_max);
+        Self {
+            state: Mutex::new(ArcState::new(&config)),
+            feed: Arc::new(feed),
+        }
+    }
+
+    /// A demand read. `None` is a miss: the caller reads the block elsewhere and inserts it.
+    pub fn get(&self, key: &BlockKey) -> Option<Bytes> {
+        self.state.lock().get_demand(key)
+    }
+
+    /// A read-ahead probe: returns the block if resident without touching its recency.
+    pub fn get_prefetch(&self, key: &BlockKey) -> Option<Bytes> {
+        self.state.lock().get_prefetch(key)
+    }
+
+    /// Whether the block is resident; counts nothing, changes nothing.
+    pub fn contains(&self, key: &BlockKey) -> bool {
+        self.state.lock().contains(key)
+    }
+
+    /// Caches a block read from elsewhere. A value larger than the size target is refused.
+    pub fn insert(&self, key: BlockKey, value: Bytes, kind: InsertKind) {
+        let mut evicted = Vec::new();
+        self.state.lock().insert(key, value, kind, &mut evicted);
+        self.feed_all(evicted);
+    }
+
+    /// Forgets a block (resident or ghost). Returns whether it was resident.
+    pub fn remove(&self, key: &BlockKey) -> bool {
+        self.state.lock().remove(key)
+    }
+
+    /// Changes `arc_max_bytes` at run time; shrinking below the current size evicts now.
+    pub fn set_max_bytes(&self, arc_max_bytes: u64) {
+        let mut evicted = Vec::new();
+        self.state.lock().set_max_bytes(arc_max_bytes, &mut evicted);
+        self.feed_all(evicted);
+    }
+
+    /// Changes `arc_min_bytes` at run time (capped at `arc_max_bytes`).
+    pub fn set_min_bytes(&self, arc_min_bytes: u64) {
+        let mut evicted = Vec::new();
+        self.state.lock().set_min_bytes(arc_min_bytes, &mut evicted);
+        self.feed_all(evicted);
+    }
+
+    /// Memory pressure: lowers the target `c` by `bytes` (not below `arc_min_bytes`) and
+    /// evicts. `c` grows back as the cache refills, so call it while pressure lasts.
+    pub fn shrink_target(&self, bytes: u64) {
+        let mut evicted = Vec::new();
+        self.state.lock().shrink_target(bytes, &mut evicted);
+        self.feed_all(evicted);
+    }
+
+    pub fn stats(&self) -> ArcStats {
+        let mut stats = self.state.lock().stats();
+        stats.feed_dropped = self.feed.dropped();
+        stats.feed_bytes = self.feed.bytes();
+        stats
+    }
+
+    /// Up to `max_entries` keys for warm-up: MFU first, then MRU, most recent first.
+    pub fn hot_set(&self, max_entries: usize) -> Vec<BlockKey> {
+        self.state.lock().hot_set(max_entries)
+    }
+
+    /// The eviction feed the L2ARC writer drains.
+    pub fn feed(&self) -> Arc<EvictionFeed> {
+        Arc::clone(&self.feed)
+    }
+
+    /// Verifies the internal invariants (list links, byte totals, `c`/`p` bounds).
+    /// Walks every entry: for tests and debugging, not for hot paths.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.state.lock().check_invariants()
+    }
+
+    fn feed_all(&self, evicted: Vec<FeedItem>) {
+        for item in evicted {
+            self.feed.push(item);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Property tests of the ARC against a reference model: whatever the sequence of operations,
+//! the invariants hold, capacity is never exceeded, and a value returned is the value last
+//! inserted for that key.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::{AdaptiveCache, ArcConfig, InsertKind};
+use crate::key::BlockKey;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Get(u64),
+    GetPrefetch(u64),
+    Insert { key: u64, len_bytes: usize, prefetch: bool },
+    Remove(u64),
+    SetMax(u64),
+    SetMin(u64),
+    Shrink(u64),
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let key = 0u64..48;
+    prop_oneof![
+        6 => key.clone().prop_map(Op::Get),
+        2 => key.clone().prop_map(Op::GetPrefetch),
+        6 => (key.clone(), 16usize..400, any::<bool>())
+            .prop_map(|(key, len_bytes, prefetch)| Op::Insert { key, len_bytes, prefetch }),
+        1 => key.prop_map(Op::Remove),
+        1 => (200u64..6000).prop_map(Op::SetMax),
+        1 => (0u64..3000).prop_map(Op::SetMin),
+        1 => (0u64..2000).prop_map(Op::Shrink),
+    ]
+}
+
+fn block_key(i: u64) -> BlockKey {
+    BlockKey::new(i / 4, (i % 4) as u32 * 8192)
+}
+
+/// A value that identifies its key and version, so a stale or foreign value is detectable.
+fn value(key: u64, version: u64, len_bytes: usize) -> Bytes {
+    let mut v = vec![0u8; len_bytes];
+    v[..8].copy_from_slice(&key.to_le_bytes());
+    v[8..16].copy_from_slice(&version.to_le_bytes());
+    Bytes::from(v)
+}
+
+fn run(ops: &[Op], overhead_bytes: u64) -> Result<(), TestCaseError> {
+    let mut config = ArcConfig::new(500, 4000);
+    config.entry_overhead_bytes = overhead_bytes;
+    config.ghost_entries_max = 30;
+    let cache = AdaptiveCache::new(config);
+    let mut model: HashMap<u64, Bytes> = HashMap::new();
+    let mut gets = 0u64;
+    for (version, op) in (0u64..).zip(ops) {
+        match op {
+            Op::Get(k) | Op::GetPrefetch(k) => {
+                gets += 1;
+                let got = match op {
+                    Op::Get(_) => cache.get(&block_key(*k)),
+                    _ => cache.get_prefetch(&block_key(*k)),
+                };
+                if let Some(got) = got {
+                    prop_assert_eq!(Some(&got), model.get(k), "wrong value for key {}", k);
+                }
+            }
+            Op::Insert { key, len_bytes, prefetch } => {
+                let v = value(*key, version, *len_bytes);
+                let kind = if *prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
+                cache.insert(block_key(*key), v.clone(), kind);
+                model.insert(*key, v);
+            }
+            Op::Remove(k) => {
+                cache.remove(&block_key(*k));
+                model.remove(k);
+            }
+            Op::SetMax(b) => cache.set_max_bytes(*b),
+            Op::SetMin(b) => cache.set_min_bytes(*b),
+            Op::Shrink(b) => cache.shrink_target(*b),
+        }
+        cache.check_invariants().map_err(TestCaseError::fail)?;
+        let stats = cache.stats();
+        prop_assert!(stats.size_bytes <= stats.c_bytes);
+        prop_assert!(stats.c_bytes <= stats.c_max_bytes);
+        prop_assert!(stats.c_min_bytes <= stats.c_bytes);
+        prop_assert_eq!(stats.hits + stats.misses, gets);
+        prop_assert_eq!(stats.mru_bytes + stats.mfu_bytes, stats.size_bytes);
+    }
+    for key in cache.hot_set(100) {
+        prop_assert!(cache.contains(&key), "hot-set key {:?} not resident", key);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arc_matches_reference_model(ops in prop::collection::vec(op_strategy(), 1..400)) {
+        run(&ops, 0)?;
+    }
+
+    #[test]
+    fn arc_matches_reference_model_with_overhead(ops in prop::collection::vec(op_strategy(), 1..400)) {
+        run(&ops, 64)?;
+    }
+}

@@ -1,0 +1,31 @@
+//! fardisk read caches.
+//!
+//! * [`AdaptiveCache`]: the ARC in RAM (MRU/MFU lists with ghost lists, adaptive split `p`,
+//!   byte-weighted target `c`), scan resistant, feeding its evictions into a bounded
+//!   [`EvictionFeed`].
+//! * [`L2Arc`]: the persistent second-level cache on local cache devices, fed from the
+//!   eviction feed at a capped rate, rebuilt after restart from its log-block headers, and
+//!   unable to return bytes whose checksum does not match what the caller expects.
+//! * [`encode_hot_set`] / [`decode_hot_set`]: the warm-up list stored at export and
+//!   prefetched at import.
+//!
+//! Both caches are keyed by [`BlockKey`], the immutable location of a block in the object
+//! store. Because a location never changes meaning, a cache entry can be old but never stale;
+//! the caller's expected checksum guards against everything else.
+//!
+//! The crate has no engine dependencies and no async: every call is short and bounded, and the
+//! L2ARC's device I/O is plain positioned I/O that an async caller wraps in `spawn_blocking`.
+//! Byte layouts: `docs/format/l2arc.md`.
+
+mod arc;
+mod clock;
+mod codec;
+mod hot_set;
+mod key;
+// mod l2arc;
+
+pub use arc::{AdaptiveCache, ArcConfig, ENTRY_OVERHEAD_BYTES_DEFAULT, ArcStats, EvictionFeed, FeedItem, InsertKind};
+pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use hot_set::{decode_hot_set, encode_hot_set, HotSetError, HOT_SET_ENTRIES_MAX};
+pub use key::BlockKey;
+/*L2*/

@@ -1,0 +1,189 @@
+//! Page cache of the block map, bounded by bytes. Dirty and written-but-unpublished pages are
+//! pinned: they are the only copy of the current map until the txg's root is published. Clean pages
+//! are evicted by CLOCK (second chance), a bounded scan.
+
+use super::page::{Slot, FANOUT, PAGE_BYTES};
+use crate::blkptr::BlockPtr;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PageKey {
+    pub tree_id: u32,
+    pub level: u8,
+    pub index: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageState {
+    Clean,
+    /// Modified in the syncing txg, not yet encoded.
+    Dirty,
+    /// Encoded into the syncing txg's segment; clean once that txg's root is published.
+    Written,
+}
+
+#[derive(Debug)]
+pub struct CachedPage {
+    pub slots: RwLock<Vec<Slot>>,
+    /// Where this version of the page lives in the store (HOLE for a page never written).
+    pub location: Mutex<BlockPtr>,
+    state: Mutex<PageState>,
+    referenced: AtomicBool,
+}
+
+impl CachedPage {
+    pub fn new(slots: Vec<Slot>, location: BlockPtr) -> CachedPage {
+        debug_assert_eq!(slots.len(), FANOUT);
+        CachedPage {
+            slots: RwLock::new(slots),
+            location: Mutex::new(location),
+            state: Mutex::new(PageState::Clean),
+            referenced: AtomicBool::new(true),
+        }
+    }
+    pub fn slot(&self, pos: usize) -> Slot {
+        self.slots.read()[pos]
+    }
+    pub fn state(&self) -> PageState {
+        *self.state.lock()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    pages: HashMap<PageKey, Arc<CachedPage>>,
+    clock: VecDeque<PageKey>,
+    dirty: BTreeSet<PageKey>,
+    written: Vec<PageKey>,
+}
+
+#[derive(Debug)]
+pub struct PageCache {
+    inner: Mutex<Inner>,
+    bytes_max: usize,
+    /// Bumped whenever pages become clean (a txg published). A reader that walked the tree from an
+    /// older root must not insert what it loaded: that page may already be superseded.
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl PageCache {
+    pub fn new(bytes_max: usize) -> PageCache {
+        PageCache { inner: Mutex::default(), bytes_max: bytes_max.max(64 * PAGE_BYTES), generation: Default::default() }
+    }
+
+    pub fn get(&self, key: &PageKey) -> Option<Arc<CachedPage>> {
+        let inner = self.inner.lock();
+        let p = inner.pages.get(key)?.clone();
+        p.referenced.store(true, Ordering::Relaxed);
+        Some(p)
+    }
+
+    /// Inserts `page` unless a page is already cached under `key` (which then wins: it may be dirty
+    /// and newer than what a concurrent reader loaded), and returns the cached one.
+    /// `generation`: the value of [`PageCache::generation`] when the caller read the tree root it
+    /// descended from; None for the sync, which always works on the current tree.
+    pub fn insert_if_absent(&self, key: PageKey, page: CachedPage, generation: Option<u64>) -> Arc<CachedPage> {
+        let mut inner = self.inner.lock();
+        if let Some(p) = inner.pages.get(&key) {
+            return p.clone();
+        }
+        if generation.is_some_and(|g| g != self.generation()) {
+            return Arc::new(page);
+        }
+        let p = Arc::new(page);
+        inner.pages.insert(key, p.clone());
+        inner.clock.push_back(key);
+        self.evict_locked(&mut inner);
+        p
+    }
+
+    /// Marks a cached page dirty under the cache lock, so it cannot be evicted between the caller's
+    /// lookup and its modification.
+    pub fn mark_dirty(&self, key: PageKey, page: &Arc<CachedPage>) {
+        let mut inner = self.inner.lock();
+        // A concurrent reader's insertion may have evicted this clean page since the caller found
+        // it; the caller's copy is current (only the sync mutates pages), so it goes back in.
+        let present = inner.pages.get(&key).is_some_and(|p| Arc::ptr_eq(p, page));
+        if !present {
+            if inner.pages.insert(key, page.clone()).is_none() {
+                inner.clock.push_back(key);
+            }
+        }
+        let mut st = page.state.lock();
+        if *st != PageState::Dirty {
+            *st = PageState::Dirty;
+            inner.dirty.insert(key);
+        }
+    }
+
+    /// Dirty pages of one tree at one level, in index order (the sync encodes level by level).
+    pub fn take_dirty(&self, tree_id: u32, level: u8) -> Vec<PageKey> {
+        let mut inner = self.inner.lock();
+        let lo = PageKey { tree_id, level, index: 0 };
+        let hi = PageKey { tree_id, level, index: u64::MAX };
+        let keys: Vec<PageKey> = inner.dirty.range(lo..=hi).copied().collect();
+        for k in &keys {
+            inner.dirty.remove(k);
+            if let Some(p) = inner.pages.get(k) {
+                *p.state.lock() = PageState::Written;
+            }
+            inner.written.push(*k);
+        }
+        keys
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    pub fn has_dirty(&self) -> bool {
+        !self.inner.lock().dirty.is_empty()
+    }
+
+    /// After the root that references the written pages is published, they may be evicted.
+    pub fn finish_txg(&self) {
+        let mut inner = self.inner.lock();
+        let written = std::mem::take(&mut inner.written);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        for k in written {
+            if let Some(p) = inner.pages.get(&k) {
+                let mut st = p.state.lock();
+                if *st == PageState::Written {
+                    *st = PageState::Clean;
+                }
+            }
+        }
+        self.evict_locked(&mut inner);
+    }
+
+    /// Drops every page of a tree (a destroyed volume).
+    pub fn forget_tree(&self, tree_id: u32) {
+        let mut inner = self.inner.lock();
+        inner.pages.retain(|k, _| k.tree_id != tree_id);
+        inner.dirty.retain(|k| k.tree_id != tree_id);
+        inner.clock.retain(|k| k.tree_id != tree_id);
+    }
+
+    pub fn bytes_used(&self) -> usize {
+        self.inner.lock().pages.len() * PAGE_BYTES
+    }
+
+    fn evict_locked(&self, inner: &mut Inner) {
+        // Bounded: each page gets at most two looks per call.
+        let mut budget = inner.clock.len() * 2;
+        while inner.pages.len() * PAGE_BYTES > self.bytes_max && budget > 0 {
+            budget -= 1;
+            let Some(key) = inner.clock.pop_front() else { break };
+            let Some(page) = inner.pages.get(&key).cloned() else { continue };
+            let pinned = *page.state.lock() != PageState::Clean;
+            if pinned || page.referenced.swap(false, Ordering::Relaxed) {
+                inner.clock.push_back(key);
+            } else {
+                inner.pages.remove(&key);
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! The block map: a paged, copy-on-write radix tree per volume (and one for the space table),
+//! mapping a slot index to a 40-byte slot. Pages live in segments next to the data they map; only
+//! the txg sync mutates them; readers see dirty pages through the page cache. See
+//! docs/design/0001-block-map.md for why this and not an LSM.
+
+mod cache;
+mod page;
+mod tree;
+
+pub use cache::{CachedPage, PageCache, PageKey};
+pub use page::{decode_page, encode_page, Slot, FANOUT, PAGE_BYTES, SLOT_BYTES};
+pub use tree::{levels_for_slots, BlockSource, TreeRef, TreeWalk};

@@ -1,0 +1,272 @@
+//! Copy-on-write radix tree operations over the page cache. Page (L, i) covers slots
+//! [i·256^(L+1), (i+1)·256^(L+1)); the top page is (levels-1, 0) and the tree's root pointer
+//! points at it. Lookups may run concurrently with the one writer (the txg sync).
+
+use super::cache::{CachedPage, PageCache, PageKey};
+use super::page::{decode_page, encode_page, Slot, FANOUT, SLOT_BYTES};
+use crate::blkptr::BlockPtr;
+use crate::compress::Compression;
+use crate::error::{Error, Result};
+use crate::segment::{BlockOwner, SegmentBuilder};
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Reads a block by pointer: verified against its checksum, decompressed.
+#[async_trait::async_trait]
+pub trait BlockSource: Send + Sync {
+    async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeRef {
+    pub tree_id: u32,
+    pub levels: u8,
+    pub top: BlockPtr,
+}
+
+/// Levels needed to address `slots` slots (at least 1).
+pub fn levels_for_slots(slots: u64) -> u8 {
+    let mut levels = 1u8;
+    while levels < 8 && capacity(levels) < slots {
+        levels += 1;
+    }
+    levels
+}
+
+fn capacity(levels: u8) -> u64 {
+    1u64.checked_shl(8 * levels as u32).unwrap_or(u64::MAX)
+}
+
+fn shr(x: u64, bits: u32) -> u64 {
+    x.checked_shr(bits).unwrap_or(0)
+}
+
+fn slot_pos(slot_index: u64, level: u8) -> usize {
+    (shr(slot_index, 8 * level as u32) & 0xff) as usize
+}
+
+fn page_index(slot_index: u64, level: u8) -> u64 {
+    shr(slot_index, 8 * (level as u32 + 1))
+}
+
+impl TreeRef {
+    pub fn empty(tree_id: u32, slots: u64) -> TreeRef {
+        TreeRef { tree_id, levels: levels_for_slots(slots), top: BlockPtr::HOLE }
+    }
+
+    pub fn capacity_slots(&self) -> u64 {
+        capacity(self.levels)
+    }
+
+    /// The page holding `slot_index` at `level`, loading ancestors as needed. With `for_update`,
+    /// missing pages under holes are created empty, and the target page is marked dirty.
+    async fn page_for(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        slot_index: u64,
+        level: u8,
+        for_update: bool,
+        generation: Option<u64>,
+    ) -> Result<Option<Arc<CachedPage>>> {
+        let mut ptr = self.top;
+        let mut lvl = self.levels - 1;
+        loop {
+            let key = PageKey { tree_id: self.tree_id, level: lvl, index: page_index(slot_index, lvl) };
+            let page = match cache.get(&key) {
+                Some(p) => p,
+                None if ptr.is_hole() && !for_update => return Ok(None),
+                None if ptr.is_hole() => {
+                    cache.insert_if_absent(key, CachedPage::new(vec![[0u8; SLOT_BYTES]; FANOUT], BlockPtr::HOLE), generation)
+                }
+                None => {
+                    let bytes = src.read_block(&ptr).await?;
+                    let slots = decode_page(&bytes, self.tree_id, lvl, key.index)?;
+                    cache.insert_if_absent(key, CachedPage::new(slots, ptr), generation)
+                }
+            };
+            if lvl == level {
+                if for_update {
+                    cache.mark_dirty(key, &page);
+                }
+                return Ok(Some(page));
+            }
+            ptr = BlockPtr::from_bytes(&page.slot(slot_pos(slot_index, lvl)))?;
+            lvl -= 1;
+        }
+    }
+
+    /// `generation`: the page cache's generation read before this tree reference was taken.
+    pub async fn lookup(&self, cache: &PageCache, src: &dyn BlockSource, slot_index: u64, generation: u64) -> Result<Slot> {
+        if slot_index >= self.capacity_slots() {
+            return Ok([0u8; SLOT_BYTES]);
+        }
+        match self.page_for(cache, src, slot_index, 0, false, Some(generation)).await? {
+            Some(p) => Ok(p.slot(slot_pos(slot_index, 0))),
+            None => Ok([0u8; SLOT_BYTES]),
+        }
+    }
+
+    /// Slots `start..start+count`, which must lie in one leaf page (count <= 256).
+    pub async fn lookup_leaf_run(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        start: u64,
+        count: usize,
+        generation: u64,
+    ) -> Result<Vec<Slot>> {
+        debug_assert!(slot_pos(start, 0) + count <= FANOUT);
+        if start >= self.capacity_slots() {
+            return Ok(vec![[0u8; SLOT_BYTES]; count]);
+        }
+        match self.page_for(cache, src, start, 0, false, Some(generation)).await? {
+            Some(p) => {
+                let s = p.slots.read();
+                let pos = slot_pos(start, 0);
+                Ok(s[pos..pos + count].to_vec())
+            }
+            None => Ok(vec![[0u8; SLOT_BYTES]; count]),
+        }
+    }
+
+    /// Sets one slot (sync thread only); returns the previous value.
+    pub async fn update(&self, cache: &PageCache, src: &dyn BlockSource, slot_index: u64, slot: Slot) -> Result<Slot> {
+        if slot_index >= self.capacity_slots() {
+            return Err(Error::Bug(format!("slot {slot_index} beyond tree {} capacity", self.tree_id)));
+        }
+        let page = self.page_for(cache, src, slot_index, 0, true, None).await?.expect("for_update creates pages");
+        let mut slots = page.slots.write();
+        let pos = slot_pos(slot_index, 0);
+        Ok(std::mem::replace(&mut slots[pos], slot))
+    }
+
+    /// Marks the page that currently holds (level, index) dirty so the next sync rewrites it
+    /// (compaction moving a page out of a sparse segment).
+    pub async fn touch_page(&self, cache: &PageCache, src: &dyn BlockSource, level: u8, index: u64) -> Result<()> {
+        if level >= self.levels {
+            return Ok(());
+        }
+        let first_slot = index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX);
+        self.page_for(cache, src, first_slot, level, true, None).await?;
+        Ok(())
+    }
+
+    /// Where page (level, index) currently lives (HOLE if it does not exist): the cached version's
+    /// location, else the parent's pointer. Compaction and scrub decide liveness with it.
+    pub async fn page_location(&self, cache: &PageCache, src: &dyn BlockSource, level: u8, index: u64) -> Result<BlockPtr> {
+        if level >= self.levels {
+            return Ok(BlockPtr::HOLE);
+        }
+        if let Some(p) = cache.get(&PageKey { tree_id: self.tree_id, level, index }) {
+            return Ok(*p.location.lock());
+        }
+        if level + 1 == self.levels {
+            return Ok(if index == 0 { self.top } else { BlockPtr::HOLE });
+        }
+        let first_slot = index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX);
+        match self.page_for(cache, src, first_slot, level + 1, false, None).await? {
+            Some(parent) => BlockPtr::from_bytes(&parent.slot(slot_pos(first_slot, level + 1))),
+            None => Ok(BlockPtr::HOLE),
+        }
+    }
+
+    /// Adds levels on top so the tree addresses at least `slots` slots (volume grow).
+    pub fn grow(&mut self, cache: &PageCache, slots: u64) {
+        while self.capacity_slots() < slots && self.levels < 8 {
+            let mut top = vec![[0u8; SLOT_BYTES]; FANOUT];
+            top[0] = self.top.to_bytes();
+            let key = PageKey { tree_id: self.tree_id, level: self.levels, index: 0 };
+            let old_top = PageKey { tree_id: self.tree_id, level: self.levels - 1, index: 0 };
+            let page = cache.insert_if_absent(key, CachedPage::new(top, BlockPtr::HOLE), None);
+            cache.mark_dirty(key, &page);
+            // A dirty old top must still reach the new top through the normal parent update.
+            if let Some(p) = cache.get(&old_top) {
+                if p.state() != super::cache::PageState::Clean {
+                    cache.mark_dirty(old_top, &p);
+                }
+            }
+            self.levels += 1;
+        }
+    }
+
+    /// Encodes every dirty page of this tree into `seg`, bottom-up, updating parents and finally
+    /// `self.top`. Returns the locations of page versions that are now garbage. An all-hole page
+    /// becomes a hole in its parent and costs nothing.
+    pub async fn write_dirty(
+        &mut self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        seg: &mut SegmentBuilder,
+        txg: u64,
+        algo: Compression,
+    ) -> Result<Vec<BlockPtr>> {
+        let mut freed = Vec::new();
+        for level in 0..self.levels {
+            for key in cache.take_dirty(self.tree_id, level) {
+                let Some(page) = cache.get(&key) else {
+                    return Err(Error::Bug(format!("dirty page {key:?} left the cache")));
+                };
+                let new_ptr = {
+                    let slots = page.slots.read();
+                    if slots.iter().all(|s| s.iter().all(|&b| b == 0)) {
+                        BlockPtr::HOLE
+                    } else {
+                        let bytes = encode_page(self.tree_id, level, key.index, txg, &slots);
+                        let owner = BlockOwner::Page { tree_id: self.tree_id, level, index: key.index };
+                        seg.add(owner, &bytes, algo)
+                    }
+                };
+                let old = std::mem::replace(&mut *page.location.lock(), new_ptr);
+                if !old.is_hole() {
+                    freed.push(old);
+                }
+                if level + 1 == self.levels {
+                    self.top = new_ptr;
+                } else {
+                    let first_slot = key.index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX);
+                    let parent = self.page_for(cache, src, first_slot, level + 1, true, None).await?.expect("created");
+                    parent.slots.write()[slot_pos(first_slot, level + 1)] = new_ptr.to_bytes();
+                }
+            }
+        }
+        Ok(freed)
+    }
+}
+
+/// Visits every page pointer and every leaf slot of a tree (volume destroy, scrub).
+#[derive(Debug, Default)]
+pub struct TreeWalk {
+    pub pages: Vec<(u8, u64, BlockPtr)>,
+    pub leaf_slots: Vec<(u64, Slot)>,
+}
+
+impl TreeWalk {
+    pub async fn walk(tree: &TreeRef, cache: &PageCache, src: &dyn BlockSource) -> Result<TreeWalk> {
+        let mut out = TreeWalk::default();
+        let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
+        while let Some((level, index, ptr)) = frontier.pop() {
+            let key = PageKey { tree_id: tree.tree_id, level, index };
+            let slots = match cache.get(&key) {
+                Some(p) => p.slots.read().clone(),
+                None if ptr.is_hole() => continue,
+                None => decode_page(&src.read_block(&ptr).await?, tree.tree_id, level, index)?,
+            };
+            if !ptr.is_hole() {
+                out.pages.push((level, index, ptr));
+            }
+            for (pos, s) in slots.iter().enumerate() {
+                if s.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                let child_index = index * FANOUT as u64 + pos as u64;
+                if level == 0 {
+                    out.leaf_slots.push((child_index, *s));
+                } else {
+                    frontier.push((level - 1, child_index, BlockPtr::from_bytes(s)?));
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,25 @@
+//! The engine's view of its read caches (ARC in RAM, L2ARC on local SSD): blocks by immutable
+//! location. A block's pointer never changes meaning, so an overwrite can never make the cache
+//! stale; the caller verifies every cached block against the pointer's checksum before use.
+
+use crate::blkptr::BlockPtr;
+use bytes::Bytes;
+
+pub trait BlockCache: Send + Sync + std::fmt::Debug {
+    /// Physical bytes of the block, if cached (`prefetch`: asked by readahead, not a demand read).
+    fn get(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes>;
+    fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool);
+    /// A cached copy failed verification: drop it.
+    fn invalidate(&self, ptr: &BlockPtr);
+}
+
+#[derive(Debug)]
+pub struct NoCache;
+
+impl BlockCache for NoCache {
+    fn get(&self, _: &BlockPtr, _: bool) -> Option<Bytes> {
+        None
+    }
+    fn insert(&self, _: &BlockPtr, _: Bytes, _: bool) {}
+    fn invalidate(&self, _: &BlockPtr) {}
+}

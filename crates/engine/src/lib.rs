@@ -1,0 +1,22 @@
+//! fardisk's engine: pools of thin volumes whose durable home is an object store, committed in
+//! atomic transaction groups. See ARCHITECTURE.md for the data paths and docs/format.md for every
+//! byte that reaches the store.
+
+pub mod blkptr;
+pub mod blockmap;
+pub mod cache;
+pub mod clock;
+pub mod codec;
+pub mod compress;
+pub mod dirty;
+pub mod error;
+pub mod fence;
+pub mod objstore;
+pub mod pool;
+pub mod rng;
+pub mod root;
+pub mod segment;
+pub mod space;
+
+pub use error::{Error, ErrorKind, Result};
+pub use pool::{Env, Pool, PoolConfig};

@@ -1,0 +1,80 @@
+//! Opens a store from a URL: `file://DIR` (the embedded default), `memory://NAME` (tests; shared
+//! within a process by name so a test can "restart" on the same bytes), `s3://BUCKET/PREFIX`,
+//! `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX`. Credentials come from the standard environment
+//! variables of each cloud and are never printed: `describe()` shows the URL only.
+
+use super::{DynStore, ObjectStoreBackend};
+use crate::error::{Error, Result};
+use object_store::memory::InMemory;
+use object_store::ObjectStore;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
+    STORES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Splits `bucket/some/prefix` into the bucket and the prefix.
+fn bucket_and_prefix(rest: &str) -> (String, String) {
+    let rest = rest.trim_matches('/');
+    match rest.split_once('/') {
+        Some((b, p)) => (b.to_string(), p.to_string()),
+        None => (rest.to_string(), String::new()),
+    }
+}
+
+/// `create` makes a missing local directory; import refuses one (a typo must not create a pool).
+pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
+    let bad = |why: &str| Error::BadInput(format!("store URL '{url}': {why}"));
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("expected file://DIR, s3://BUCKET/PREFIX, gs://, az:// or memory://NAME"))?;
+    let (inner, prefix): (Arc<dyn ObjectStore>, String) = match scheme {
+        "file" => {
+            let dir = std::path::Path::new(rest);
+            if !dir.is_absolute() {
+                return Err(bad("a file:// store needs an absolute directory, e.g. file:///var/lib/fardisk/pool"));
+            }
+            if create {
+                std::fs::create_dir_all(dir).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
+            } else if !dir.is_dir() {
+                return Err(Error::Unavailable(format!(
+                    "store directory {} does not exist; check the URL or create the pool first",
+                    dir.display()
+                )));
+            }
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                .map_err(|e| bad(&e.to_string()))?;
+            (Arc::new(fs), String::new())
+        }
+        "memory" => {
+            let store = memory_stores().lock().entry(rest.to_string()).or_default().clone();
+            (store, String::new())
+        }
+        "s3" => {
+            let (bucket, prefix) = bucket_and_prefix(rest);
+            let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+            if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
+                b = b.with_allow_http(endpoint.starts_with("http://")).with_endpoint(endpoint);
+            }
+            if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+                b = b.with_region("us-east-1");
+            }
+            (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
+        }
+        "gs" => {
+            let (bucket, prefix) = bucket_and_prefix(rest);
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+            (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
+        }
+        "az" | "azure" => {
+            let (container, prefix) = bucket_and_prefix(rest);
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(container);
+            (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
+        }
+        other => return Err(bad(&format!("unknown scheme '{other}'"))),
+    };
+    Ok(Arc::new(ObjectStoreBackend::new(inner, &prefix, url.to_string())))
+}

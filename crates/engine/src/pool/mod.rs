@@ -1,0 +1,212 @@
+//! A pool: volumes whose durable home is an object store, committed in atomic transaction groups.
+//! `open.rs` creates and imports (fencing), `write.rs`/`read.rs` are the data paths, `sync.rs`
+//! turns the syncing txg into segments and a root, `gc.rs` compacts and deletes.
+
+mod config;
+mod gc;
+mod open;
+mod read;
+mod status;
+mod sync;
+mod volume;
+mod write;
+
+pub use config::{validate_prop, PoolConfig, POOL_PROPS};
+pub use open::{CreateOptions, ImportOptions};
+pub use status::{PoolHealth, PoolStatus, VolumeInfo};
+
+use crate::blkptr::BlockPtr;
+use crate::blockmap::{BlockSource, PageCache};
+use crate::cache::BlockCache;
+use crate::clock::Clock;
+use crate::dirty::DirtySet;
+use crate::error::{Error, Result};
+use crate::objstore::{DynStore, StoreStats};
+use crate::rng::Rng;
+use crate::root::{Root, VolumeEntry};
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{watch, Notify};
+
+/// Shared environment: injected time and randomness.
+#[derive(Debug, Clone)]
+pub struct Env {
+    pub clock: Arc<dyn Clock>,
+    pub seed: u64,
+}
+
+impl Env {
+    pub fn system() -> Env {
+        Env { clock: Arc::new(crate::clock::SystemClock::default()), seed: Rng::from_entropy().next_u64() }
+    }
+}
+
+/// Work queued for the next sync that is not user data.
+#[derive(Debug, Default)]
+pub(crate) struct PendingMeta {
+    /// Volumes destroyed since the last sync: their trees are freed by the sync.
+    pub destroyed: Vec<VolumeEntry>,
+    /// Compaction: blocks to move out of sparse segments, (tree, block, old pointer, physical bytes).
+    pub relocations: Vec<(u32, u64, BlockPtr, bytes::Bytes)>,
+    /// Compaction: pages to rewrite, (tree, level, index, old pointer).
+    pub page_moves: Vec<(u32, u8, u64, BlockPtr)>,
+    /// Volumes shrunk since the last sync: (id, first block past the new end).
+    pub shrinks: Vec<(u32, u64)>,
+    /// Deleted segments whose space slots the next sync clears.
+    pub deleted_segments: Vec<u64>,
+    /// Set when only metadata changed (properties, volume create/resize) so a root is due.
+    pub meta_changed: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct TxgState {
+    pub open: DirtySet,
+    pub open_txg: u64,
+    pub syncing: Option<Arc<DirtySet>>,
+}
+
+/// Everything the in-memory pool knows that the next root will record.
+#[derive(Debug)]
+pub(crate) struct Meta {
+    pub root: Root,
+    /// Volumes by id, as of now (ahead of the last published root).
+    pub volumes: BTreeMap<u32, VolumeEntry>,
+    /// Segments waiting to be deleted: id -> txg that freed them.
+    pub pending_deletes: BTreeMap<u64, u64>,
+}
+
+pub(crate) struct Inner {
+    pub store: DynStore,
+    pub store_stats: Arc<StoreStats>,
+    pub env: Env,
+    pub rng: Rng,
+    pub config: RwLock<PoolConfig>,
+    pub name: String,
+    pub guid: u128,
+    pub epoch: u64,
+    pub import_id: u128,
+    pub meta: RwLock<Meta>,
+    pub pending: Mutex<PendingMeta>,
+    pub txg: Mutex<TxgState>,
+    pub cache: PageCache,
+    pub blocks: Arc<dyn BlockCache>,
+    /// One sync at a time; held for the whole sync.
+    pub sync_lock: tokio::sync::Mutex<()>,
+    /// Newest published txg.
+    pub published: watch::Sender<u64>,
+    /// Wakes the syncer early (dirty threshold, sync request).
+    pub kick: Notify,
+    /// Wakes writers stalled on the dirty limit.
+    pub dirty_freed: Notify,
+    pub health: Mutex<status::HealthState>,
+    pub counters: status::Counters,
+    pub readahead: Mutex<BTreeMap<u32, read::SeqDetector>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("name", &self.name).field("epoch", &self.epoch).finish()
+    }
+}
+
+/// A handle to an imported pool. Cloning shares it; background work stops when `export` is
+/// called or the last handle is dropped.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub(crate) inner: Arc<Inner>,
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // The last handle (the one owning `tasks` besides background clones) aborts the workers.
+        if Arc::strong_count(&self.tasks) == 1 {
+            for t in self.tasks.lock().drain(..) {
+                t.abort();
+            }
+        }
+    }
+}
+
+impl Pool {
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn guid(&self) -> u128 {
+        self.inner.guid
+    }
+
+    pub fn store_stats(&self) -> Arc<StoreStats> {
+        self.inner.store_stats.clone()
+    }
+
+    /// The newest published txg.
+    pub fn published_txg(&self) -> u64 {
+        *self.inner.published.borrow()
+    }
+
+    /// The txg that writes issued now land in.
+    pub fn open_txg(&self) -> u64 {
+        self.inner.txg.lock().open_txg
+    }
+
+
+    /// Syncs the open txg now and waits until its root is published. Returns the newest published
+    /// txg. A pool with nothing dirty returns at once.
+    pub async fn sync_txg(&self) -> Result<u64> {
+        sync::sync_until_clean(&self.inner).await
+    }
+
+    /// Waits until every write acknowledged before the call is in a published txg (the sync path
+    /// of a pool without a log device).
+    pub async fn sync_request(&self) -> Result<()> {
+        let target = {
+            let t = self.inner.txg.lock();
+            if !t.open.is_empty() {
+                t.open_txg
+            } else if t.syncing.is_some() {
+                t.open_txg - 1
+            } else {
+                return Ok(());
+            }
+        };
+        sync::wait_published(&self.inner, target).await
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Pool {
+        Pool { inner, tasks: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    pub(crate) fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks.lock().push(tokio::spawn(fut));
+    }
+
+    /// Drains everything to the store, publishes a root that marks the pool exported, and stops
+    /// background work. The handle must not be used afterwards.
+    pub async fn export(&self) -> Result<()> {
+        sync::sync_until_clean(&self.inner).await?;
+        sync::publish_export(&self.inner).await?;
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.inner.health.lock().check_writable()
+    }
+}
+
+/// Reads blocks for the block map through the block cache.
+#[async_trait::async_trait]
+impl BlockSource for Inner {
+    async fn read_block(&self, ptr: &BlockPtr) -> Result<bytes::Bytes> {
+        read::read_verified(self, ptr).await
+    }
+}
+
+pub(crate) fn bad(msg: impl Into<String>) -> Error {
+    Error::BadInput(msg.into())
+}

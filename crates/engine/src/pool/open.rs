@@ -1,0 +1,194 @@
+//! Creating a pool and importing it: conditional-write probe, finding the newest root without
+//! listing data, the holder check, and claiming the pool with a new epoch (which fences any
+//! previous writer).
+
+use super::{Env, Inner, Meta, Pool, PoolConfig, TxgState};
+use crate::blockmap::{PageCache, TreeRef};
+use crate::cache::BlockCache;
+use crate::dirty::DirtySet;
+use crate::error::{Error, Result};
+use crate::fence::{check_conditional_writes, find_latest_root, publish_root};
+use crate::objstore::{DynStore, InstrumentedStore, RetryingStore};
+use crate::rng::Rng;
+use crate::root::{Holder, Root, VdevEntry};
+use crate::space::{SpaceTotals, SPACE_TREE_ID};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Default)]
+pub struct CreateOptions {
+    pub props: BTreeMap<String, String>,
+    pub vdevs: Vec<VdevEntry>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Take over a pool another live writer holds; that writer is fenced at its next commit.
+    pub force: bool,
+    pub config: PoolConfig,
+}
+
+fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
+    Holder {
+        hostname: hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into()),
+        pid: std::process::id(),
+        import_id: rng.next_u128(),
+        since_ms: env.clock.wall_ms(),
+        active,
+    }
+}
+
+fn wrap_store(store: DynStore, config: &PoolConfig, env: &Env) -> (DynStore, Arc<crate::objstore::StoreStats>) {
+    let instrumented = Arc::new(InstrumentedStore::new(store, env.clock.clone()));
+    let stats = instrumented.stats.clone();
+    let retrying = RetryingStore::new(instrumented, config.retry.clone(), env.clock.clone(), env.seed ^ 0x5eed);
+    (Arc::new(retrying), stats)
+}
+
+pub fn check_pool_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadInput(format!(
+            "invalid name '{name}': use 1-64 letters, digits, '-', '_', '.', ':' starting with a letter"
+        )))
+    }
+}
+
+impl Pool {
+    /// Writes txg 0 of a new pool. Refuses a store that already holds a pool or lacks conditional
+    /// writes; nothing is written in either case.
+    pub async fn create(store: DynStore, name: &str, opts: CreateOptions, env: &Env) -> Result<Root> {
+        check_pool_name(name)?;
+        for (k, v) in &opts.props {
+            super::validate_prop(k, v)?;
+        }
+        let (store, _) = wrap_store(store, &PoolConfig::default(), env);
+        let rng = Rng::new(env.seed);
+        check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
+        if let Some(existing) = find_latest_root(store.as_ref()).await? {
+            return Err(Error::BadInput(format!(
+                "store {} already holds pool '{}' (txg {}); import it, or destroy it first",
+                store.describe(),
+                existing.pool_name,
+                existing.txg
+            )));
+        }
+        let root = Root {
+            pool_guid: rng.next_u128(),
+            pool_name: name.to_string(),
+            txg: 0,
+            epoch: 0,
+            time_ms: env.clock.wall_ms(),
+            put_id: rng.next_u128(),
+            holder: holder(env, &rng, false),
+            next_segment_counter: 1,
+            next_volume_id: 1,
+            space: TreeRef::empty(SPACE_TREE_ID, u64::MAX),
+            totals: SpaceTotals::default(),
+            space_carry: Vec::new(),
+            props: opts.props,
+            vdevs: opts.vdevs,
+            volumes: Vec::new(),
+        };
+        publish_root(store.as_ref(), &root).await.map_err(|e| match e {
+            Error::Fenced(_) => Error::BadInput(format!("another process created a pool in {} at the same time", store.describe())),
+            other => other,
+        })?;
+        Ok(root)
+    }
+
+    /// Reads the newest root without importing (for `status` of an exported pool, recovery points).
+    pub async fn peek(store: DynStore, env: &Env) -> Result<Root> {
+        let (store, _) = wrap_store(store, &PoolConfig::default(), env);
+        find_latest_root(store.as_ref()).await?.ok_or_else(|| no_pool(store.as_ref()))
+    }
+
+    pub async fn import(store: DynStore, name: &str, opts: ImportOptions, env: Env, blocks: Arc<dyn BlockCache>) -> Result<Pool> {
+        let (store, store_stats) = wrap_store(store, &opts.config, &env);
+        let rng = Rng::new(env.seed);
+        check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
+        let latest = find_latest_root(store.as_ref()).await?.ok_or_else(|| no_pool(store.as_ref()))?;
+        if latest.pool_name != name {
+            return Err(Error::BadInput(format!(
+                "store {} holds pool '{}', not '{name}'",
+                store.describe(),
+                latest.pool_name
+            )));
+        }
+        if latest.holder.active && !opts.force && !holder_is_stale(&latest.holder) {
+            let h = &latest.holder;
+            return Err(Error::Unavailable(format!(
+                "pool '{name}' is imported by host {} (pid {}) since txg {}; export it there, or use --force to take it over (the other writer will be fenced)",
+                h.hostname, h.pid, latest.txg
+            )));
+        }
+        let mut config = opts.config.clone();
+        config.apply_props(&latest.props)?;
+        let me = holder(&env, &rng, true);
+        let claim = Root {
+            txg: latest.txg + 1,
+            epoch: latest.epoch + 1,
+            time_ms: env.clock.wall_ms(),
+            put_id: rng.next_u128(),
+            holder: me.clone(),
+            next_segment_counter: 1,
+            ..latest.clone()
+        };
+        publish_root(store.as_ref(), &claim).await.map_err(|e| match e {
+            Error::Fenced(why) => Error::Unavailable(format!("another importer claimed pool '{name}' at the same time: {why}")),
+            other => other,
+        })?;
+        let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
+        let (published, _) = tokio::sync::watch::channel(claim.txg);
+        let inner = Arc::new(Inner {
+            store,
+            store_stats,
+            rng,
+            config: parking_lot::RwLock::new(config.clone()),
+            name: name.to_string(),
+            guid: claim.pool_guid,
+            epoch: claim.epoch,
+            import_id: me.import_id,
+            cache: PageCache::new(config.map_cache_bytes),
+            meta: parking_lot::RwLock::new(Meta { root: claim.clone(), volumes, pending_deletes: BTreeMap::new() }),
+            pending: Default::default(),
+            txg: parking_lot::Mutex::new(TxgState { open: DirtySet::default(), open_txg: claim.txg + 1, syncing: None }),
+            blocks,
+            sync_lock: tokio::sync::Mutex::new(()),
+            published,
+            kick: Default::default(),
+            dirty_freed: Default::default(),
+            health: Default::default(),
+            counters: Default::default(),
+            readahead: Default::default(),
+            env,
+        });
+        let pool = Pool::from_inner(inner);
+        super::gc::start_background(&pool, config.txg_timeout.is_some());
+        Ok(pool)
+    }
+}
+
+fn no_pool(store: &dyn crate::objstore::Store) -> Error {
+    Error::Unavailable(format!("no fardisk pool in {}; check the URL, or create one with 'fardisk create'", store.describe()))
+}
+
+/// A holder on this host whose process is gone (a crash or SIGKILL): importing again needs no force.
+fn holder_is_stale(h: &Holder) -> bool {
+    let me = hostname::get().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    if h.hostname != me {
+        return false;
+    }
+    if h.pid == std::process::id() {
+        return false; // This very process holds it (a second import in one process is a conflict).
+    }
+    // kill(pid, 0) fails with ESRCH when no such process exists.
+    let alive = unsafe { libc::kill(h.pid as libc::pid_t, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    !alive
+}

@@ -1,0 +1,412 @@
+//! The txg sync: freeze the open txg, pack its blocks into segments, update the block maps and the
+//! space table copy-on-write, upload every segment, and only then publish the root (rule 1). A
+//! crash at any instant leaves the previous root intact; uploads and the publish are retried until
+//! they succeed (the pool shows SUSPENDED meanwhile) or the pool is fenced.
+
+use super::{Inner, PendingMeta};
+use crate::blkptr::BlockPtr;
+use crate::blockmap::{TreeRef, TreeWalk};
+use crate::dirty::{Dirty, DirtySet, BLOCK_BYTES};
+use crate::error::{Error, Result};
+use crate::fence::publish_root;
+use crate::objstore::{PutMode, StoreErrorKind};
+use crate::root::Root;
+use crate::segment::{segment_id, segment_key, BlockOwner, SegmentBuilder};
+use crate::space::{SegmentSpace, SPACE_TREE_ID};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Backoff ceiling while the store is unreachable during a sync.
+const SUSPENDED_RETRY_MS_MAX: u64 = 5_000;
+/// Rounds `sync_until_clean` runs before reporting that writers keep the pool dirty.
+const CLEAN_ROUNDS_MAX: u32 = 64;
+
+/// Syncs until nothing is dirty (export, explicit sync). Returns the newest published txg.
+pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
+    for _ in 0..CLEAN_ROUNDS_MAX {
+        if sync_once(inner).await?.is_none() {
+            return Ok(*inner.published.borrow());
+        }
+    }
+    Err(Error::Unavailable("the pool stayed dirty through 64 txg syncs; stop writers and retry".into()))
+}
+
+/// Returns once txg `target` (or a later one) is published.
+pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
+    for _ in 0..CLEAN_ROUNDS_MAX {
+        if *inner.published.borrow() >= target {
+            return Ok(());
+        }
+        sync_once(inner).await?;
+    }
+    Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
+}
+
+fn pending_is_empty(p: &PendingMeta) -> bool {
+    !p.meta_changed && p.destroyed.is_empty() && p.relocations.is_empty() && p.page_moves.is_empty()
+        && p.deleted_segments.is_empty() && p.shrinks.is_empty()
+}
+
+/// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
+/// idle pool issues no requests at all).
+pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
+    let _guard = inner.sync_lock.lock().await;
+    inner.health.lock().check_not_fenced()?;
+    let (txg, set, pending) = {
+        let mut pending = inner.pending.lock();
+        let mut t = inner.txg.lock();
+        if t.open.is_empty() && pending_is_empty(&pending) {
+            return Ok(None);
+        }
+        let set = Arc::new(std::mem::take(&mut t.open));
+        t.syncing = Some(set.clone());
+        let txg = t.open_txg;
+        t.open_txg += 1;
+        (txg, set, std::mem::take(&mut *pending))
+    };
+    let started_us = inner.env.clock.mono_us();
+    let result = build_and_publish(inner, txg, &set, pending).await;
+    inner.txg.lock().syncing = None;
+    inner.dirty_freed.notify_waiters();
+    match &result {
+        Ok(()) => {
+            inner.counters.record_txg(set.bytes, inner.env.clock.mono_us() - started_us);
+            Ok(Some(txg))
+        }
+        Err(e) => {
+            // The in-memory map already points at this txg's segments: the pool cannot go on.
+            inner.health.lock().fault(e);
+            Err(Error::Unavailable(format!("txg {txg} could not be committed: {e}")))
+        }
+    }
+}
+
+/// Space bookkeeping of one sync.
+#[derive(Default)]
+struct SpaceDelta {
+    live: HashMap<u64, i64>,
+}
+
+impl SpaceDelta {
+    fn free(&mut self, p: &BlockPtr) {
+        if !p.is_hole() {
+            *self.live.entry(p.segment_id).or_default() -= p.physical_bytes as i64;
+        }
+    }
+}
+
+struct Packed {
+    finished: Vec<(u64, Vec<u8>)>,
+    builder: SegmentBuilder,
+    counter: u64,
+    updates: Vec<(u32, u64, BlockPtr)>,
+    written: BTreeMap<u64, u64>,
+}
+
+/// Compresses and packs data blocks (CPU work, off the async workers).
+fn pack(guid: u128, epoch: u64, mut counter: u64, txg: u64, cfg_target: usize, algo: crate::compress::Compression,
+        mut blocks: Vec<((u32, u64), Dirty)>) -> Packed {
+    blocks.sort_by_key(|(k, _)| *k);
+    let mut builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
+    counter += 1;
+    let mut finished = Vec::new();
+    let mut updates = Vec::with_capacity(blocks.len());
+    let mut written = BTreeMap::new();
+    for ((vol, block), d) in blocks {
+        let ptr = match d {
+            Dirty::Zero => BlockPtr::HOLE,
+            Dirty::Data(b) => {
+                if builder.len_bytes() >= cfg_target {
+                    let full = std::mem::replace(&mut builder, SegmentBuilder::new(guid, segment_id(epoch, counter), txg));
+                    counter += 1;
+                    finish_into(full, &mut finished, &mut written);
+                }
+                builder.add(BlockOwner::Data { tree_id: vol, block }, &b, algo)
+            }
+        };
+        updates.push((vol, block, ptr));
+    }
+    Packed { finished, builder, counter, updates, written }
+}
+
+fn finish_into(b: SegmentBuilder, finished: &mut Vec<(u64, Vec<u8>)>, written: &mut BTreeMap<u64, u64>) {
+    let id = b.segment_id();
+    let (bytes, entries) = b.finish();
+    written.insert(id, entries.iter().map(|e| e.ptr.physical_bytes as u64).sum());
+    finished.push((id, bytes));
+}
+
+async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending: PendingMeta) -> Result<()> {
+    let cfg = inner.config.read().clone();
+    let counter0 = inner.meta.read().root.next_segment_counter;
+    let blocks: Vec<((u32, u64), Dirty)> = set.blocks.iter().map(|(k, v)| (*k, v.clone())).collect();
+    let (guid, epoch, target, algo) = (inner.guid, inner.epoch, cfg.segment_bytes_target, cfg.compression);
+    let packed = tokio::task::spawn_blocking(move || pack(guid, epoch, counter0, txg, target, algo, blocks))
+        .await
+        .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
+    let Packed { finished, mut builder, counter, mut updates, mut written } = packed;
+    // Data segments upload while the maps are updated.
+    let mut uploads = tokio::task::JoinSet::new();
+    let limit = Arc::new(tokio::sync::Semaphore::new(cfg.upload_concurrency.max(1)));
+    for (id, bytes) in finished {
+        spawn_upload(&mut uploads, inner, &limit, id, Bytes::from(bytes));
+    }
+    let mut delta = SpaceDelta::default();
+    relocate(inner, set, &pending, &mut builder, &mut updates).await?;
+    let mut volumes = inner.meta.read().volumes.clone();
+    apply_updates(inner, &mut volumes, &updates, &mut delta).await?;
+    apply_shrinks_and_grows(inner, &mut volumes, &pending.shrinks, &mut delta).await?;
+    for v in &pending.destroyed {
+        free_tree(inner, &v.tree, &mut delta).await?;
+        inner.cache.forget_tree(v.id);
+    }
+    for (tree_id, level, index, old) in &pending.page_moves {
+        let tree = if *tree_id == SPACE_TREE_ID { inner.meta.read().root.space } else {
+            match volumes.get(tree_id) { Some(v) => v.tree, None => continue }
+        };
+        if tree.page_location(&inner.cache, &**inner, *level, *index).await? == *old {
+            tree.touch_page(&inner.cache, &**inner, *level, *index).await?;
+        }
+    }
+    for v in volumes.values_mut() {
+        for old in v.tree.write_dirty(&inner.cache, &**inner, &mut builder, txg, algo).await? {
+            delta.free(&old);
+        }
+    }
+    let meta_id = builder.segment_id();
+    let meta_written: u64 = builder_live_bytes(&builder);
+    written.insert(meta_id, meta_written);
+    let (root, deletes) = update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
+    let (bytes, _) = builder.finish();
+    spawn_upload(&mut uploads, inner, &limit, meta_id, Bytes::from(bytes));
+    while let Some(r) = uploads.join_next().await {
+        r.map_err(|e| Error::Bug(format!("upload task failed: {e}")))??;
+    }
+    let root = Root { next_segment_counter: counter + 1, ..root };
+    publish_until_done(inner, &root).await?;
+    {
+        let mut meta = inner.meta.write();
+        for (id, v) in volumes {
+            if let Some(live) = meta.volumes.get_mut(&id) {
+                live.tree = v.tree;
+                live.allocated_blocks = v.allocated_blocks;
+            }
+        }
+        meta.root = root;
+        meta.pending_deletes.extend(deletes);
+    }
+    inner.cache.finish_txg();
+    let _ = inner.published.send_replace(txg);
+    super::gc::delete_freed(inner, txg).await;
+    Ok(())
+}
+
+/// Compaction's moves: a block still mapped where compaction found it is copied as is.
+async fn relocate(inner: &Arc<Inner>, set: &DirtySet, pending: &PendingMeta, builder: &mut SegmentBuilder,
+                  updates: &mut Vec<(u32, u64, BlockPtr)>) -> Result<()> {
+    for (vol, block, old, phys) in &pending.relocations {
+        if set.get(*vol, *block).is_some() {
+            continue; // Overwritten in this txg: the move is moot.
+        }
+        let Some(tree) = inner.meta.read().volumes.get(vol).map(|v| v.tree) else { continue };
+        let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, *block, inner.cache.generation()).await?)?;
+        if current != *old {
+            continue;
+        }
+        let p = builder.add_physical(BlockOwner::Data { tree_id: *vol, block: *block }, phys, old.compression()?, old.logical_bytes);
+        updates.push((*vol, *block, p));
+    }
+    Ok(())
+}
+
+async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
+                       updates: &[(u32, u64, BlockPtr)], delta: &mut SpaceDelta) -> Result<()> {
+    for (vol, block, new) in updates {
+        let Some(v) = volumes.get_mut(vol) else { continue }; // Destroyed meanwhile.
+        if *block >= v.size_bytes / BLOCK_BYTES {
+            continue; // Shrunk meanwhile.
+        }
+        if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
+            v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
+        }
+        let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &**inner, *block, new.to_bytes()).await?)?;
+        delta.free(&old);
+        v.allocated_blocks = v.allocated_blocks + (!new.is_hole()) as u64 - (!old.is_hole()) as u64;
+    }
+    Ok(())
+}
+
+async fn apply_shrinks_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
+                                 shrinks: &[(u32, u64)], delta: &mut SpaceDelta) -> Result<()> {
+    for (id, first_gone) in shrinks {
+        let Some(v) = volumes.get_mut(id) else { continue };
+        let walk = TreeWalk::walk(&v.tree, &inner.cache, &**inner).await?;
+        for (block, slot) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= *first_gone) {
+            let old = BlockPtr::from_bytes(&slot)?;
+            v.tree.update(&inner.cache, &**inner, block, BlockPtr::HOLE.to_bytes()).await?;
+            delta.free(&old);
+            v.allocated_blocks -= (!old.is_hole()) as u64;
+        }
+    }
+    for v in volumes.values_mut() {
+        if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
+            v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
+        }
+    }
+    Ok(())
+}
+
+/// A destroyed volume: every page and block it referenced becomes garbage.
+async fn free_tree(inner: &Arc<Inner>, tree: &TreeRef, delta: &mut SpaceDelta) -> Result<()> {
+    let walk = TreeWalk::walk(tree, &inner.cache, &**inner).await?;
+    for (_, _, p) in &walk.pages {
+        delta.free(p);
+    }
+    for (_, slot) in &walk.leaf_slots {
+        delta.free(&BlockPtr::from_bytes(slot)?);
+    }
+    Ok(())
+}
+
+fn builder_live_bytes(b: &SegmentBuilder) -> u64 {
+    (b.len_bytes() - crate::segment::SEGMENT_HEADER_BYTES) as u64
+}
+
+/// Applies this txg's space changes to the space table, writes its dirty pages into the meta
+/// segment, and assembles the root. Returns segments that became free.
+async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder, written: &BTreeMap<u64, u64>,
+                      mut delta: SpaceDelta, pending: &PendingMeta,
+                      volumes: &BTreeMap<u32, crate::root::VolumeEntry>) -> Result<(Root, Vec<(u64, u64)>)> {
+    let mut root = inner.meta.read().root.clone();
+    let mut space = root.space;
+    let mut totals = root.totals;
+    let mut extra_written: HashMap<u64, u64> = HashMap::new();
+    for (seg, d) in std::mem::take(&mut root.space_carry) {
+        *delta.live.entry(seg).or_default() += d;
+        if d > 0 {
+            *extra_written.entry(seg).or_default() += d as u64;
+        }
+    }
+    let gen = inner.cache.generation();
+    for (seg, w) in written {
+        let s = SegmentSpace { written_bytes: *w, live_bytes: *w, created_txg: txg, freed_txg: 0 };
+        space.update(&inner.cache, &**inner, *seg, s.to_slot()).await?;
+        totals.physical_bytes += w;
+        totals.live_bytes += w;
+    }
+    let mut freed = Vec::new();
+    let mut segs: Vec<(u64, i64)> = delta.live.into_iter().collect();
+    segs.sort_unstable();
+    for (seg, d) in segs {
+        let mut s = SegmentSpace::from_slot(&space.lookup(&inner.cache, &**inner, seg, gen).await?)?;
+        if s.is_empty_slot() {
+            continue; // Already deleted (a late carry).
+        }
+        let extra = extra_written.get(&seg).copied().unwrap_or(0);
+        s.written_bytes += extra;
+        totals.physical_bytes += extra;
+        let live = (s.live_bytes as i64 + d).max(0) as u64;
+        totals.live_bytes = (totals.live_bytes as i64 + live as i64 - s.live_bytes as i64).max(0) as u64;
+        s.live_bytes = live;
+        if live == 0 && s.freed_txg == 0 {
+            s.freed_txg = txg;
+            totals.physical_bytes = totals.physical_bytes.saturating_sub(s.written_bytes);
+            freed.push((seg, txg));
+        }
+        space.update(&inner.cache, &**inner, seg, s.to_slot()).await?;
+    }
+    for seg in &pending.deleted_segments {
+        space.update(&inner.cache, &**inner, *seg, [0u8; 40]).await?;
+    }
+    let algo = inner.config.read().compression;
+    let before = builder.block_count();
+    let mut carry: Vec<(u64, i64)> = Vec::new();
+    for old in space.write_dirty(&inner.cache, &**inner, builder, txg, algo).await? {
+        carry.push((old.segment_id, -(old.physical_bytes as i64)));
+    }
+    let added = builder_live_bytes(builder) - written.get(&builder.segment_id()).copied().unwrap_or(0);
+    if before != builder.block_count() {
+        carry.push((builder.segment_id(), added as i64));
+    }
+    totals.logical_bytes = volumes.values().map(|v| v.allocated_blocks * BLOCK_BYTES).sum();
+    root.txg = txg;
+    root.time_ms = inner.env.clock.wall_ms();
+    root.put_id = inner.rng.next_u128();
+    root.space = space;
+    root.totals = totals;
+    root.space_carry = carry;
+    root.volumes = volumes.values().cloned().collect();
+    Ok((root, freed))
+}
+
+fn spawn_upload(set: &mut tokio::task::JoinSet<Result<()>>, inner: &Arc<Inner>, limit: &Arc<tokio::sync::Semaphore>, id: u64, bytes: Bytes) {
+    let inner = inner.clone();
+    let limit = limit.clone();
+    set.spawn(async move {
+        let _permit = limit.acquire_owned().await.map_err(|_| Error::Bug("upload semaphore closed".into()))?;
+        inner.counters.add_segment(bytes.len() as u64);
+        retry_forever(&inner, "segment upload", || async {
+            match inner.store.put(&segment_key(id), bytes.clone(), PutMode::Create).await {
+                // Segment ids are unique per writer epoch: an existing key is our own retried PUT.
+                Err(e) if e.kind == StoreErrorKind::AlreadyExists => Ok(()),
+                other => other.map_err(Error::from),
+            }
+        })
+        .await
+    });
+}
+
+async fn publish_until_done(inner: &Arc<Inner>, root: &Root) -> Result<()> {
+    retry_forever(inner, "root publish", || publish_root(inner.store.as_ref(), root)).await
+}
+
+/// Retries a commit step through store outages: the pool is SUSPENDED meanwhile and resumes by
+/// itself. Fencing and bugs end it; `sync_attempts_max` bounds it in tests.
+async fn retry_forever<F, Fut>(inner: &Arc<Inner>, what: &str, mut step: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut attempt: u64 = 0;
+    let mut wait_ms = 100;
+    loop {
+        match step().await {
+            Ok(()) => {
+                if attempt > 0 {
+                    inner.health.lock().resume();
+                    tracing::info!("{what} succeeded after the store came back");
+                }
+                return Ok(());
+            }
+            Err(e @ (Error::Fenced(_) | Error::Bug(_))) => return Err(e),
+            Err(e) => {
+                attempt += 1;
+                if inner.config.read().sync_attempts_max.is_some_and(|m| attempt >= m) {
+                    return Err(e);
+                }
+                tracing::warn!(error = %e, attempt, "{what} failed; pool suspended, retrying");
+                inner.health.lock().suspend(format!("{what}: {e}"));
+                inner.env.clock.sleep(Duration::from_millis(wait_ms)).await;
+                wait_ms = (wait_ms * 2).min(SUSPENDED_RETRY_MS_MAX);
+            }
+        }
+    }
+}
+
+/// The final root of an export: the holder is marked inactive so the next import needs no force.
+pub(crate) async fn publish_export(inner: &Arc<Inner>) -> Result<()> {
+    let _guard = inner.sync_lock.lock().await;
+    let mut root = inner.meta.read().root.clone();
+    root.txg += 1;
+    root.put_id = inner.rng.next_u128();
+    root.time_ms = inner.env.clock.wall_ms();
+    root.holder.active = false;
+    publish_until_done(inner, &root).await?;
+    inner.txg.lock().open_txg = root.txg + 1;
+    let txg = root.txg;
+    inner.meta.write().root = root;
+    let _ = inner.published.send_replace(txg);
+    Ok(())
+}

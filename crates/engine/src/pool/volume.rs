@@ -1,0 +1,130 @@
+//! Volumes: thin-provisioned block devices of a fixed virtual size with 4 KiB logical blocks
+//! (like zvols). Changes are visible at once and recorded by the next txg's root.
+
+use super::{bad, Pool};
+use crate::blockmap::TreeRef;
+use crate::dirty::BLOCK_BYTES;
+use crate::error::{Error, Result};
+use crate::root::VolumeEntry;
+use std::collections::BTreeMap;
+
+/// 16 TiB: the size the issue asks for, and what a 4-level map of 4 KiB blocks addresses.
+pub const VOLUME_BYTES_MAX: u64 = 16 << 40;
+
+pub fn check_volume_name(name: &str) -> Result<()> {
+    super::open::check_pool_name(name)
+}
+
+fn check_size(size_bytes: u64) -> Result<()> {
+    if size_bytes == 0 || size_bytes % BLOCK_BYTES != 0 || size_bytes > VOLUME_BYTES_MAX {
+        return Err(bad(format!(
+            "volume size {size_bytes} bytes must be a positive multiple of 4096 up to 16 TiB"
+        )));
+    }
+    Ok(())
+}
+
+impl Pool {
+    pub fn volume_id(&self, name: &str) -> Option<u32> {
+        self.inner.meta.read().volumes.values().find(|v| v.name == name).map(|v| v.id)
+    }
+
+    pub fn volume_size(&self, id: u32) -> Option<u64> {
+        self.inner.meta.read().volumes.get(&id).map(|v| v.size_bytes)
+    }
+
+    pub fn volume_entries(&self) -> Vec<VolumeEntry> {
+        self.inner.meta.read().volumes.values().cloned().collect()
+    }
+
+    pub fn volume_create(&self, name: &str, size_bytes: u64) -> Result<u32> {
+        self.check_writable()?;
+        check_volume_name(name)?;
+        check_size(size_bytes)?;
+        let mut meta = self.inner.meta.write();
+        if meta.volumes.values().any(|v| v.name == name) {
+            return Err(bad(format!("volume '{name}' already exists in pool '{}'", self.inner.name)));
+        }
+        let id = meta.root.next_volume_id;
+        meta.root.next_volume_id += 1;
+        let created_txg = self.open_txg();
+        let entry = VolumeEntry {
+            id,
+            name: name.to_string(),
+            size_bytes,
+            created_txg,
+            tree: TreeRef::empty(id, size_bytes / BLOCK_BYTES),
+            allocated_blocks: 0,
+            props: BTreeMap::new(),
+        };
+        meta.volumes.insert(id, entry);
+        self.inner.pending.lock().meta_changed = true;
+        Ok(id)
+    }
+
+    /// Destroys a volume; its space is freed by the next sync.
+    pub fn volume_destroy(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
+        let entry = self.inner.meta.write().volumes.remove(&id).ok_or_else(|| Error::Bug("volume vanished".into()))?;
+        self.inner.txg.lock().open.drop_volume(id);
+        let mut p = self.inner.pending.lock();
+        p.destroyed.push(entry);
+        p.meta_changed = true;
+        Ok(())
+    }
+
+    /// Grows or shrinks a volume. Shrinking frees the blocks past the new end at the next sync.
+    pub fn volume_resize(&self, name: &str, size_bytes: u64) -> Result<()> {
+        self.check_writable()?;
+        check_size(size_bytes)?;
+        let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
+        {
+            let mut t = self.inner.txg.lock();
+            let first_gone = size_bytes / BLOCK_BYTES;
+            let gone: Vec<(u32, u64)> = t.open.blocks.keys().filter(|k| k.0 == id && k.1 >= first_gone).copied().collect();
+            for (v, b) in gone {
+                t.open.insert(v, b, crate::dirty::Dirty::Zero);
+            }
+        }
+        let mut meta = self.inner.meta.write();
+        let v = meta.volumes.get_mut(&id).ok_or_else(|| no_volume(&self.inner.name, name))?;
+        let shrunk = size_bytes < v.size_bytes;
+        v.size_bytes = size_bytes;
+        let mut p = self.inner.pending.lock();
+        if shrunk {
+            p.shrinks.push((id, size_bytes / BLOCK_BYTES));
+        }
+        p.meta_changed = true;
+        Ok(())
+    }
+
+    pub fn volume_set_prop(&self, name: &str, key: &str, value: &str) -> Result<()> {
+        let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
+        let mut meta = self.inner.meta.write();
+        if let Some(v) = meta.volumes.get_mut(&id) {
+            v.props.insert(key.to_string(), value.to_string());
+        }
+        self.inner.pending.lock().meta_changed = true;
+        Ok(())
+    }
+
+    /// Pool properties as stored in the root (explicitly set ones only).
+    pub fn props(&self) -> BTreeMap<String, String> {
+        self.inner.meta.read().root.props.clone()
+    }
+
+    pub fn set_prop(&self, key: &str, value: &str) -> Result<()> {
+        super::validate_prop(key, value)?;
+        self.check_writable()?;
+        self.inner.config.write().apply_props(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
+        self.inner.meta.write().root.props.insert(key.to_string(), value.to_string());
+        self.inner.pending.lock().meta_changed = true;
+        self.inner.kick.notify_one();
+        Ok(())
+    }
+}
+
+pub(crate) fn no_volume(pool: &str, name: &str) -> Error {
+    bad(format!("pool '{pool}' has no volume '{name}' (see 'fardisk volume list {pool}')"))
+}

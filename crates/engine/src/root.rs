@@ -1,0 +1,207 @@
+//! The root (uberblock) of a txg: everything needed to open the pool at that txg. Written once as
+//! `roots/<txg>` with a create-only PUT (which is also the fencing point), never modified.
+//! Layout in docs/format.md ("Root").
+
+use crate::blkptr::BlockPtr;
+use crate::blockmap::TreeRef;
+use crate::codec::{verify_sealed, Reader, Writer};
+use crate::error::{Error, Result};
+use crate::space::SpaceTotals;
+use std::collections::BTreeMap;
+
+pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"FDROOT01");
+pub const ROOT_VERSION: u32 = 1;
+pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDHEAD01");
+
+pub fn root_key(txg: u64) -> String {
+    format!("roots/{txg:016x}")
+}
+pub const HEAD_KEY: &str = "head";
+
+/// Who holds the pool: shown to a second importer, checked for staleness after a crash.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Holder {
+    pub hostname: String,
+    pub pid: u32,
+    pub import_id: u128,
+    pub since_ms: u64,
+    /// False once exported: the next import needs no force.
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VdevEntry {
+    /// "log" or "cache".
+    pub role: String,
+    pub mirror: bool,
+    pub guid: u64,
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeEntry {
+    pub id: u32,
+    pub name: String,
+    pub size_bytes: u64,
+    pub created_txg: u64,
+    pub tree: TreeRef,
+    pub allocated_blocks: u64,
+    pub props: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Root {
+    pub pool_guid: u128,
+    pub pool_name: String,
+    pub txg: u64,
+    pub epoch: u64,
+    pub time_ms: u64,
+    /// Random per PUT: tells our own retried PUT apart from another writer's.
+    pub put_id: u128,
+    pub holder: Holder,
+    pub next_segment_counter: u64,
+    pub next_volume_id: u32,
+    pub space: TreeRef,
+    pub totals: SpaceTotals,
+    /// Space-table deltas for the space pages written by this txg, applied by the next txg.
+    pub space_carry: Vec<(u64, i64)>,
+    pub props: BTreeMap<String, String>,
+    pub vdevs: Vec<VdevEntry>,
+    pub volumes: Vec<VolumeEntry>,
+}
+
+fn put_tree(w: &mut Writer, t: &TreeRef) {
+    w.u32(t.tree_id).u8(t.levels);
+    t.top.encode(w);
+}
+
+fn get_tree(r: &mut Reader) -> Result<TreeRef> {
+    Ok(TreeRef { tree_id: r.u32()?, levels: r.u8()?, top: BlockPtr::decode(r)? })
+}
+
+fn put_props(w: &mut Writer, props: &BTreeMap<String, String>) {
+    w.u16(props.len() as u16);
+    for (k, v) in props {
+        w.str(k).str(v);
+    }
+}
+
+fn get_props(r: &mut Reader) -> Result<BTreeMap<String, String>> {
+    let n = r.u16()?;
+    let mut m = BTreeMap::new();
+    for _ in 0..n {
+        let k = r.str()?;
+        m.insert(k, r.str()?);
+    }
+    Ok(m)
+}
+
+impl Root {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(1024);
+        w.u64(ROOT_MAGIC).u32(ROOT_VERSION).u32(0);
+        w.u128(self.pool_guid).str(&self.pool_name).u64(self.txg).u64(self.epoch).u64(self.time_ms).u128(self.put_id);
+        let h = &self.holder;
+        w.str(&h.hostname).u32(h.pid).u128(h.import_id).u64(h.since_ms).u8(h.active as u8);
+        w.u64(self.next_segment_counter).u32(self.next_volume_id);
+        put_tree(&mut w, &self.space);
+        let t = &self.totals;
+        w.u64(t.logical_bytes).u64(t.physical_bytes).u64(t.live_bytes);
+        w.u32(self.space_carry.len() as u32);
+        for (seg, delta) in &self.space_carry {
+            w.u64(*seg).u64(*delta as u64);
+        }
+        put_props(&mut w, &self.props);
+        w.u16(self.vdevs.len() as u16);
+        for v in &self.vdevs {
+            w.str(&v.role).u8(v.mirror as u8).u64(v.guid).u16(v.paths.len() as u16);
+            for p in &v.paths {
+                w.str(p);
+            }
+        }
+        w.u32(self.volumes.len() as u32);
+        for v in &self.volumes {
+            w.u32(v.id).str(&v.name).u64(v.size_bytes).u64(v.created_txg);
+            put_tree(&mut w, &v.tree);
+            w.u64(v.allocated_blocks);
+            put_props(&mut w, &v.props);
+        }
+        w.seal();
+        w.buf
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Root> {
+        let body = verify_sealed(bytes, "root")?;
+        let mut r = Reader::new(body, "root");
+        let (magic, version, _flags) = (r.u64()?, r.u32()?, r.u32()?);
+        if magic != ROOT_MAGIC {
+            return Err(Error::corrupt("root", "bad magic: not a fardisk root"));
+        }
+        if version != ROOT_VERSION {
+            return Err(Error::Unavailable(format!("root version {version} is newer than this fardisk")));
+        }
+        let pool_guid = r.u128()?;
+        let pool_name = r.str()?;
+        let (txg, epoch, time_ms, put_id) = (r.u64()?, r.u64()?, r.u64()?, r.u128()?);
+        let holder = Holder { hostname: r.str()?, pid: r.u32()?, import_id: r.u128()?, since_ms: r.u64()?, active: r.u8()? != 0 };
+        let (next_segment_counter, next_volume_id) = (r.u64()?, r.u32()?);
+        let space = get_tree(&mut r)?;
+        let totals = SpaceTotals { logical_bytes: r.u64()?, physical_bytes: r.u64()?, live_bytes: r.u64()? };
+        let n = r.u32()?;
+        let mut space_carry = Vec::new();
+        for _ in 0..n {
+            space_carry.push((r.u64()?, r.u64()? as i64));
+        }
+        let props = get_props(&mut r)?;
+        let mut vdevs = Vec::new();
+        for _ in 0..r.u16()? {
+            let (role, mirror, guid) = (r.str()?, r.u8()? != 0, r.u64()?);
+            let mut paths = Vec::new();
+            for _ in 0..r.u16()? {
+                paths.push(r.str()?);
+            }
+            vdevs.push(VdevEntry { role, mirror, guid, paths });
+        }
+        let mut volumes = Vec::new();
+        for _ in 0..r.u32()? {
+            let (id, name, size_bytes, created_txg) = (r.u32()?, r.str()?, r.u64()?, r.u64()?);
+            let tree = get_tree(&mut r)?;
+            let allocated_blocks = r.u64()?;
+            volumes.push(VolumeEntry { id, name, size_bytes, created_txg, tree, allocated_blocks, props: get_props(&mut r)? });
+        }
+        Ok(Root {
+            pool_guid, pool_name, txg, epoch, time_ms, put_id, holder, next_segment_counter, next_volume_id,
+            space, totals, space_carry, props, vdevs, volumes,
+        })
+    }
+
+    /// Encodes and re-parses before the bytes leave the process (pair assertion).
+    pub fn encode_verified(&self) -> Result<Vec<u8>> {
+        let bytes = self.encode();
+        let back = Root::decode(&bytes)?;
+        if &back != self {
+            return Err(Error::Bug("root does not survive its own encoding".into()));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The head hint: the newest txg known to be published. Import starts here and probes forward, so a
+/// stale hint (a crash between the root PUT and the head PUT) costs one extra GET.
+pub fn encode_head(txg: u64) -> Vec<u8> {
+    let mut w = Writer::with_capacity(32);
+    w.u64(HEAD_MAGIC).u32(1).u32(0).u64(txg);
+    w.seal();
+    w.buf
+}
+
+pub fn decode_head(bytes: &[u8]) -> Result<u64> {
+    let body = verify_sealed(bytes, "head")?;
+    let mut r = Reader::new(body, "head");
+    if r.u64()? != HEAD_MAGIC {
+        return Err(Error::corrupt("head", "bad magic"));
+    }
+    let _version = r.u32()?;
+    let _pad = r.u32()?;
+    r.u64()
+}

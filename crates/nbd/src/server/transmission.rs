@@ -1,0 +1,195 @@
+//! The transmission phase of one connection: read requests in order, run up to
+//! `max_inflight_per_connection` of them concurrently (replies may go out of order),
+//! and hold at most `max_inflight_bytes_per_connection` of payload in memory.
+//!
+//! The loop ends on NBD_CMD_DISC, end of stream, a protocol violation (bad magic,
+//! oversized write), or server shutdown; in every case it waits for the requests
+//! already running to reply before closing, as the spec asks for DISC and shutdown.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use super::command::{check_fast_zero, validate, ExportLimits, Refusal};
+use super::execute::execute;
+use super::negotiate::Session;
+use super::reply_sink::{Reply, ReplySink};
+use super::shutdown::wait_for_shutdown;
+use crate::config::ServerConfig;
+use crate::wire::consts::{NBD_EINVAL, REQUEST_HEADER_BYTES};
+use crate::wire::{Command, RequestHeader};
+
+/// Bytes buffered from the socket; request headers are small and many.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Why the request loop stopped (for the log).
+#[derive(Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Disconnect,
+    EndOfStream,
+    BadMagic,
+    OversizedWrite,
+    Shutdown,
+}
+
+struct Limits {
+    requests: Arc<Semaphore>,
+    requests_max: u32,
+    bytes: Arc<Semaphore>,
+}
+
+struct Permits {
+    _request: OwnedSemaphorePermit,
+    _bytes: Option<OwnedSemaphorePermit>,
+}
+
+pub struct Transmission {
+    session: Session,
+    limits: ExportLimits,
+    config: ServerConfig,
+    sink: Arc<ReplySink>,
+    inflight: Limits,
+}
+
+impl Transmission {
+    pub fn new(session: Session, config: &ServerConfig, sink: Arc<ReplySink>) -> Transmission {
+        let limits = ExportLimits {
+            size_bytes: session.device.size_bytes(),
+            min_block_bytes: session.block_sizes.minimum_bytes,
+            max_request_bytes: config.max_request_bytes,
+            read_only: session.device.read_only(),
+            structured_replies: session.structured_replies,
+            base_allocation: session.base_allocation,
+            fast_zero: session.device.fast_zero(),
+        };
+        let requests_max = config.max_inflight_per_connection as u32;
+        let inflight = Limits {
+            requests: Arc::new(Semaphore::new(requests_max as usize)),
+            requests_max,
+            bytes: Arc::new(Semaphore::new(config.max_inflight_bytes_per_connection as usize)),
+        };
+        Transmission {
+            session,
+            limits,
+            config: config.clone(),
+            sink,
+            inflight,
+        }
+    }
+
+    /// Serves requests until the connection should close, then waits for every
+    /// running request to reply and shuts the write side.
+    pub async fn run<R: AsyncRead + Unpin>(self, reader: R, mut shutdown: watch::Receiver<bool>) -> StopReason {
+        let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+        let reason = tokio::select! {
+            reason = self.request_loop(&mut reader) => reason,
+            () = wait_for_shutdown(&mut shutdown) => StopReason::Shutdown,
+        };
+        // Every running request holds a request permit until its reply is written:
+        // owning all permits means every reply is out. (The semaphore is never
+        // closed, so the result is always Ok.)
+        let _all = self.inflight.requests.acquire_many(self.inflight.requests_max).await;
+        self.sink.close().await;
+        reason
+    }
+
+    async fn request_loop<R: AsyncRead + Unpin>(&self, reader: &mut BufReader<R>) -> StopReason {
+        // Each iteration consumes at least one 28-byte header, so the loop is bounded
+        // by the bytes the client sends; it ends when the stream does.
+        loop {
+            let mut header_bytes = [0u8; REQUEST_HEADER_BYTES];
+            if reader.read_exact(&mut header_bytes).await.is_err() {
+                return StopReason::EndOfStream;
+            }
+            let Ok(header) = RequestHeader::parse(&header_bytes) else {
+                tracing::warn!("nbd: bad request magic, closing connection");
+                return StopReason::BadMagic;
+            };
+            if let Err(reason) = self.dispatch(reader, header).await {
+                return reason;
+            }
+        }
+    }
+
+    async fn dispatch<R: AsyncRead + Unpin>(&self, reader: &mut BufReader<R>, header: RequestHeader) -> Result<(), StopReason> {
+        if header.command == Command::Disconnect {
+            return Err(StopReason::Disconnect);
+        }
+        let payload_bytes = header.payload_bytes();
+        if payload_bytes > self.config.max_request_bytes {
+            // We will not buffer it and cannot skip it cheaply: refuse, then hang up
+            // (the spec allows closing on an oversized write).
+            let refusal = Refusal {
+                errno: NBD_EINVAL,
+                message: format!("write of {payload_bytes} bytes exceeds the maximum payload"),
+            };
+            let _ = self.sink.send(header.cookie, header.command, Reply::Error(refusal)).await;
+            return Err(StopReason::OversizedWrite);
+        }
+        let permits = self.acquire(&header).await;
+        let payload = read_payload(reader, payload_bytes).await.map_err(|_| StopReason::EndOfStream)?;
+        let action = validate(&header, &self.limits).and_then(|action| {
+            check_fast_zero(&header, &self.limits)?;
+            Ok(action)
+        });
+        let device = self.session.device.clone();
+        let sink = self.sink.clone();
+        let descriptors_max = self.config.max_block_status_extents;
+        tokio::spawn(async move {
+            let reply = match action {
+                Ok(action) => execute(device.as_ref(), action, payload, descriptors_max).await,
+                Err(refusal) => Reply::Error(refusal),
+            };
+            if let Err(error) = sink.send(header.cookie, header.command, reply).await {
+                tracing::debug!("nbd: reply to cookie {} not sent: {error}", header.cookie);
+            }
+            drop(permits);
+        });
+        Ok(())
+    }
+
+    /// Waits for a request slot and for room for the request's payload (write data
+    /// in, read data out), so memory per connection stays bounded.
+    async fn acquire(&self, header: &RequestHeader) -> Permits {
+        let buffered_bytes = match header.command {
+            Command::Write => header.length_bytes,
+            Command::Read => header.length_bytes.min(self.config.max_request_bytes),
+            _ => 0,
+        };
+        // The semaphores are never closed, so acquisition cannot fail.
+        let request = self
+            .inflight
+            .requests
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("request semaphore is never closed");
+        let bytes = if buffered_bytes == 0 {
+            None
+        } else {
+            let permit = self
+                .inflight
+                .bytes
+                .clone()
+                .acquire_many_owned(buffered_bytes)
+                .await
+                .expect("byte semaphore is never closed");
+            Some(permit)
+        };
+        Permits {
+            _request: request,
+            _bytes: bytes,
+        }
+    }
+}
+
+async fn read_payload<R: AsyncRead + Unpin>(reader: &mut BufReader<R>, length_bytes: u32) -> std::io::Result<Bytes> {
+    if length_bytes == 0 {
+        return Ok(Bytes::new());
+    }
+    let mut buffer = BytesMut::zeroed(length_bytes as usize);
+    reader.read_exact(&mut buffer).await?;
+    Ok(buffer.freeze())
+}

@@ -1,0 +1,169 @@
+//! Log devices backed by a regular file or a block device.
+//!
+//! Writes use O_DIRECT where the file system accepts it, so a log write does not first land in
+//! the page cache (and does not evict the database's pages); when O_DIRECT is refused (some
+//! file systems) the device falls back to buffered I/O, which is still correct because every
+//! commit ends with fdatasync.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::{is_volatile_path, DeviceProvider, LogDevice};
+use crate::aligned::{is_aligned, AlignedBuf};
+
+/// A file or block device used as a log leg.
+pub struct FileDevice {
+    path: PathBuf,
+    file: RwLock<File>,
+    direct: AtomicBool,
+    len_bytes: u64,
+    volatile: bool,
+}
+
+impl FileDevice {
+    /// Opens an existing file or block device.
+    pub fn open(path: &Path, direct_io: bool) -> io::Result<Self> {
+        let (file, direct) = open_file(path, direct_io)?;
+        Self::from_file(path, file, direct)
+    }
+
+    /// Opens `path`, first creating a preallocated file of `size_bytes` if it does not exist.
+    pub fn create(path: &Path, size_bytes: u64, direct_io: bool) -> io::Result<Self> {
+        if !path.exists() {
+            create_preallocated(path, size_bytes)?;
+        }
+        Self::open(path, direct_io)
+    }
+
+    fn from_file(path: &Path, mut file: File, direct: bool) -> io::Result<Self> {
+        // Seeking to the end works for regular files and block devices alike.
+        let len_bytes = file.seek(SeekFrom::End(0))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: RwLock::new(file),
+            direct: AtomicBool::new(direct),
+            len_bytes,
+            volatile: is_volatile_path(path),
+        })
+    }
+
+    /// True while the device uses O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.direct.load(Ordering::Relaxed)
+    }
+
+    /// Some file systems accept O_DIRECT at open and refuse it at the first I/O (EINVAL):
+    /// reopen buffered once and carry on.
+    fn fall_back_to_buffered(&self) -> io::Result<()> {
+        let (file, _) = open_file(&self.path, false)?;
+        *self.file.write() = file;
+        self.direct.store(false, Ordering::Relaxed);
+        tracing::warn!(path = %self.path.display(), "O_DIRECT refused; using buffered I/O with fdatasync");
+        Ok(())
+    }
+
+    fn with_retry<T>(&self, mut op: impl FnMut(&File) -> io::Result<T>) -> io::Result<T> {
+        let result = op(&self.file.read());
+        match result {
+            Err(err) if self.is_direct() && err.raw_os_error() == Some(libc::EINVAL) => {
+                self.fall_back_to_buffered()?;
+                op(&self.file.read())
+            }
+            other => other,
+        }
+    }
+}
+
+impl LogDevice for FileDevice {
+    fn read_at(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.is_direct() && !is_aligned(buf) {
+            let mut bounce = AlignedBuf::zeroed(buf.len());
+            self.with_retry(|file| file.read_exact_at(&mut bounce, offset_bytes))?;
+            buf.copy_from_slice(&bounce[..buf.len()]);
+            return Ok(());
+        }
+        self.with_retry(|file| file.read_exact_at(buf, offset_bytes))
+    }
+
+    fn write_at(&self, offset_bytes: u64, buf: &[u8]) -> io::Result<()> {
+        if self.is_direct() && !is_aligned(buf) {
+            let bounce = AlignedBuf::copy_from(buf);
+            return self.with_retry(|file| file.write_all_at(&bounce[..buf.len()], offset_bytes));
+        }
+        self.with_retry(|file| file.write_all_at(buf, offset_bytes))
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.file.read().sync_data()
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.len_bytes
+    }
+
+    fn is_volatile(&self) -> bool {
+        self.volatile
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn open_file(path: &Path, direct_io: bool) -> io::Result<(File, bool)> {
+    if direct_io {
+        match OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path) {
+            Ok(file) => return Ok((file, true)),
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    Ok((file, false))
+}
+
+/// Creates the file with its blocks allocated up front, so that fdatasync after a log write
+/// never has to commit file-system metadata for a newly allocated extent.
+fn create_preallocated(path: &Path, size_bytes: u64) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+    let len = libc::off_t::try_from(size_bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a valid open descriptor and a non-negative length.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    if rc != 0 {
+        file.set_len(size_bytes)?;
+    }
+    file.sync_all()?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Opens real files and block devices.
+#[derive(Clone, Debug)]
+pub struct FileProvider {
+    pub direct_io: bool,
+}
+
+impl Default for FileProvider {
+    fn default() -> Self {
+        Self { direct_io: true }
+    }
+}
+
+impl DeviceProvider for FileProvider {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn LogDevice>> {
+        Ok(Arc::new(FileDevice::open(path, self.direct_io)?))
+    }
+
+    fn create(&self, path: &Path, size_bytes: u64) -> io::Result<Arc<dyn LogDevice>> {
+        Ok(Arc::new(FileDevice::create(path, size_bytes, self.direct_io)?))
+    }
+}

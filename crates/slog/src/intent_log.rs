@@ -1,0 +1,318 @@
+//! `IntentLog`: all log vdevs of one pool, behind the commit / release / replay interface the
+//! engine uses.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::block::block_len_for_payload;
+use crate::clock::Clock;
+use crate::config::{OpenOptions, VdevConfig};
+use crate::device::DeviceProvider;
+use crate::error::LogError;
+use crate::open::{assemble_vdev, open_vdev_legs, plan_merge, PoolId};
+use crate::record::LogRecord;
+use crate::stats::{LogStats, StatsCounters};
+use crate::status::VdevStatus;
+use crate::vdev::{Session, Vdev, WriteFailure};
+use crate::writer::{run_writer, Queue, Waiter};
+
+/// What a successful commit tells its caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitReceipt {
+    /// Global sequence number of the caller's first record (its records follow in order).
+    pub first_seq: u64,
+    pub record_count: u64,
+    /// The vdev the batch went to (`None` when there was nothing to write).
+    pub vdev_guid: Option<u64>,
+    /// Callers that shared this device write and flush.
+    pub batch_commits: u64,
+    pub batch_records: u64,
+}
+
+/// State shared by the API and the writer thread.
+pub(crate) struct Shared {
+    pub pool: PoolId,
+    pub vdevs: RwLock<Vec<Arc<Vdev>>>,
+    pub queue: Mutex<Queue>,
+    pub queue_wake: Condvar,
+    pub admission: Semaphore,
+    pub next_seq: AtomicU64,
+    pub session: Session,
+    poison_seq: Mutex<Option<u64>>,
+    rr_cursor: AtomicUsize,
+    pub stats: StatsCounters,
+    pub clock: Arc<dyn Clock>,
+    pub max_batch_bytes: u64,
+    pub provider: Arc<dyn DeviceProvider>,
+}
+
+/// The separate intent log of one pool.
+pub struct IntentLog {
+    pub(crate) shared: Arc<Shared>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl IntentLog {
+    /// Opens every configured vdev, checks each label names this pool and role, picks per
+    /// vdev the leg with the longest valid chain, resyncs the others and cuts the log at the
+    /// end of the replayable prefix. A wrong or swapped device is refused with an error
+    /// naming the path and what it carries; an absent one is `LogError::Missing` unless
+    /// `opts.missing` is `Degrade`.
+    pub fn open(pool_name: &str, pool_guid: u128, vdevs: &[VdevConfig], opts: &OpenOptions) -> Result<IntentLog, LogError> {
+        check_unique(vdevs)?;
+        let pool = PoolId { name: pool_name.to_string(), guid: pool_guid };
+        let opened = vdevs.iter().map(|c| open_vdev_legs(&pool, c, opts)).collect::<Result<Vec<_>, _>>()?;
+        let plan = plan_merge(&opened);
+        if let Some(seq) = plan.gap_at_seq {
+            tracing::warn!(seq, "log history has a gap; records after it are discarded");
+        }
+        let assembled: Vec<Arc<Vdev>> = vdevs
+            .iter()
+            .zip(opened)
+            .zip(&plan.keep_blocks)
+            .map(|((config, (legs, label)), &keep)| Arc::new(assemble_vdev(config, legs, label, keep, plan.release_seq)))
+            .collect();
+        let session = Session { writer_epoch: (plan.max_epoch + 1).max(opts.writer_epoch), epoch_first_seq: plan.next_seq };
+        let shared = Arc::new(Shared {
+            pool,
+            vdevs: RwLock::new(assembled),
+            queue: Mutex::new(Queue::default()),
+            queue_wake: Condvar::new(),
+            admission: Semaphore::new(opts.max_waiters.max(1)),
+            next_seq: AtomicU64::new(plan.next_seq),
+            session,
+            poison_seq: Mutex::new(None),
+            rr_cursor: AtomicUsize::new(0),
+            stats: StatsCounters::default(),
+            clock: Arc::clone(&opts.clock),
+            max_batch_bytes: opts.max_batch_bytes.max(1),
+            provider: Arc::clone(&opts.provider),
+        });
+        shared.write_epoch_markers();
+        let writer_shared = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
+            .name("slog-writer".into())
+            .spawn(move || run_writer(writer_shared))
+            .map_err(|e| LogError::io(std::path::Path::new("slog-writer"), "spawn writer thread", e))?;
+        Ok(IntentLog { shared, writer: Some(writer) })
+    }
+
+    /// Group commit: appends the records and returns once they are durable on every healthy
+    /// leg of the vdev they went to (and every earlier commit is durable too).
+    pub async fn commit(&self, records: Vec<LogRecord>) -> Result<CommitReceipt, LogError> {
+        let shared = &self.shared;
+        let started_us = shared.clock.now_us();
+        StatsCounters::add(&shared.stats.sync_requests, 1);
+        for record in &records {
+            record.validate().map_err(LogError::InvalidRecord)?;
+        }
+        let payload_bytes: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
+        if block_len_for_payload(payload_bytes) > u64::from(u32::MAX) {
+            let total_bytes = self.space_total_bytes();
+            return Err(LogError::LogFull { needed_bytes: block_len_for_payload(payload_bytes), free_bytes: 0, total_bytes });
+        }
+        let _permit = shared.admission.acquire().await.map_err(|_| LogError::Closed)?;
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut queue = shared.queue.lock();
+            if queue.shutdown {
+                return Err(LogError::Closed);
+            }
+            queue.waiters.push_back(Waiter { records, payload_bytes, reply });
+        }
+        shared.queue_wake.notify_one();
+        let result = answer.await.map_err(|_| LogError::Closed)?;
+        shared.stats.record_latency_us(shared.clock.now_us().saturating_sub(started_us));
+        result
+    }
+
+    /// Space of records whose txg is <= `txg` becomes reusable (once the new head is
+    /// durable, which the writer does in the background or before it needs the space).
+    pub fn release_through_txg(&self, txg: u64) {
+        let vdevs = self.shared.vdevs.read().clone();
+        let mut moved = false;
+        let mut finished = Vec::new();
+        for vdev in &vdevs {
+            let mut inner = vdev.inner.lock();
+            moved |= inner.ring.release_through_txg(txg);
+            vdev.update_space(&inner);
+            if vdev.removing.load(Ordering::Acquire) && inner.ring.first_live_seq().is_none() {
+                finished.push(vdev.guid);
+            }
+        }
+        for guid in finished {
+            self.shared.finish_removal(guid);
+        }
+        if moved {
+            self.shared.queue.lock().head_dirty = true;
+            self.shared.queue_wake.notify_one();
+        }
+    }
+
+    /// Per vdev and leg: path, state, error counters, volatile flag, space.
+    pub fn status(&self) -> Vec<VdevStatus> {
+        self.shared.vdevs.read().iter().map(|v| v.status()).collect()
+    }
+
+    pub fn stats(&self) -> LogStats {
+        self.shared.stats.snapshot(self.space_used_bytes(), self.space_total_bytes())
+    }
+
+    pub fn space_used_bytes(&self) -> u64 {
+        self.shared.space_used_bytes()
+    }
+
+    pub fn space_total_bytes(&self) -> u64 {
+        self.shared.space_total_bytes()
+    }
+
+    /// The vdev configurations as they stand now (after replace/add/remove).
+    pub fn vdev_configs(&self) -> Vec<VdevConfig> {
+        self.shared.vdevs.read().iter().map(|v| v.config(&v.inner.lock())).collect()
+    }
+
+    /// The writer epoch this log stamps on its blocks.
+    pub fn writer_epoch(&self) -> u64 {
+        self.shared.session.writer_epoch
+    }
+}
+
+impl Drop for IntentLog {
+    fn drop(&mut self) {
+        self.shared.queue.lock().shutdown = true;
+        self.shared.queue_wake.notify_all();
+        self.shared.admission.close();
+        if let Some(writer) = self.writer.take() {
+            if writer.join().is_err() {
+                tracing::error!("slog writer thread panicked");
+            }
+        }
+    }
+}
+
+fn check_unique(vdevs: &[VdevConfig]) -> Result<(), LogError> {
+    let mut paths: Vec<_> = vdevs.iter().flat_map(|v| v.legs.iter()).collect();
+    let mut guids: Vec<_> = vdevs.iter().map(|v| v.vdev_guid).collect();
+    let (path_count, guid_count) = (paths.len(), guids.len());
+    paths.sort();
+    paths.dedup();
+    guids.sort_unstable();
+    guids.dedup();
+    if paths.len() != path_count || guids.len() != guid_count {
+        return Err(LogError::InvalidConfig("a device or vdev appears twice".into()));
+    }
+    Ok(())
+}
+
+impl Shared {
+    pub fn space_used_bytes(&self) -> u64 {
+        self.vdevs.read().iter().map(|v| v.space_used_bytes()).sum()
+    }
+
+    pub fn space_total_bytes(&self) -> u64 {
+        self.vdevs.read().iter().map(|v| v.space_total_bytes()).sum()
+    }
+
+    /// Sequence number below which everything is released.
+    pub fn release_seq(&self) -> u64 {
+        let vdevs = self.vdevs.read().clone();
+        let first_live = vdevs.iter().filter_map(|v| v.inner.lock().ring.first_live_seq()).min();
+        first_live.unwrap_or_else(|| self.next_seq.load(Ordering::Acquire))
+    }
+
+    /// The largest block any writable vdev could take; `None` when no vdev is writable.
+    pub fn max_block_bytes(&self) -> Option<u64> {
+        let vdevs = self.vdevs.read().clone();
+        vdevs
+            .iter()
+            .filter_map(|v| {
+                let inner = v.inner.lock();
+                v.accepts_writes(&inner).then(|| inner.ring.max_block_bytes())
+            })
+            .max()
+    }
+
+    /// Writes a block to the next vdev in round-robin order that takes it.
+    pub fn write_to_some_vdev(&self, first_seq: u64, records: &[&LogRecord], release_seq: u64) -> Result<u64, WriteFailure> {
+        let vdevs = self.vdevs.read().clone();
+        if vdevs.is_empty() {
+            return Err(WriteFailure::AllLegsFailed);
+        }
+        let start = self.rr_cursor.fetch_add(1, Ordering::Relaxed);
+        let mut failure = WriteFailure::NoSpace;
+        for step in 0..vdevs.len() {
+            let vdev = &vdevs[(start + step) % vdevs.len()];
+            let mut inner = vdev.inner.lock();
+            if !vdev.accepts_writes(&inner) {
+                continue;
+            }
+            match vdev.write_block(&mut inner, first_seq, records, release_seq, self.session, &self.stats) {
+                Ok(_) => return Ok(vdev.guid),
+                Err(WriteFailure::AllLegsFailed) => failure = WriteFailure::AllLegsFailed,
+                Err(WriteFailure::NoSpace) => {}
+            }
+        }
+        Err(failure)
+    }
+
+    pub fn poison(&self, first_seq: u64) {
+        self.poison_seq.lock().get_or_insert(first_seq);
+    }
+
+    /// While a failed batch sits between live records and later ones, nothing more may be
+    /// acknowledged (replay would stop at the gap): returns the txg to release first.
+    pub fn poisoned_txg(&self) -> Option<u64> {
+        let mut poison = self.poison_seq.lock();
+        let seq = (*poison)?;
+        let vdevs = self.vdevs.read().clone();
+        let txg = vdevs.iter().filter_map(|v| v.inner.lock().ring.txg_max_before(seq)).max();
+        if txg.is_none() {
+            *poison = None;
+        }
+        txg
+    }
+
+    pub fn any_head_dirty(&self) -> bool {
+        self.vdevs.read().iter().any(|v| v.inner.lock().ring.head_dirty())
+    }
+
+    /// Persists the head of every vdev whose in-memory head moved.
+    pub fn persist_dirty_heads(&self) {
+        let vdevs = self.vdevs.read().clone();
+        let release_seq = self.release_seq();
+        for vdev in vdevs {
+            let mut inner = vdev.inner.lock();
+            if inner.ring.head_dirty() && vdev.accepts_writes(&inner) {
+                vdev.persist_head(&mut inner, release_seq, self.session, &self.stats);
+            }
+        }
+    }
+
+    /// Writes an empty block of the new epoch on every writable vdev: it cuts off anything
+    /// stale beyond the tail and records where the epoch's sequence numbers start.
+    fn write_epoch_markers(&self) {
+        let vdevs = self.vdevs.read().clone();
+        let first_seq = self.next_seq.load(Ordering::Acquire);
+        let release_seq = self.release_seq().min(first_seq);
+        for vdev in vdevs {
+            let mut inner = vdev.inner.lock();
+            if vdev.accepts_writes(&inner) {
+                if let Err(failure) = vdev.write_block(&mut inner, first_seq, &[], release_seq, self.session, &self.stats) {
+                    tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
+                }
+            }
+        }
+    }
+
+    pub fn finish_removal(&self, vdev_guid: u64) {
+        let mut vdevs = self.vdevs.write();
+        if let Some(index) = vdevs.iter().position(|v| v.guid == vdev_guid) {
+            vdevs.remove(index).finish_removal();
+            tracing::info!(vdev = vdev_guid, "log vdev removed");
+        }
+    }
+}

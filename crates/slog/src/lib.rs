@@ -1,0 +1,58 @@
+//! fardisk-slog: the separate intent log (SLOG) of fardisk.
+//!
+//! Sync writes (fsync, NBD FLUSH, FUA) are made durable on local log devices in well under a
+//! millisecond while the far-away object store catches up in transaction groups. The design
+//! follows the ZFS intent log:
+//!
+//! * records carry a global sequence number and a checksum chained from the previous record;
+//!   replay follows the chain and stops at the first break, so a torn write is never replayed;
+//! * commit batches are packed into 4 KiB-aligned blocks written sequentially into a ring on
+//!   each log vdev (one device, or a mirror written in parallel); a double-buffered head
+//!   records where the oldest live block is;
+//! * callers arriving while a flush runs share the next device write (group commit);
+//! * space is released per txg once the engine has published it.
+//!
+//! The byte layouts are in docs/format/slog.md.
+
+mod admin;
+mod aligned;
+mod block;
+mod checksum;
+pub mod clock;
+mod config;
+pub mod device;
+mod error;
+mod format;
+mod head;
+mod intent_log;
+pub mod label;
+pub mod layout;
+mod le;
+mod merge;
+mod open;
+mod record;
+mod replay;
+mod resync;
+mod ring;
+pub mod rng;
+mod scan;
+mod stats;
+mod status;
+mod vdev;
+mod writer;
+
+pub use admin::RemoveOutcome;
+pub use aligned::AlignedBuf;
+pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use config::{FormatOptions, MissingPolicy, OpenOptions, VdevConfig, VdevKind, VdevSpec};
+pub use device::crash::{CrashDevice, MemProvider};
+pub use device::file::{FileDevice, FileProvider};
+pub use device::{DeviceProvider, LogDevice};
+pub use error::{ErrorKind, LogError};
+pub use intent_log::{CommitReceipt, IntentLog};
+pub use label::{DeviceLabel, Role};
+pub use record::{LogRecord, RecordKind};
+pub use replay::{Replay, ReplayedRecord};
+pub use ring::ChainPoint;
+pub use stats::{LatencyBucket, LogStats, LATENCY_BUCKETS_US};
+pub use status::{HealthState, LegStatus, VdevStatus};

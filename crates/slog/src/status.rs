@@ -1,0 +1,157 @@
+//! Health of log vdevs and legs, in the shape of `zpool status`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+use crate::config::VdevKind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HealthState {
+    Online,
+    /// A mirror with at least one leg out of service.
+    Degraded,
+    /// Out of service after an I/O error, a vanished device or damage.
+    Faulted,
+    /// The device was absent when the log was opened.
+    Unavail,
+    /// `remove_vdev` was called; waiting for its records to be released.
+    Removing,
+    Removed,
+}
+
+impl HealthState {
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthState::Online => "ONLINE",
+            HealthState::Degraded => "DEGRADED",
+            HealthState::Faulted => "FAULTED",
+            HealthState::Unavail => "UNAVAIL",
+            HealthState::Removing => "REMOVING",
+            HealthState::Removed => "REMOVED",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            HealthState::Online => 0,
+            HealthState::Degraded => 1,
+            HealthState::Faulted => 2,
+            HealthState::Unavail => 3,
+            HealthState::Removing => 4,
+            HealthState::Removed => 5,
+        }
+    }
+
+    fn from_code(code: u8) -> Self {
+        match code {
+            0 => HealthState::Online,
+            1 => HealthState::Degraded,
+            2 => HealthState::Faulted,
+            3 => HealthState::Unavail,
+            4 => HealthState::Removing,
+            _ => HealthState::Removed,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LegStatus {
+    pub path: PathBuf,
+    pub state: HealthState,
+    pub read_errors: u64,
+    pub write_errors: u64,
+    pub checksum_errors: u64,
+    /// The device does not survive a power cut (tmpfs, ramfs, RAM disk).
+    pub volatile: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VdevStatus {
+    pub vdev_guid: u64,
+    pub kind: VdevKind,
+    pub state: HealthState,
+    pub legs: Vec<LegStatus>,
+    pub space_used_bytes: u64,
+    pub space_total_bytes: u64,
+}
+
+/// Per-leg health, readable without taking the vdev lock (status never waits for I/O).
+#[derive(Debug)]
+pub(crate) struct LegHealth {
+    state: AtomicU8,
+    read_errors: AtomicU64,
+    write_errors: AtomicU64,
+    checksum_errors: AtomicU64,
+    volatile: AtomicBool,
+}
+
+/// Which counter an error goes to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ErrorClass {
+    Read,
+    Write,
+}
+
+impl LegHealth {
+    pub fn new(state: HealthState, volatile: bool) -> Self {
+        Self {
+            state: AtomicU8::new(state.code()),
+            read_errors: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+            checksum_errors: AtomicU64::new(0),
+            volatile: AtomicBool::new(volatile),
+        }
+    }
+
+    pub fn state(&self) -> HealthState {
+        HealthState::from_code(self.state.load(Ordering::Acquire))
+    }
+
+    pub fn set_state(&self, state: HealthState) {
+        self.state.store(state.code(), Ordering::Release);
+    }
+
+    pub fn is_online(&self) -> bool {
+        self.state() == HealthState::Online
+    }
+
+    /// Counts an I/O error and takes the leg out of service.
+    pub fn fault(&self, class: ErrorClass) {
+        match class {
+            ErrorClass::Read => self.read_errors.fetch_add(1, Ordering::Relaxed),
+            ErrorClass::Write => self.write_errors.fetch_add(1, Ordering::Relaxed),
+        };
+        self.set_state(HealthState::Faulted);
+    }
+
+    pub fn add_checksum_errors(&self, count: u64) {
+        self.checksum_errors.fetch_add(count, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self, path: PathBuf) -> LegStatus {
+        LegStatus {
+            path,
+            state: self.state(),
+            read_errors: self.read_errors.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+            checksum_errors: self.checksum_errors.load(Ordering::Relaxed),
+            volatile: self.volatile.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A vdev's state from its legs' states.
+pub(crate) fn vdev_state(legs: &[LegStatus], removing: bool, removed: bool) -> HealthState {
+    if removed {
+        return HealthState::Removed;
+    }
+    if removing {
+        return HealthState::Removing;
+    }
+    let online = legs.iter().filter(|l| l.state == HealthState::Online).count();
+    match online {
+        0 => HealthState::Faulted,
+        n if n == legs.len() => HealthState::Online,
+        _ => HealthState::Degraded,
+    }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# fardisk's whole test suite: install what is missing, run the Rust tests, then every
+# executable tests/e2e/*.sh in name order. Ends with one line "N passed, M failed"
+# (the cargo run counts as one, each e2e script as one) and exits non-zero if
+# anything failed.
+#
+# Env: FARDISK_E2E_TIMEOUT_S (default 1200) bounds each e2e script.
+set -uo pipefail
+FD_NAME="test"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$FARDISK_ROOT" || exit 1
+
+E2E_TIMEOUT_S="${FARDISK_E2E_TIMEOUT_S:-1200}"
+passed=0
+failed=0
+results=()
+
+record() { # record NAME RC SECONDS
+    if [ "$2" -eq 0 ]; then
+        passed=$((passed + 1))
+        results+=("PASS $1 ($3 s)")
+    else
+        failed=$((failed + 1))
+        results+=("FAIL $1 (exit $2, $3 s)")
+    fi
+    fd_log "${results[-1]}"
+}
+
+fd_log "== scripts/install-deps.sh"
+if ! scripts/install-deps.sh; then
+    fd_log "install-deps failed; nothing else can run"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+fd_log "== cargo test --workspace --no-fail-fast"
+t0=$SECONDS
+cargo test --workspace --no-fail-fast 2>&1
+record "cargo test --workspace" $? $((SECONDS - t0))
+
+for script in tests/e2e/*.sh; do
+    [ -x "$script" ] || { fd_log "skip $script (not executable)"; continue; }
+    fd_log "== $script"
+    t0=$SECONDS
+    timeout --kill-after=30 "$E2E_TIMEOUT_S" "$script" </dev/null 2>&1
+    record "$script" $? $((SECONDS - t0))
+done
+
+fd_log "== summary"
+printf '%s\n' "${results[@]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

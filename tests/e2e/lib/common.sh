@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# Helpers for tests/e2e/*.sh. Source after setting E2E_NAME. Gives each test its own
+# FARDISK_RUN_DIR, runs registered cleanups on exit (also on TERM/INT, e.g. from the
+# timeout in scripts/test.sh), and counts checks that print PASS/FAIL lines.
+set -uo pipefail
+
+E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+SCRIPTS="$E2E_ROOT/scripts"
+export FARDISK_RUN_DIR
+FARDISK_RUN_DIR="$(mktemp -d "/tmp/fardisk-e2e-${E2E_NAME}.XXXXXX")"
+# mktemp makes it 0700; the postgres user must reach socket dirs inside it.
+chmod 755 "$FARDISK_RUN_DIR"
+
+e2e_passed=0
+e2e_failed=0
+e2e_cleanups=()
+
+# on_exit CMD...: run CMD (as one string) at exit, last registered first.
+on_exit() { e2e_cleanups+=("$*"); }
+
+e2e_cleanup() {
+    local i
+    for ((i = ${#e2e_cleanups[@]} - 1; i >= 0; i--)); do
+        eval "${e2e_cleanups[$i]}" || echo "$E2E_NAME: cleanup failed: ${e2e_cleanups[$i]}"
+    done
+    e2e_cleanups=()
+    if [ "$e2e_failed" -eq 0 ] && [ -z "${FARDISK_KEEP_RUN_DIR:-}" ]; then
+        rm -rf "$FARDISK_RUN_DIR"
+    else
+        echo "$E2E_NAME: run dir kept for inspection: $FARDISK_RUN_DIR"
+    fi
+}
+trap e2e_cleanup EXIT
+trap 'echo "$E2E_NAME: interrupted"; e2e_failed=$((e2e_failed + 1)); exit 143' TERM INT
+
+pass() { e2e_passed=$((e2e_passed + 1)); echo "PASS $E2E_NAME: $*"; }
+fail() { e2e_failed=$((e2e_failed + 1)); echo "FAIL $E2E_NAME: $*"; }
+
+# check DESCRIPTION CMD...: PASS when CMD exits 0.
+check() {
+    local what="$1"
+    shift
+    if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+# require DESCRIPTION CMD...: like check, but stop the test at the first failure
+# (later steps would only fail for the same reason).
+require() {
+    local what="$1"
+    shift
+    if "$@"; then pass "$what"; else fail "$what"; e2e_finish; fi
+}
+
+e2e_finish() {
+    echo "$E2E_NAME: $e2e_passed checks passed, $e2e_failed checks failed"
+    [ "$e2e_failed" -eq 0 ] && exit 0
+    exit 1
+}
+
+# json_field JSON KEY: one value from a flat JSON object.
+json_field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+# float_ge A B: A >= B for decimal numbers.
+float_ge() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"; }
