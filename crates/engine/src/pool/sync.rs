@@ -44,9 +44,12 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
     Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
 }
 
+/// Whether queued metadata work needs a txg of its own. Clearing the slots of deleted segments does
+/// not: it rides along with the next txg that has real work, or an idle pool would churn forever
+/// (each sync rewrites space pages, which frees and later deletes the previous meta segment).
 fn pending_is_empty(p: &PendingMeta) -> bool {
     !p.meta_changed && p.destroyed.is_empty() && p.relocations.is_empty() && p.page_moves.is_empty()
-        && p.deleted_segments.is_empty() && p.shrinks.is_empty()
+        && p.shrinks.is_empty()
 }
 
 /// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
