@@ -112,7 +112,9 @@ mod tests {
     use super::*;
 
     fn sample_keys() -> Vec<BlockKey> {
-        (0..100u64).map(|i| BlockKey::new(i * 7, (i * 4096) as u32)).collect()
+        (0..100u64)
+            .map(|i| BlockKey::new(i * 7, (i * 4096) as u32))
+            .collect()
     }
 
     #[test]
@@ -121,7 +123,10 @@ mod tests {
         let blob = encode_hot_set(&keys).expect("encode");
         assert_eq!(blob.len(), 24 + 12 * keys.len());
         assert_eq!(decode_hot_set(&blob), Ok(keys));
-        assert_eq!(decode_hot_set(&encode_hot_set(&[]).expect("encode")), Ok(vec![]));
+        assert_eq!(
+            decode_hot_set(&encode_hot_set(&[]).expect("encode")),
+            Ok(vec![])
+        );
     }
 
     #[test]
@@ -143,7 +148,13 @@ mod tests {
         ));
         let mut longer = blob.clone();
         longer.push(0);
-        assert!(matches!(decode_hot_set(&longer), Err(HotSetError::BadLength { .. })));
-        assert!(matches!(decode_hot_set(&blob[..10]), Err(HotSetError::TooShort { .. })));
+        assert!(matches!(
+            decode_hot_set(&longer),
+            Err(HotSetError::BadLength { .. })
+        ));
+        assert!(matches!(
+            decode_hot_set(&blob[..10]),
+            Err(HotSetError::TooShort { .. })
+        ));
     }
 }

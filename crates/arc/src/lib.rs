@@ -22,10 +22,16 @@ mod clock;
 mod codec;
 mod hot_set;
 mod key;
-// mod l2arc;
+mod l2arc;
 
-pub use arc::{AdaptiveCache, ArcConfig, ENTRY_OVERHEAD_BYTES_DEFAULT, ArcStats, EvictionFeed, FeedItem, InsertKind};
+pub use arc::{
+    AdaptiveCache, ArcConfig, ArcStats, EvictionFeed, FeedItem, InsertKind,
+    ENTRY_OVERHEAD_BYTES_DEFAULT,
+};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hot_set::{decode_hot_set, encode_hot_set, HotSetError, HOT_SET_ENTRIES_MAX};
 pub use key::BlockKey;
-/*L2*/
+pub use l2arc::{
+    DeviceId, DeviceState, DeviceStats, L2Arc, L2ArcConfig, L2Error, L2Stats, RebuildStats,
+    WriteTickReport, WriterHandle, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN,
+};

@@ -98,5 +98,9 @@ pub trait BlockDevice: Send + Sync + 'static {
 
     /// Allocation status for base:allocation, covering at least the first byte of the
     /// range. Extents past the range are allowed; the server clips them.
-    async fn block_status(&self, offset: u64, length_bytes: u32) -> Result<Vec<Extent>, DeviceError>;
+    async fn block_status(
+        &self,
+        offset: u64,
+        length_bytes: u32,
+    ) -> Result<Vec<Extent>, DeviceError>;
 }

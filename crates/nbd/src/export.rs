@@ -75,7 +75,10 @@ impl ExportMap {
         }
         if name.is_empty() {
             let default_name = self.default_name.as_deref()?;
-            return self.entries.get(default_name).map(|entry| (default_name, entry));
+            return self
+                .entries
+                .get(default_name)
+                .map(|entry| (default_name, entry));
         }
         None
     }
@@ -97,10 +100,12 @@ impl ExportProvider for ExportMap {
     }
 
     fn description(&self, name: &str) -> Option<String> {
-        self.resolve(name).map(|(_, entry)| entry.description.clone())
+        self.resolve(name)
+            .map(|(_, entry)| entry.description.clone())
     }
 
     fn canonical_name(&self, name: &str) -> Option<String> {
-        self.resolve(name).map(|(canonical, _)| canonical.to_owned())
+        self.resolve(name)
+            .map(|(canonical, _)| canonical.to_owned())
     }
 }

@@ -136,7 +136,8 @@ mod tests {
         let stale = vec![block(8, 2, 1), block(10, 4, 1)];
         let mut fresh_block = block(10, 1, 2);
         fresh_block.epoch_first_seq = 10;
-        let plan = plan(&[stale, vec![fresh_block]], &[]);
+        let head = HeadSummary { release_seq: 8, writer_epoch: 1, epoch_first_seq: 0 };
+        let plan = plan(&[stale, vec![fresh_block]], &[head]);
         assert_eq!(plan.keep_blocks, vec![1, 1]);
         assert_eq!(plan.next_seq, 11);
         assert_eq!(plan.max_epoch, 2);

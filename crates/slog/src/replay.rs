@@ -26,6 +26,9 @@ pub struct Replay {
     pub end_seq: u64,
     /// Set when a live record could not be read from any leg: replay stopped there.
     pub gap_at_seq: Option<u64>,
+    /// Highest txg among the replayed records (0 when none). The engine must continue with
+    /// txgs above it, or a later `release_through_txg` would not release these records.
+    pub txg_max: u64,
 }
 
 impl IntentLog {
@@ -56,7 +59,8 @@ impl IntentLog {
         }
         let next_seq = self.shared.next_seq.load(std::sync::atomic::Ordering::Acquire);
         let gap_at_seq = (expected < next_seq).then_some(expected);
-        Ok(Replay { records, start_seq, end_seq: expected, gap_at_seq })
+        let txg_max = records.iter().map(|r| r.record.txg).max().unwrap_or(0);
+        Ok(Replay { records, start_seq, end_seq: expected, gap_at_seq, txg_max })
     }
 }
 

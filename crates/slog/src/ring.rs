@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(ring.used_bytes(), ring.len_bytes());
         assert_eq!(ring.place(4096, ring.durable_head), None, "full");
         assert!(ring.release_through_txg(2));
-        assert_eq!(ring.used_bytes(), 6 * 8192);
+        assert_eq!(ring.used_bytes(), 3 * 8192);
         assert_eq!(ring.place(4096, ring.durable_head), None, "released space is not reusable before the head is durable");
         assert_eq!(ring.place(16384, ring.mem_head()), Some(START));
         ring.durable_head = ring.mem_head();

@@ -52,7 +52,9 @@ impl EvictionFeed {
             return;
         }
         while q.items.len() >= self.entries_max || q.bytes + item_bytes > self.bytes_max {
-            let Some(old) = q.items.pop_front() else { break };
+            let Some(old) = q.items.pop_front() else {
+                break;
+            };
             q.bytes -= old.data.len() as u64;
             q.dropped += 1;
         }

@@ -272,7 +272,10 @@ impl Lists {
             seen += len;
         }
         if seen != self.index.len() as u64 {
-            return Err(format!("{seen} linked nodes but {} indexed", self.index.len()));
+            return Err(format!(
+                "{seen} linked nodes but {} indexed",
+                self.index.len()
+            ));
         }
         Ok(())
     }
@@ -289,8 +292,20 @@ mod tests {
     #[test]
     fn insert_move_remove_keep_totals() {
         let mut lists = Lists::new();
-        let a = lists.insert_front(key(1), Some(Bytes::from_static(b"a")), 10, false, ListId::Mru);
-        let b = lists.insert_front(key(2), Some(Bytes::from_static(b"b")), 20, false, ListId::Mru);
+        let a = lists.insert_front(
+            key(1),
+            Some(Bytes::from_static(b"a")),
+            10,
+            false,
+            ListId::Mru,
+        );
+        let b = lists.insert_front(
+            key(2),
+            Some(Bytes::from_static(b"b")),
+            20,
+            false,
+            ListId::Mru,
+        );
         assert_eq!(lists.bytes(ListId::Mru), 30);
         assert_eq!(lists.tail(ListId::Mru), Some(a));
         lists.move_front(a, ListId::Mfu);

@@ -219,7 +219,9 @@ impl ArcState {
             + self.lists.len(ListId::Mfu);
         while self.resident_bytes() > self.c_bytes && rounds_left > 0 {
             rounds_left -= 1;
-            let Some(victim) = self.choose_victim(protect) else { break };
+            let Some(victim) = self.choose_victim(protect) else {
+                break;
+            };
             self.evict(victim, out);
         }
     }
@@ -272,12 +274,16 @@ impl ArcState {
     /// `c`, everything within `2c`) and within `ghost_entries_max`.
     fn trim_ghosts(&mut self) {
         while self.mru_side_bytes() + self.lists.bytes(ListId::MruGhost) > self.c_bytes {
-            let Some(id) = self.lists.tail(ListId::MruGhost) else { break };
+            let Some(id) = self.lists.tail(ListId::MruGhost) else {
+                break;
+            };
             self.lists.remove(id);
         }
         let ghosts = |s: &Self| s.lists.bytes(ListId::MruGhost) + s.lists.bytes(ListId::MfuGhost);
         while self.resident_bytes() + ghosts(self) > 2 * self.c_bytes {
-            let Some(id) = self.lists.tail(ListId::MfuGhost) else { break };
+            let Some(id) = self.lists.tail(ListId::MfuGhost) else {
+                break;
+            };
             self.lists.remove(id);
         }
         while self.ghost_entries() > self.ghost_entries_max {
@@ -286,7 +292,9 @@ impl ArcState {
             } else {
                 ListId::MfuGhost
             };
-            let Some(id) = self.lists.tail(longer) else { break };
+            let Some(id) = self.lists.tail(longer) else {
+                break;
+            };
             self.lists.remove(id);
         }
     }
@@ -377,7 +385,10 @@ impl ArcState {
         self.lists.check_consistency()?;
         let (c, p) = (self.c_bytes, self.p_bytes);
         if !(self.c_min_bytes <= c && c <= self.c_max_bytes && p <= c) {
-            return Err(format!("bounds broken: min {} c {c} max {} p {p}", self.c_min_bytes, self.c_max_bytes));
+            return Err(format!(
+                "bounds broken: min {} c {c} max {} p {p}",
+                self.c_min_bytes, self.c_max_bytes
+            ));
         }
         if self.resident_bytes() > c {
             return Err(format!("resident {} exceeds c {c}", self.resident_bytes()));

@@ -35,14 +35,18 @@ impl Default for L2ArcConfig {
 impl L2ArcConfig {
     pub(crate) fn validate(&self) -> Result<(), L2Error> {
         let block = self.log_block_bytes;
-        if !(LOG_BLOCK_BYTES_MIN..=LOG_BLOCK_BYTES_MAX).contains(&block) || block % 4096 != 0 {
+        if !(LOG_BLOCK_BYTES_MIN..=LOG_BLOCK_BYTES_MAX).contains(&block)
+            || !block.is_multiple_of(4096)
+        {
             return Err(L2Error::BadConfig(format!(
                 "log_block_bytes {block} must be a multiple of 4096 in \
                  {LOG_BLOCK_BYTES_MIN}..={LOG_BLOCK_BYTES_MAX}"
             )));
         }
         if self.write_max_bytes_per_s == 0 {
-            return Err(L2Error::BadConfig("write_max_bytes_per_s must be positive".into()));
+            return Err(L2Error::BadConfig(
+                "write_max_bytes_per_s must be positive".into(),
+            ));
         }
         Ok(())
     }

@@ -61,6 +61,35 @@ impl Pool {
         Ok(out.freeze())
     }
 
+    /// Allocation of `offset..offset+len` as runs of (bytes, allocated), for NBD block status and
+    /// sparse copies. Looks at the map only; reads no data. At most 64 MiB is described per call.
+    pub async fn extents(&self, volume_id: u32, offset: u64, len: u64) -> Result<Vec<(u64, bool)>> {
+        let (size, tree) = {
+            let m = self.inner.meta.read();
+            let v = m.volumes.get(&volume_id).ok_or_else(|| bad(format!("no volume with id {volume_id}")))?;
+            (v.size_bytes, v.tree)
+        };
+        let len = len.min(64 << 20).min(size.saturating_sub(offset));
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let first = offset / BLOCK_BYTES;
+        let last = (offset + len - 1) / BLOCK_BYTES;
+        let sources = self.resolve(volume_id, tree, first, last).await?;
+        let mut runs: Vec<(u64, bool)> = Vec::new();
+        for (i, s) in sources.iter().enumerate() {
+            let b = first + i as u64;
+            let start = (b * BLOCK_BYTES).max(offset);
+            let end = ((b + 1) * BLOCK_BYTES).min(offset + len);
+            let allocated = !matches!(s, Source::Zero);
+            match runs.last_mut() {
+                Some((n, a)) if *a == allocated => *n += end - start,
+                _ => runs.push((end - start, allocated)),
+            }
+        }
+        Ok(runs)
+    }
+
     /// Where each block of `first..=last` comes from, as of now.
     async fn resolve(&self, volume_id: u32, tree: crate::blockmap::TreeRef, first: u64, last: u64) -> Result<Vec<Source>> {
         let mut out: Vec<Option<Source>> = Vec::with_capacity((last - first + 1) as usize);

@@ -21,13 +21,36 @@ pub struct ExportLimits {
 /// A validated request, ready to run against the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    Read { offset: u64, length_bytes: u32, dont_fragment: bool },
-    Write { offset: u64, fua: bool },
+    Read {
+        offset: u64,
+        length_bytes: u32,
+        dont_fragment: bool,
+    },
+    Write {
+        offset: u64,
+        fua: bool,
+    },
     Flush,
-    Trim { offset: u64, length_bytes: u32, fua: bool },
-    WriteZeroes { offset: u64, length_bytes: u32, may_trim: bool, fua: bool },
-    Cache { offset: u64, length_bytes: u32 },
-    BlockStatus { offset: u64, length_bytes: u32, req_one: bool },
+    Trim {
+        offset: u64,
+        length_bytes: u32,
+        fua: bool,
+    },
+    WriteZeroes {
+        offset: u64,
+        length_bytes: u32,
+        may_trim: bool,
+        fua: bool,
+    },
+    Cache {
+        offset: u64,
+        length_bytes: u32,
+    },
+    BlockStatus {
+        offset: u64,
+        length_bytes: u32,
+        req_one: bool,
+    },
     /// A zero-length request: succeeds without touching the device.
     Nothing,
 }
@@ -52,11 +75,17 @@ pub fn validate(header: &RequestHeader, limits: &ExportLimits) -> Result<Action,
     let command = header.command;
     if command == Command::Flush {
         if header.offset != 0 || header.length_bytes != 0 {
-            return Err(refuse(NBD_EINVAL, "NBD_CMD_FLUSH needs offset and length 0"));
+            return Err(refuse(
+                NBD_EINVAL,
+                "NBD_CMD_FLUSH needs offset and length 0",
+            ));
         }
         return Ok(Action::Flush);
     }
-    let writes = matches!(command, Command::Write | Command::Trim | Command::WriteZeroes);
+    let writes = matches!(
+        command,
+        Command::Write | Command::Trim | Command::WriteZeroes
+    );
     if writes && limits.read_only {
         return Err(refuse(NBD_EPERM, "export is read-only"));
     }
@@ -75,14 +104,23 @@ fn check_flags(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Refu
     }
     let unexpected = header.flags & !command.allowed_flags();
     if unexpected != 0 {
-        return Err(refuse(NBD_EINVAL, format!("flags {unexpected:#x} not valid for {command:?}")));
+        return Err(refuse(
+            NBD_EINVAL,
+            format!("flags {unexpected:#x} not valid for {command:?}"),
+        ));
     }
     // DF is only advertised with structured replies; FAST_ZERO only on writable exports.
     if header.has_flag(NBD_CMD_FLAG_DF) && !limits.structured_replies {
-        return Err(refuse(NBD_EINVAL, "NBD_CMD_FLAG_DF needs structured replies"));
+        return Err(refuse(
+            NBD_EINVAL,
+            "NBD_CMD_FLAG_DF needs structured replies",
+        ));
     }
     if header.has_flag(NBD_CMD_FLAG_FAST_ZERO) && limits.read_only {
-        return Err(refuse(NBD_EINVAL, "NBD_CMD_FLAG_FAST_ZERO was not advertised"));
+        return Err(refuse(
+            NBD_EINVAL,
+            "NBD_CMD_FLAG_FAST_ZERO was not advertised",
+        ));
     }
     Ok(())
 }
@@ -92,7 +130,10 @@ fn check_length(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Ref
     match header.command {
         Command::Read | Command::Write if length_bytes > limits.max_request_bytes => Err(refuse(
             NBD_EINVAL,
-            format!("length {length_bytes} exceeds the maximum payload {}", limits.max_request_bytes),
+            format!(
+                "length {length_bytes} exceeds the maximum payload {}",
+                limits.max_request_bytes
+            ),
         )),
         Command::BlockStatus if !limits.base_allocation => Err(refuse(
             NBD_EINVAL,
@@ -121,9 +162,12 @@ fn check_range(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Refu
     }
     let block = limits.min_block_bytes.max(1) as u64;
     let end = header.offset + header.length_bytes as u64;
-    let end_aligned = end % block == 0 || end == limits.size_bytes;
-    if header.offset % block != 0 || !end_aligned {
-        return Err(refuse(NBD_EINVAL, format!("request not aligned to {block} bytes")));
+    let end_aligned = end.is_multiple_of(block) || end == limits.size_bytes;
+    if !header.offset.is_multiple_of(block) || !end_aligned {
+        return Err(refuse(
+            NBD_EINVAL,
+            format!("request not aligned to {block} bytes"),
+        ));
     }
     Ok(())
 }
@@ -167,7 +211,10 @@ fn action_for(header: &RequestHeader, limits: &ExportLimits) -> Action {
 /// FAST_ZERO must fail fast with ENOTSUP when the device cannot zero cheaply; checked
 /// separately because it depends on the device at the time of the request.
 pub fn check_fast_zero(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Refusal> {
-    if header.command == Command::WriteZeroes && header.has_flag(NBD_CMD_FLAG_FAST_ZERO) && !limits.fast_zero {
+    if header.command == Command::WriteZeroes
+        && header.has_flag(NBD_CMD_FLAG_FAST_ZERO)
+        && !limits.fast_zero
+    {
         return Err(refuse(NBD_ENOTSUP, "fast zeroing is not available"));
     }
     Ok(())

@@ -50,7 +50,11 @@ pub async fn execute(
             length_bytes,
             may_trim,
             fua,
-        } => done(device.write_zeroes(offset, length_bytes, may_trim, fua).await),
+        } => done(
+            device
+                .write_zeroes(offset, length_bytes, may_trim, fua)
+                .await,
+        ),
         Action::Cache {
             offset,
             length_bytes,
@@ -60,13 +64,23 @@ pub async fn execute(
             length_bytes,
             req_one,
         } => match device.block_status(offset, length_bytes).await {
-            Ok(extents) => Reply::BlockStatus(block_descriptors(&extents, length_bytes, req_one, descriptors_max)),
+            Ok(extents) => Reply::BlockStatus(block_descriptors(
+                &extents,
+                length_bytes,
+                req_one,
+                descriptors_max,
+            )),
             Err(error) => device_refusal(error),
         },
     }
 }
 
-async fn read(device: &dyn BlockDevice, offset: u64, length_bytes: u32, dont_fragment: bool) -> Reply {
+async fn read(
+    device: &dyn BlockDevice,
+    offset: u64,
+    length_bytes: u32,
+    dont_fragment: bool,
+) -> Reply {
     match device.read(offset, length_bytes).await {
         Ok(data) if data.len() == length_bytes as usize => Reply::Read {
             offset,
@@ -75,7 +89,10 @@ async fn read(device: &dyn BlockDevice, offset: u64, length_bytes: u32, dont_fra
         },
         Ok(data) => Reply::Error(Refusal {
             errno: NBD_EIO,
-            message: format!("device returned {} bytes for a {length_bytes}-byte read", data.len()),
+            message: format!(
+                "device returned {} bytes for a {length_bytes}-byte read",
+                data.len()
+            ),
         }),
         Err(error) => device_refusal(error),
     }

@@ -58,7 +58,8 @@ async fn negotiate<S: AsyncRead + AsyncWrite + Unpin>(
         tracing::info!("nbd: client sent unknown handshake flags, closing");
         return Ok(None);
     };
-    let mut negotiation = Negotiation::new(provider, config.max_request_bytes, client_flags.no_zeroes);
+    let mut negotiation =
+        Negotiation::new(provider, config.max_request_bytes, client_flags.no_zeroes);
     for _ in 0..config.max_options_per_handshake {
         let outcome = next_option(stream, &mut negotiation, config, &shutdown).await?;
         let Some(outcome) = outcome else {
@@ -72,7 +73,10 @@ async fn negotiate<S: AsyncRead + AsyncWrite + Unpin>(
             Next::Transmit(session) => return Ok(Some(*session)),
         }
     }
-    tracing::info!("nbd: client exceeded {} options, closing", config.max_options_per_handshake);
+    tracing::info!(
+        "nbd: client exceeded {} options, closing",
+        config.max_options_per_handshake
+    );
     Ok(None)
 }
 

@@ -8,7 +8,10 @@ use crate::device::BlockDevice;
 use crate::export::ExportProvider;
 use crate::wire::consts::*;
 use crate::wire::option::{encode_rep_meta_context, encode_rep_server};
-use crate::wire::{encode_export_name_reply, ClientOption, InfoReply, InfoRequest, MetaContextRequest, OptionReply, WireError};
+use crate::wire::{
+    encode_export_name_reply, ClientOption, InfoReply, InfoRequest, MetaContextRequest,
+    OptionReply, WireError,
+};
 
 /// At most this many exports are listed by NBD_OPT_LIST (bounds the reply).
 const LIST_EXPORTS_MAX: usize = 4096;
@@ -37,7 +40,11 @@ impl BlockSizes {
     /// power of two <= 64 KiB, preferred a power of two >= max(minimum, 512), maximum
     /// >= preferred.
     pub fn for_device(device: &dyn BlockDevice, max_request_bytes: u32) -> BlockSizes {
-        let minimum_bytes = device.min_block_bytes().clamp(1, 65536).next_power_of_two().min(65536);
+        let minimum_bytes = device
+            .min_block_bytes()
+            .clamp(1, 65536)
+            .next_power_of_two()
+            .min(65536);
         let preferred_bytes = device
             .preferred_block_bytes()
             .clamp(512, 1 << 24)
@@ -83,11 +90,15 @@ impl Outcome {
 
 /// The transmission flags for `device`; DF only when structured replies are on.
 pub fn transmission_flags(device: &dyn BlockDevice, structured_replies: bool) -> u16 {
-    let mut flags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
+    let mut flags =
+        NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
     if device.read_only() {
         flags |= NBD_FLAG_READ_ONLY;
     } else {
-        flags |= NBD_FLAG_SEND_FUA | NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES | NBD_FLAG_SEND_FAST_ZERO;
+        flags |= NBD_FLAG_SEND_FUA
+            | NBD_FLAG_SEND_TRIM
+            | NBD_FLAG_SEND_WRITE_ZEROES
+            | NBD_FLAG_SEND_FAST_ZERO;
     }
     if structured_replies {
         flags |= NBD_FLAG_SEND_DF;
@@ -107,7 +118,11 @@ pub struct Negotiation {
 }
 
 impl Negotiation {
-    pub fn new(provider: Arc<dyn ExportProvider>, max_request_bytes: u32, no_zeroes: bool) -> Negotiation {
+    pub fn new(
+        provider: Arc<dyn ExportProvider>,
+        max_request_bytes: u32,
+        no_zeroes: bool,
+    ) -> Negotiation {
         Negotiation {
             provider,
             max_request_bytes,
@@ -131,7 +146,11 @@ impl Negotiation {
     pub fn handle_oversized(&mut self, code: u32) -> Outcome {
         match code {
             NBD_OPT_EXPORT_NAME => Outcome::close(),
-            _ => Outcome::reply(OptionReply::error(code, NBD_REP_ERR_TOO_BIG, "option data too large")),
+            _ => Outcome::reply(OptionReply::error(
+                code,
+                NBD_REP_ERR_TOO_BIG,
+                "option data too large",
+            )),
         }
     }
 
@@ -140,7 +159,11 @@ impl Negotiation {
         match code {
             NBD_OPT_ABORT => Outcome::replies(&[OptionReply::ack(code)], Next::Close),
             NBD_OPT_EXPORT_NAME => Outcome::close(),
-            _ => Outcome::reply(OptionReply::error(code, NBD_REP_ERR_SHUTDOWN, "server is shutting down")),
+            _ => Outcome::reply(OptionReply::error(
+                code,
+                NBD_REP_ERR_SHUTDOWN,
+                "server is shutting down",
+            )),
         }
     }
 
@@ -171,7 +194,8 @@ impl Negotiation {
             export_name: name.to_owned(),
             transmission_flags: transmission_flags(device.as_ref(), self.structured_replies),
             structured_replies: self.structured_replies,
-            base_allocation: self.structured_replies && self.meta_context_export.as_deref() == Some(name),
+            base_allocation: self.structured_replies
+                && self.meta_context_export.as_deref() == Some(name),
             block_sizes,
             device,
         }
@@ -182,8 +206,11 @@ impl Negotiation {
             return Outcome::close();
         };
         let session = self.session(name, device);
-        let reply_bytes =
-            encode_export_name_reply(session.device.size_bytes(), session.transmission_flags, self.no_zeroes);
+        let reply_bytes = encode_export_name_reply(
+            session.device.size_bytes(),
+            session.transmission_flags,
+            self.no_zeroes,
+        );
         Outcome {
             reply_bytes,
             next: Next::Transmit(Box::new(session)),
@@ -246,7 +273,10 @@ impl Negotiation {
     fn requested_infos(&self, name: &str, requested: &[u16]) -> Vec<InfoReply> {
         let mut infos = Vec::new();
         if requested.contains(&NBD_INFO_NAME) {
-            let canonical = self.provider.canonical_name(name).unwrap_or_else(|| name.to_owned());
+            let canonical = self
+                .provider
+                .canonical_name(name)
+                .unwrap_or_else(|| name.to_owned());
             infos.push(InfoReply::Name(canonical));
         }
         if requested.contains(&NBD_INFO_DESCRIPTION) {

@@ -25,7 +25,11 @@ pub type BoxedWriter = Pin<Box<dyn AsyncWrite + Send>>;
 pub enum Reply {
     /// Success without data.
     Done,
-    Read { offset: u64, data: Bytes, dont_fragment: bool },
+    Read {
+        offset: u64,
+        data: Bytes,
+        dont_fragment: bool,
+    },
     BlockStatus(Vec<BlockDescriptor>),
     Error(Refusal),
 }
@@ -38,7 +42,11 @@ pub struct ReplySink {
 }
 
 impl ReplySink {
-    pub fn new(writer: BoxedWriter, structured_replies: bool, read_granularity_bytes: u32) -> ReplySink {
+    pub fn new(
+        writer: BoxedWriter,
+        structured_replies: bool,
+        read_granularity_bytes: u32,
+    ) -> ReplySink {
         ReplySink {
             writer: Mutex::new(BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer)),
             structured_replies,
@@ -54,7 +62,10 @@ impl ReplySink {
                 offset,
                 data,
                 dont_fragment,
-            } => self.write_read(&mut writer, cookie, offset, data, dont_fragment).await?,
+            } => {
+                self.write_read(&mut writer, cookie, offset, data, dont_fragment)
+                    .await?
+            }
             Reply::BlockStatus(descriptors) => {
                 let chunk = StructuredChunk {
                     flags: NBD_REPLY_FLAG_DONE,
@@ -78,17 +89,29 @@ impl ReplySink {
         let _ = writer.shutdown().await;
     }
 
-    async fn write_done(&self, writer: &mut BufWriter<BoxedWriter>, cookie: u64, command: Command) -> io::Result<()> {
+    async fn write_done(
+        &self,
+        writer: &mut BufWriter<BoxedWriter>,
+        cookie: u64,
+        command: Command,
+    ) -> io::Result<()> {
         // A structured-reply client must never get a simple reply to a READ, even an
         // empty one.
         if self.structured_replies && command == Command::Read {
             let header = encode_chunk_header(NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, cookie, 0);
             return writer.write_all(&header).await;
         }
-        writer.write_all(&SimpleReply { error: 0, cookie }.encode()).await
+        writer
+            .write_all(&SimpleReply { error: 0, cookie }.encode())
+            .await
     }
 
-    async fn write_error(&self, writer: &mut BufWriter<BoxedWriter>, cookie: u64, refusal: Refusal) -> io::Result<()> {
+    async fn write_error(
+        &self,
+        writer: &mut BufWriter<BoxedWriter>,
+        cookie: u64,
+        refusal: Refusal,
+    ) -> io::Result<()> {
         if !self.structured_replies {
             let header = SimpleReply {
                 error: refusal.errno,
@@ -116,7 +139,9 @@ impl ReplySink {
         dont_fragment: bool,
     ) -> io::Result<()> {
         if !self.structured_replies {
-            writer.write_all(&SimpleReply { error: 0, cookie }.encode()).await?;
+            writer
+                .write_all(&SimpleReply { error: 0, cookie }.encode())
+                .await?;
             return writer.write_all(&data).await;
         }
         let pieces = read_pieces(offset, &data, dont_fragment, self.read_granularity_bytes);
@@ -124,7 +149,11 @@ impl ReplySink {
         for (index, piece) in pieces.iter().enumerate() {
             // The data is already in memory, so no error can follow: the last content
             // chunk may carry DONE.
-            let flags = if index == last { NBD_REPLY_FLAG_DONE } else { 0 };
+            let flags = if index == last {
+                NBD_REPLY_FLAG_DONE
+            } else {
+                0
+            };
             let piece_offset = offset + piece.start as u64;
             let length_bytes = piece.length_bytes as u32;
             if piece.hole {
@@ -140,7 +169,9 @@ impl ReplySink {
             } else {
                 let prefix = encode_offset_data_prefix(flags, cookie, piece_offset, length_bytes);
                 writer.write_all(&prefix).await?;
-                writer.write_all(&data[piece.start..piece.start + piece.length_bytes]).await?;
+                writer
+                    .write_all(&data[piece.start..piece.start + piece.length_bytes])
+                    .await?;
             }
         }
         Ok(())

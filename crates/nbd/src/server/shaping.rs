@@ -27,7 +27,12 @@ fn is_zero(bytes: &[u8]) -> bool {
 /// Splits `data` (read at export `offset`) into data and hole pieces at
 /// `granularity_bytes` boundaries of the export. With `dont_fragment` (NBD_CMD_FLAG_DF)
 /// the reply must have a single content chunk.
-pub fn read_pieces(offset: u64, data: &[u8], dont_fragment: bool, granularity_bytes: u32) -> Vec<ReadPiece> {
+pub fn read_pieces(
+    offset: u64,
+    data: &[u8],
+    dont_fragment: bool,
+    granularity_bytes: u32,
+) -> Vec<ReadPiece> {
     let whole = ReadPiece {
         start: 0,
         length_bytes: data.len(),
@@ -46,7 +51,11 @@ pub fn read_pieces(offset: u64, data: &[u8], dont_fragment: bool, granularity_by
         let hole = is_zero(&data[start..start + length_bytes]);
         match pieces.last_mut() {
             Some(last) if last.hole == hole => last.length_bytes += length_bytes,
-            _ => pieces.push(ReadPiece { start, length_bytes, hole }),
+            _ => pieces.push(ReadPiece {
+                start,
+                length_bytes,
+                hole,
+            }),
         }
         if pieces.len() > READ_PIECES_MAX {
             return vec![whole];

@@ -68,7 +68,9 @@ impl Transmission {
         let inflight = Limits {
             requests: Arc::new(Semaphore::new(requests_max as usize)),
             requests_max,
-            bytes: Arc::new(Semaphore::new(config.max_inflight_bytes_per_connection as usize)),
+            bytes: Arc::new(Semaphore::new(
+                config.max_inflight_bytes_per_connection as usize,
+            )),
         };
         Transmission {
             session,
@@ -81,7 +83,11 @@ impl Transmission {
 
     /// Serves requests until the connection should close, then waits for every
     /// running request to reply and shuts the write side.
-    pub async fn run<R: AsyncRead + Unpin>(self, reader: R, mut shutdown: watch::Receiver<bool>) -> StopReason {
+    pub async fn run<R: AsyncRead + Unpin>(
+        self,
+        reader: R,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> StopReason {
         let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
         let reason = tokio::select! {
             reason = self.request_loop(&mut reader) => reason,
@@ -90,7 +96,11 @@ impl Transmission {
         // Every running request holds a request permit until its reply is written:
         // owning all permits means every reply is out. (The semaphore is never
         // closed, so the result is always Ok.)
-        let _all = self.inflight.requests.acquire_many(self.inflight.requests_max).await;
+        let _all = self
+            .inflight
+            .requests
+            .acquire_many(self.inflight.requests_max)
+            .await;
         self.sink.close().await;
         reason
     }
@@ -113,7 +123,11 @@ impl Transmission {
         }
     }
 
-    async fn dispatch<R: AsyncRead + Unpin>(&self, reader: &mut BufReader<R>, header: RequestHeader) -> Result<(), StopReason> {
+    async fn dispatch<R: AsyncRead + Unpin>(
+        &self,
+        reader: &mut BufReader<R>,
+        header: RequestHeader,
+    ) -> Result<(), StopReason> {
         if header.command == Command::Disconnect {
             return Err(StopReason::Disconnect);
         }
@@ -125,13 +139,24 @@ impl Transmission {
                 errno: NBD_EINVAL,
                 message: format!("write of {payload_bytes} bytes exceeds the maximum payload"),
             };
-            let _ = self.sink.send(header.cookie, header.command, Reply::Error(refusal)).await;
+            let _ = self
+                .sink
+                .send(header.cookie, header.command, Reply::Error(refusal))
+                .await;
             return Err(StopReason::OversizedWrite);
         }
         let permits = self.acquire(&header).await;
-        let payload = read_payload(reader, payload_bytes).await.map_err(|_| StopReason::EndOfStream)?;
-        let action = validate(&header, &self.limits).and_then(|action| {
-            check_fast_zero(&header, &self.limits)?;
+        let payload = read_payload(reader, payload_bytes)
+            .await
+            .map_err(|_| StopReason::EndOfStream)?;
+        // Whether zeroing is cheap can change with the device's state (e.g. a full
+        // log), so it is asked per request rather than once per connection.
+        let limits = ExportLimits {
+            fast_zero: self.session.device.fast_zero(),
+            ..self.limits
+        };
+        let action = validate(&header, &limits).and_then(|action| {
+            check_fast_zero(&header, &limits)?;
             Ok(action)
         });
         let device = self.session.device.clone();
@@ -185,7 +210,10 @@ impl Transmission {
     }
 }
 
-async fn read_payload<R: AsyncRead + Unpin>(reader: &mut BufReader<R>, length_bytes: u32) -> std::io::Result<Bytes> {
+async fn read_payload<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    length_bytes: u32,
+) -> std::io::Result<Bytes> {
     if length_bytes == 0 {
         return Ok(Bytes::new());
     }

@@ -151,10 +151,12 @@ impl OptionReply {
 
     /// Parses one whole reply (header and exactly its data).
     pub fn parse(bytes: &[u8]) -> Result<OptionReply, WireError> {
-        let header = bytes.get(..OPTION_REPLY_HEADER_BYTES).ok_or(WireError::Truncated {
-            needed_bytes: OPTION_REPLY_HEADER_BYTES,
-            available_bytes: bytes.len(),
-        })?;
+        let header = bytes
+            .get(..OPTION_REPLY_HEADER_BYTES)
+            .ok_or(WireError::Truncated {
+                needed_bytes: OPTION_REPLY_HEADER_BYTES,
+                available_bytes: bytes.len(),
+            })?;
         let (option, reply_type, length_bytes) = Self::parse_header(header)?;
         let mut cursor = Cursor::new(&bytes[OPTION_REPLY_HEADER_BYTES..]);
         let data = cursor.take(length_bytes as usize)?.to_vec();
@@ -168,7 +170,11 @@ impl OptionReply {
 }
 
 /// The reply that ends NBD_OPT_EXPORT_NAME: size, transmission flags, optional padding.
-pub fn encode_export_name_reply(size_bytes: u64, transmission_flags: u16, no_zeroes: bool) -> Vec<u8> {
+pub fn encode_export_name_reply(
+    size_bytes: u64,
+    transmission_flags: u16,
+    no_zeroes: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(10 + EXPORT_NAME_PADDING_BYTES);
     out.extend_from_slice(&size_bytes.to_be_bytes());
     out.extend_from_slice(&transmission_flags.to_be_bytes());

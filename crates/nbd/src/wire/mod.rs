@@ -14,7 +14,10 @@ pub mod reply;
 pub mod request;
 
 pub use error::WireError;
-pub use handshake::{encode_export_name_reply, encode_greeting, parse_greeting, ClientFlags, OptionHeader, OptionReply};
+pub use handshake::{
+    encode_export_name_reply, encode_greeting, parse_greeting, ClientFlags, OptionHeader,
+    OptionReply,
+};
 pub use option::{ClientOption, InfoReply, InfoRequest, MetaContextRequest};
 pub use reply::{BlockDescriptor, ChunkPayload, SimpleReply, StructuredChunk};
 pub use request::{Command, RequestHeader};

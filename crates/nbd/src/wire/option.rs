@@ -96,7 +96,9 @@ fn parse_info_request(data: &[u8]) -> Result<InfoRequest, WireError> {
     let name = cursor.string_u32()?;
     let count = cursor.u16()? as usize;
     if count * 2 != cursor.remaining_bytes() {
-        return Err(WireError::Invalid("info request count does not match option length"));
+        return Err(WireError::Invalid(
+            "info request count does not match option length",
+        ));
     }
     let mut info_requests = Vec::with_capacity(count);
     for _ in 0..count {
@@ -159,12 +161,22 @@ fn encode_meta_request(request: &MetaContextRequest) -> Vec<u8> {
 /// Payload of one NBD_REP_INFO reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InfoReply {
-    Export { size_bytes: u64, transmission_flags: u16 },
+    Export {
+        size_bytes: u64,
+        transmission_flags: u16,
+    },
     Name(String),
     Description(String),
-    BlockSize { minimum_bytes: u32, preferred_bytes: u32, maximum_bytes: u32 },
+    BlockSize {
+        minimum_bytes: u32,
+        preferred_bytes: u32,
+        maximum_bytes: u32,
+    },
     /// An information type this codec does not know (clients must ignore these).
-    Unknown { info_type: u16, data: Vec<u8> },
+    Unknown {
+        info_type: u16,
+        data: Vec<u8>,
+    },
 }
 
 impl InfoReply {
@@ -214,7 +226,9 @@ impl InfoReply {
                 transmission_flags: cursor.u16()?,
             },
             NBD_INFO_NAME => InfoReply::Name(cursor.string(cursor.remaining_bytes())?),
-            NBD_INFO_DESCRIPTION => InfoReply::Description(cursor.string(cursor.remaining_bytes())?),
+            NBD_INFO_DESCRIPTION => {
+                InfoReply::Description(cursor.string(cursor.remaining_bytes())?)
+            }
             NBD_INFO_BLOCK_SIZE => InfoReply::BlockSize {
                 minimum_bytes: cursor.u32()?,
                 preferred_bytes: cursor.u32()?,

@@ -65,12 +65,31 @@ pub struct BlockDescriptor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChunkPayload {
     None,
-    OffsetData { offset: u64, data: Vec<u8> },
-    OffsetHole { offset: u64, hole_bytes: u32 },
-    BlockStatus { context_id: u32, descriptors: Vec<BlockDescriptor> },
-    Error { error: u32, message: String },
-    ErrorOffset { error: u32, message: String, offset: u64 },
-    Unknown { chunk_type: u16, data: Vec<u8> },
+    OffsetData {
+        offset: u64,
+        data: Vec<u8>,
+    },
+    OffsetHole {
+        offset: u64,
+        hole_bytes: u32,
+    },
+    BlockStatus {
+        context_id: u32,
+        descriptors: Vec<BlockDescriptor>,
+    },
+    Error {
+        error: u32,
+        message: String,
+    },
+    ErrorOffset {
+        error: u32,
+        message: String,
+        offset: u64,
+    },
+    Unknown {
+        chunk_type: u16,
+        data: Vec<u8>,
+    },
 }
 
 impl ChunkPayload {
@@ -173,8 +192,10 @@ fn parse_offset_data(cursor: &mut Cursor<'_>) -> Result<ChunkPayload, WireError>
 fn parse_block_status(cursor: &mut Cursor<'_>) -> Result<ChunkPayload, WireError> {
     let context_id = cursor.u32()?;
     let remaining_bytes = cursor.remaining_bytes();
-    if remaining_bytes == 0 || remaining_bytes % 8 != 0 {
-        return Err(WireError::Invalid("BLOCK_STATUS length is not 4 + 8n, n > 0"));
+    if remaining_bytes == 0 || !remaining_bytes.is_multiple_of(8) {
+        return Err(WireError::Invalid(
+            "BLOCK_STATUS length is not 4 + 8n, n > 0",
+        ));
     }
     let mut descriptors = Vec::with_capacity(remaining_bytes / 8);
     while cursor.remaining_bytes() > 0 {
@@ -279,7 +300,13 @@ pub fn encode_chunk_header(
 
 /// Header plus 8-byte offset of an OFFSET_DATA chunk whose `data_bytes` follow.
 pub fn encode_offset_data_prefix(flags: u16, cookie: u64, offset: u64, data_bytes: u32) -> Vec<u8> {
-    let mut out = encode_chunk_header(flags, NBD_REPLY_TYPE_OFFSET_DATA, cookie, data_bytes.saturating_add(8)).to_vec();
+    let mut out = encode_chunk_header(
+        flags,
+        NBD_REPLY_TYPE_OFFSET_DATA,
+        cookie,
+        data_bytes.saturating_add(8),
+    )
+    .to_vec();
     out.extend_from_slice(&offset.to_be_bytes());
     out
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub mod raw_client;
+
 use fardisk_nbd::{serve_unix, ExportMap, ExportProvider, MemDevice, ServerConfig};
 use tokio::sync::watch;
 
@@ -48,7 +50,12 @@ impl TestServer {
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
-            runtime.block_on(serve_unix(&socket_for_thread, provider, config, shutdown_rx))
+            runtime.block_on(serve_unix(
+                &socket_for_thread,
+                provider,
+                config,
+                shutdown_rx,
+            ))
         });
         let server = TestServer {
             dir,
@@ -66,12 +73,19 @@ impl TestServer {
             if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
                 return;
             }
-            if self.thread.as_ref().is_some_and(|thread| thread.is_finished()) {
+            if self
+                .thread
+                .as_ref()
+                .is_some_and(|thread| thread.is_finished())
+            {
                 panic!("server thread exited before listening");
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("server did not start listening on {}", self.socket.display());
+        panic!(
+            "server did not start listening on {}",
+            self.socket.display()
+        );
     }
 
     pub fn uri(&self, export: &str) -> String {
@@ -164,7 +178,12 @@ pub fn run(program: &Path, args: &[&str]) -> Output {
         Ok(output) => output.expect("wait for client"),
         Err(_) => {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("{} {:?} did not finish within {:?}", program.display(), args, CLIENT_DEADLINE);
+            panic!(
+                "{} {:?} did not finish within {:?}",
+                program.display(),
+                args,
+                CLIENT_DEADLINE
+            );
         }
     }
 }

@@ -1,0 +1,362 @@
+//! One cache device: a file or block device holding two label copies and then a ring of
+//! fixed-size log-block slots.
+//!
+//! ```text
+//! 0      label copy A (4 KiB sector)
+//! 4096   label copy B (4 KiB sector)
+//! 8192   slot 0 | slot 1 | ... | slot (slot_count - 1)      each log_block_bytes
+//! ```
+//! All I/O is positioned (`pread`/`pwrite`), so readers and the writer share one file handle.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::error::L2Error;
+use super::label::{Label, LABEL_SLOT_BYTES, RING_OFFSET_BYTES};
+use super::log_block::BlockPlace;
+use super::stats::{DeviceCounters, DeviceState, DeviceStats, RebuildProgress};
+use super::DeviceId;
+
+/// Where the writer continues on this device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WriteCursor {
+    pub(crate) next_slot: u32,
+    pub(crate) next_sequence: u64,
+}
+
+/// The file a device was opened as; a different one at the same path means the device was
+/// replaced under us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+#[derive(Debug)]
+struct Status {
+    state: DeviceState,
+    fault_reason: Option<String>,
+}
+
+pub(crate) struct CacheDevice {
+    pub(crate) id: DeviceId,
+    pub(crate) path: PathBuf,
+    file: File,
+    identity: FileIdentity,
+    is_regular_file: bool,
+    pub(crate) label: Label,
+    pub(crate) capacity_bytes: u64,
+    status: Mutex<Status>,
+    removed: AtomicBool,
+    slot_generations: Vec<AtomicU64>,
+    pub(crate) cursor: Mutex<WriteCursor>,
+    pub(crate) rebuild: RebuildProgress,
+    pub(crate) counters: DeviceCounters,
+}
+
+fn open_rw(path: &Path, create: bool) -> Result<File, L2Error> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| L2Error::io(path, e))
+}
+
+fn identity_of(path: &Path, file: &File) -> Result<(FileIdentity, bool), L2Error> {
+    let meta = file.metadata().map_err(|e| L2Error::io(path, e))?;
+    Ok((
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        },
+        meta.is_file(),
+    ))
+}
+
+/// Size of a regular file or block device.
+fn capacity_of(path: &Path, mut file: &File) -> Result<u64, L2Error> {
+    file.seek(SeekFrom::End(0))
+        .map_err(|e| L2Error::io(path, e))
+}
+
+impl CacheDevice {
+    /// Writes a fresh label (new device guid) and returns the device ready for writes. Old log
+    /// blocks left in the ring carry the previous guid and are ignored from now on.
+    pub(crate) fn format(
+        id: DeviceId,
+        path: &Path,
+        size_bytes: Option<u64>,
+        pool_guid: u128,
+        device_guid: u64,
+        log_block_bytes: u32,
+    ) -> Result<Self, L2Error> {
+        let file = open_rw(path, size_bytes.is_some())?;
+        let (identity, is_regular_file) = identity_of(path, &file)?;
+        if let (Some(size), true) = (size_bytes, is_regular_file) {
+            file.set_len(size).map_err(|e| L2Error::io(path, e))?;
+        }
+        let capacity_bytes = capacity_of(path, &file)?;
+        let slot_count = (capacity_bytes.saturating_sub(RING_OFFSET_BYTES)
+            / u64::from(log_block_bytes))
+        .min(u64::from(u32::MAX));
+        if slot_count < 2 {
+            return Err(L2Error::DeviceTooSmall {
+                path: path.to_path_buf(),
+                size_bytes: capacity_bytes,
+            });
+        }
+        let label = Label {
+            pool_guid,
+            device_guid,
+            log_block_bytes,
+            slot_count: slot_count as u32,
+        };
+        let encoded = label.encode();
+        for copy in 0..2 {
+            file.write_all_at(&encoded, copy * LABEL_SLOT_BYTES)
+                .map_err(|e| L2Error::io(path, e))?;
+        }
+        // The label must outlive a crash, or the device's contents could not be rebuilt.
+        file.sync_data().map_err(|e| L2Error::io(path, e))?;
+        let device = Self::assemble(
+            id,
+            path,
+            file,
+            identity,
+            is_regular_file,
+            label,
+            capacity_bytes,
+            DeviceState::Online,
+        );
+        device.rebuild.done.store(true, Ordering::Release);
+        Ok(device)
+    }
+
+    /// Opens a device formatted earlier for this pool; it starts in `Rebuilding`.
+    pub(crate) fn open_existing(
+        id: DeviceId,
+        path: &Path,
+        pool_guid: u128,
+    ) -> Result<Self, L2Error> {
+        let file = open_rw(path, false)?;
+        let (identity, is_regular_file) = identity_of(path, &file)?;
+        let capacity_bytes = capacity_of(path, &file)?;
+        let mut sectors = vec![0u8; RING_OFFSET_BYTES as usize];
+        if capacity_bytes < RING_OFFSET_BYTES {
+            return Err(L2Error::DeviceTooSmall {
+                path: path.to_path_buf(),
+                size_bytes: capacity_bytes,
+            });
+        }
+        file.read_exact_at(&mut sectors, 0)
+            .map_err(|e| L2Error::io(path, e))?;
+        let (first, second) = sectors.split_at(LABEL_SLOT_BYTES as usize);
+        let label = Label::decode_either(first, second).map_err(|reason| L2Error::BadLabel {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        if label.pool_guid != pool_guid {
+            return Err(L2Error::ForeignPool {
+                path: path.to_path_buf(),
+                found_pool_guid: label.pool_guid,
+            });
+        }
+        let ring_end =
+            RING_OFFSET_BYTES + u64::from(label.slot_count) * u64::from(label.log_block_bytes);
+        if ring_end > capacity_bytes || label.slot_count < 2 {
+            let reason = format!("ring needs {ring_end} bytes, device has {capacity_bytes}");
+            return Err(L2Error::BadLabel {
+                path: path.to_path_buf(),
+                reason,
+            });
+        }
+        Ok(Self::assemble(
+            id,
+            path,
+            file,
+            identity,
+            is_regular_file,
+            label,
+            capacity_bytes,
+            DeviceState::Rebuilding,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        id: DeviceId,
+        path: &Path,
+        file: File,
+        identity: FileIdentity,
+        is_regular_file: bool,
+        label: Label,
+        capacity_bytes: u64,
+        state: DeviceState,
+    ) -> Self {
+        Self {
+            id,
+            path: path.to_path_buf(),
+            file,
+            identity,
+            is_regular_file,
+            label,
+            capacity_bytes,
+            status: Mutex::new(Status {
+                state,
+                fault_reason: None,
+            }),
+            removed: AtomicBool::new(false),
+            slot_generations: (0..label.slot_count).map(|_| AtomicU64::new(0)).collect(),
+            cursor: Mutex::new(WriteCursor {
+                next_slot: 0,
+                next_sequence: 1,
+            }),
+            rebuild: RebuildProgress::default(),
+            counters: DeviceCounters::default(),
+        }
+    }
+
+    pub(crate) fn slot_count(&self) -> u32 {
+        self.label.slot_count
+    }
+
+    pub(crate) fn block_bytes(&self) -> u32 {
+        self.label.log_block_bytes
+    }
+
+    pub(crate) fn slot_offset(&self, slot: u32) -> u64 {
+        RING_OFFSET_BYTES + u64::from(slot) * u64::from(self.label.log_block_bytes)
+    }
+
+    pub(crate) fn place(&self, slot: u32) -> BlockPlace {
+        BlockPlace {
+            pool_guid: self.label.pool_guid,
+            device_guid: self.label.device_guid,
+            slot_index: slot,
+            block_bytes: self.label.log_block_bytes,
+        }
+    }
+
+    /// Reads exactly `len` bytes; a short read (a truncated device) is an error.
+    pub(crate) fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset)?;
+        self.counters
+            .bytes_read
+            .fetch_add(len as u64, Ordering::Relaxed);
+        Ok(buf)
+    }
+
+    pub(crate) fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file.write_all_at(data, offset)?;
+        self.counters
+            .bytes_written
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+
+    pub(crate) fn slot_generation(&self, slot: u32) -> u64 {
+        self.slot_generations[slot as usize].load(Ordering::SeqCst)
+    }
+
+    /// Marks a slot as being reused; readers that read it under the old generation discard
+    /// what they read. Returns the new generation.
+    pub(crate) fn bump_slot_generation(&self, slot: u32) -> u64 {
+        self.slot_generations[slot as usize].fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub(crate) fn state(&self) -> DeviceState {
+        self.status.lock().state
+    }
+
+    /// Serves reads (entries of a device being rebuilt are already valid).
+    pub(crate) fn readable(&self) -> bool {
+        self.state() != DeviceState::Faulted && !self.is_removed()
+    }
+
+    pub(crate) fn writable(&self) -> bool {
+        self.state() == DeviceState::Online && !self.is_removed()
+    }
+
+    /// Rebuilding -> Online; a device faulted meanwhile stays faulted.
+    pub(crate) fn finish_rebuild(&self) {
+        let mut status = self.status.lock();
+        if status.state == DeviceState::Rebuilding {
+            status.state = DeviceState::Online;
+        }
+    }
+
+    /// Takes the device out of service. Returns true if this call faulted it.
+    pub(crate) fn fault(&self, reason: String) -> bool {
+        let mut status = self.status.lock();
+        if status.state == DeviceState::Faulted {
+            return false;
+        }
+        tracing::warn!(path = %self.path.display(), %reason, "cache device faulted");
+        status.state = DeviceState::Faulted;
+        status.fault_reason = Some(reason);
+        true
+    }
+
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::SeqCst)
+    }
+
+    /// Checks that the path still names the file we opened, at its full size. An unlinked
+    /// file keeps working through our handle, so only this check notices it vanished.
+    pub(crate) fn check_identity(&self) -> Result<(), String> {
+        let meta =
+            std::fs::metadata(&self.path).map_err(|e| format!("device path unusable: {e}"))?;
+        let found = FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        if found != self.identity {
+            return Err("device path now names a different file".into());
+        }
+        let ring_end = self.slot_offset(self.slot_count());
+        if self.is_regular_file && meta.len() < ring_end {
+            return Err(format!(
+                "device truncated to {} bytes (ring ends at {ring_end})",
+                meta.len()
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> DeviceStats {
+        let status = self.status.lock();
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        DeviceStats {
+            id: self.id,
+            path: self.path.clone(),
+            device_guid: self.label.device_guid,
+            state: status.state,
+            fault_reason: status.fault_reason.clone(),
+            capacity_bytes: self.capacity_bytes,
+            log_block_bytes: self.label.log_block_bytes,
+            slot_count: self.label.slot_count,
+            bytes_written: load(&self.counters.bytes_written),
+            bytes_read: load(&self.counters.bytes_read),
+            log_blocks_written: load(&self.counters.log_blocks_written),
+            io_errors: load(&self.counters.io_errors),
+            checksum_errors: load(&self.counters.checksum_errors),
+            rebuild: self.rebuild.snapshot(u64::from(self.label.slot_count)),
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! L2ARC write and read paths: ARC eviction to L2 and back, verification against the
+//! caller's checksum, time-bounded flushing, striping, and the rate cap.
+
+mod common;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::*;
+use fardisk_arc::{
+    AdaptiveCache, ArcConfig, DeviceState, EvictionFeed, FeedItem, InsertKind, L2Arc,
+};
+
+#[test]
+fn evicted_blocks_come_back_from_l2_after_the_arc_is_gone() {
+    let rig = Rig::new(config());
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(64)))
+        .expect("add device");
+    let mut arc_config = ArcConfig::new(0, 8 * 4096);
+    arc_config.entry_overhead_bytes = 0;
+    let arc = AdaptiveCache::new(arc_config);
+    let blocks: Vec<_> = (0..40)
+        .map(|i| (key(i), payload(key(i), 0, 4096)))
+        .collect();
+    for (k, data) in &blocks {
+        arc.insert(*k, data.clone(), InsertKind::Demand);
+    }
+    let feed = arc.feed();
+    assert_eq!(
+        feed.len(),
+        32,
+        "everything beyond 8 blocks was evicted to the feed"
+    );
+    for _ in 0..10 {
+        rig.clock.advance_ms(1000);
+        rig.l2.write_tick(&feed);
+    }
+    rig.l2.flush();
+    drop(arc);
+    for (k, data) in &blocks[..32] {
+        assert_eq!(
+            rig.l2.get(k, checksum(data)).as_ref(),
+            Some(data),
+            "block {k:?}"
+        );
+    }
+    for (k, data) in &blocks[32..] {
+        assert_eq!(
+            rig.l2.get(k, checksum(data)),
+            None,
+            "never evicted, never written"
+        );
+    }
+    let stats = rig.l2.stats();
+    assert_eq!((stats.hits, stats.misses), (32, 8));
+    assert_eq!(stats.entries, 32);
+    assert_eq!(stats.size_bytes, 32 * 4096);
+    assert!(stats.bytes_written >= 32 * 4096);
+    assert_eq!(stats.checksum_errors, 0);
+}
+
+#[test]
+fn a_new_key_never_gets_the_old_bytes() {
+    let rig = Rig::new(config());
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
+        .expect("add device");
+    // Block version 1 lives at key A; an overwrite writes version 2 to a new key B.
+    let (a, b) = (key(1), key(2));
+    let old = payload(a, 1, 4096);
+    let new = payload(b, 2, 4096);
+    rig.push(a, &old);
+    rig.drain_and_flush();
+    assert_eq!(rig.l2.get(&b, checksum(&new)), None, "B was never cached");
+    rig.push(b, &new);
+    rig.drain_and_flush();
+    assert_eq!(rig.l2.get(&b, checksum(&new)), Some(new.clone()));
+    assert_eq!(rig.l2.get(&a, checksum(&old)), Some(old.clone()));
+}
+
+#[test]
+fn wrong_expected_checksum_drops_the_entry_and_counts() {
+    let rig = Rig::new(config());
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
+        .expect("add device");
+    let k = key(7);
+    let cached = payload(k, 1, 4096);
+    rig.push(k, &cached);
+    rig.drain_and_flush();
+    // The caller expects other bytes for this key (for example an id reused by mistake).
+    let expected = payload(k, 2, 4096);
+    assert_eq!(rig.l2.get(&k, checksum(&expected)), None);
+    assert!(!rig.l2.contains(&k), "a mismatching entry is dropped");
+    assert_eq!(rig.l2.get(&k, checksum(&cached)), None, "and stays dropped");
+    let stats = rig.l2.stats();
+    assert_eq!(stats.checksum_errors, 1);
+    assert_eq!(stats.hits, 0);
+}
+
+#[test]
+fn blocks_already_cached_are_not_written_twice() {
+    let rig = Rig::new(config());
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
+        .expect("add device");
+    let k = key(3);
+    let data = payload(k, 0, 1000);
+    rig.push(k, &data);
+    rig.push(k, &data);
+    rig.drain_and_flush();
+    rig.push(k, &data);
+    rig.drain_and_flush();
+    let stats = rig.l2.stats();
+    assert_eq!(stats.feed_entries, 1);
+    assert_eq!(stats.skipped_present, 2);
+    assert_eq!(stats.entries, 1);
+}
+
+#[test]
+fn partly_filled_block_is_written_after_the_time_bound_and_extended_in_place() {
+    let rig = Rig::new(config());
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
+        .expect("add device");
+    let first = (key(1), payload(key(1), 0, 1000));
+    rig.push(first.0, &first.1);
+    rig.clock.advance_ms(10);
+    let report = rig.l2.write_tick(&rig.feed);
+    assert_eq!((report.entries, report.block_writes), (1, 0));
+    assert!(
+        !rig.l2.contains(&first.0),
+        "not indexed before it is on the device"
+    );
+    rig.clock.advance_ms(999);
+    assert_eq!(rig.l2.write_tick(&rig.feed).block_writes, 0);
+    rig.clock.advance_ms(1);
+    assert_eq!(
+        rig.l2.write_tick(&rig.feed).block_writes,
+        1,
+        "flush_interval_ms reached"
+    );
+    assert_eq!(
+        rig.l2.get(&first.0, checksum(&first.1)),
+        Some(first.1.clone())
+    );
+
+    let second = (key(2), payload(key(2), 0, 1000));
+    rig.push(second.0, &second.1);
+    rig.clock.advance_ms(2000);
+    rig.l2.write_tick(&rig.feed);
+    rig.clock.advance_ms(2000);
+    rig.l2.write_tick(&rig.feed);
+    let stats = rig.l2.stats();
+    assert_eq!(
+        stats.devices[0].log_blocks_written, 2,
+        "two write-outs of one block"
+    );
+    assert_eq!(
+        rig.l2.get(&first.0, checksum(&first.1)),
+        Some(first.1.clone())
+    );
+    assert_eq!(
+        rig.l2.get(&second.0, checksum(&second.1)),
+        Some(second.1.clone())
+    );
+}
+
+#[test]
+fn log_blocks_are_striped_round_robin_and_devices_come_and_go() {
+    let rig = Rig::new(config());
+    let d0 = rig
+        .l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(32)))
+        .expect("add 0");
+    let d1 = rig
+        .l2
+        .add_device(&rig.path("cache1"), Some(device_bytes(32)))
+        .expect("add 1");
+    assert!(
+        rig.l2
+            .add_device(&rig.path("cache1"), Some(device_bytes(32)))
+            .is_err(),
+        "duplicate path"
+    );
+    let blocks: Vec<_> = (0..30)
+        .map(|i| (key(i), payload(key(i), 0, 4096)))
+        .collect();
+    for (k, data) in &blocks {
+        rig.push(*k, data);
+    }
+    rig.drain_and_flush();
+    let stats = rig.l2.stats();
+    let written: Vec<u64> = stats.devices.iter().map(|d| d.log_blocks_written).collect();
+    assert!(
+        written.iter().all(|w| *w >= 4),
+        "both devices take log blocks: {written:?}"
+    );
+    assert!(
+        written[0].abs_diff(written[1]) <= 1,
+        "round-robin: {written:?}"
+    );
+    assert!(stats.devices.iter().all(|d| d.state == DeviceState::Online));
+
+    rig.l2.remove_device(d0).expect("remove");
+    let hits = blocks
+        .iter()
+        .filter(|(k, d)| rig.l2.get(k, checksum(d)).as_ref() == Some(d))
+        .count();
+    assert!(
+        hits > 0 && hits < blocks.len(),
+        "only the remaining device serves: {hits}"
+    );
+    assert!(rig.l2.remove_device(d0).is_err());
+
+    let d2 = rig
+        .l2
+        .add_device(&rig.path("cache2"), Some(device_bytes(32)))
+        .expect("add 2");
+    let more: Vec<_> = (100..110)
+        .map(|i| (key(i), payload(key(i), 0, 4096)))
+        .collect();
+    for (k, data) in &more {
+        rig.push(*k, data);
+    }
+    rig.drain_and_flush();
+    for (k, data) in &more {
+        assert_eq!(rig.l2.get(k, checksum(data)).as_ref(), Some(data));
+    }
+    let ids: Vec<_> = rig.l2.stats().devices.iter().map(|d| d.id).collect();
+    assert_eq!(ids, vec![d1, d2]);
+}
+
+#[test]
+fn oversized_blocks_are_skipped() {
+    let rig = Rig::new(config());
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(8)))
+        .expect("add device");
+    let big = Bytes::from(vec![1u8; BLOCK_BYTES as usize]);
+    rig.push(key(1), &big);
+    rig.drain_and_flush();
+    let stats = rig.l2.stats();
+    assert_eq!((stats.skipped_too_large, stats.entries), (1, 0));
+}
+
+#[test]
+fn write_rate_is_capped_on_the_injected_clock() {
+    let rate_bytes_per_s: u64 = 64 << 10;
+    let mut cfg = config();
+    cfg.write_max_bytes_per_s = rate_bytes_per_s;
+    let rig = Rig::new(cfg);
+    rig.l2
+        .add_device(&rig.path("cache0"), Some(device_bytes(512)))
+        .expect("add device");
+    let feed = EvictionFeed::new(10_000, 1 << 30);
+    let entry_bytes = 4096u64;
+    for i in 0..1000 {
+        feed.push(FeedItem {
+            key: key(i),
+            data: payload(key(i), 0, entry_bytes as usize),
+        });
+    }
+    let seconds = 10u64;
+    let mut taken = 0u64;
+    let mut throttled_rounds = 0;
+    for _ in 0..seconds * 10 {
+        rig.clock.advance_ms(100);
+        let report = rig.l2.write_tick(&feed);
+        taken += report.bytes + report.entries * ENTRY_BYTES;
+        throttled_rounds += u32::from(report.throttled);
+    }
+    let earned = rate_bytes_per_s * seconds;
+    assert!(
+        taken <= earned + rate_bytes_per_s + entry_bytes + ENTRY_BYTES,
+        "took {taken} of {earned}"
+    );
+    assert!(taken >= earned * 9 / 10, "took only {taken} of {earned}");
+    assert!(throttled_rounds > 50);
+    assert!(!feed.is_empty(), "the rest waits in the feed");
+    // No clock movement: nothing more is taken.
+    let report = rig.l2.write_tick(&feed);
+    assert_eq!(report.entries, 0);
+}
+
+#[test]
+fn background_writer_fills_the_l2() {
+    let mut cfg = config();
+    cfg.flush_interval_ms = 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(fardisk_arc::MonotonicClock::new());
+    let l2 = L2Arc::new(cfg, POOL_GUID, clock, 1).expect("l2arc");
+    l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16)))
+        .expect("add device");
+    let feed = Arc::new(EvictionFeed::new(100, 1 << 20));
+    let data = payload(key(1), 0, 2000);
+    feed.push(FeedItem {
+        key: key(1),
+        data: data.clone(),
+    });
+    let writer = l2.spawn_writer(Arc::clone(&feed), std::time::Duration::from_millis(5));
+    assert!(writer.is_running());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while l2.get(&key(1), checksum(&data)).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writer never wrote the block"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    writer.stop();
+}

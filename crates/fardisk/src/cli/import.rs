@@ -1,0 +1,131 @@
+//! `fardisk import` (start the daemon, in the background by default) and `fardisk export`.
+
+use crate::daemon::{self, DaemonOptions, NbdListen};
+use crate::paths::{control_socket, load_record, log_file, save_record, PoolRecord};
+use anyhow::{bail, Context, Result};
+use fardisk_engine::objstore::SimulateSpec;
+use fardisk_engine::PoolConfig;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ImportArgs {
+    pub pool: String,
+    /// Where the pool lives; defaults to the URL it was created or last imported with
+    pub store_url: Option<String>,
+    /// Mount a directory where each volume is an image file DIR/VOLUME
+    #[arg(long, value_name = "DIR")]
+    pub mount: Option<PathBuf>,
+    /// Serve volumes over NBD: unix:PATH or tcp:HOST:PORT (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub nbd: Vec<String>,
+    /// Import even though a log device is missing (like `zpool import -m`)
+    #[arg(long)]
+    pub missing_log: bool,
+    /// Take the pool over from another live writer, which is fenced
+    #[arg(long)]
+    pub force: bool,
+    /// Stay in the foreground (logs to stderr) instead of starting a background daemon
+    #[arg(long)]
+    pub foreground: bool,
+    /// Put the store "far away": latency=MS[,jitter=MS][,bandwidth=BYTES_PER_S]
+    #[arg(long, value_name = "SPEC")]
+    pub simulate: Option<String>,
+    /// How long to wait for a background import to be ready
+    #[arg(long, default_value = "600", value_name = "SECONDS")]
+    pub wait: u64,
+}
+
+fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
+    let known = load_record(&a.pool);
+    let store_url = match (&a.store_url, &known) {
+        (Some(u), _) => u.clone(),
+        (None, Some(r)) => r.store_url.clone(),
+        (None, None) => bail!("pool '{}' is not known on this host; give its STORE_URL", a.pool),
+    };
+    let simulate_text = a.simulate.clone().or_else(|| known.as_ref().and_then(|r| r.simulate.clone()));
+    let simulate = simulate_text.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let nbd = a.nbd.iter().map(|s| NbdListen::parse(s)).collect::<Result<Vec<_>>>()?;
+    if a.missing_log {
+        tracing::info!("--missing-log: importing without log devices");
+    }
+    let record = PoolRecord { name: a.pool.clone(), store_url: store_url.clone(), simulate: simulate_text };
+    let opts = DaemonOptions {
+        pool: a.pool.clone(),
+        store_url,
+        simulate,
+        mount: a.mount.clone(),
+        nbd,
+        force: a.force,
+        config: PoolConfig::default(),
+    };
+    Ok((record, opts))
+}
+
+pub fn run(a: ImportArgs) -> Result<()> {
+    let (record, opts) = resolve(&a)?;
+    let socket = control_socket(&a.pool);
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        bail!("pool '{}' is already imported on this host (control socket {})", a.pool, socket.display());
+    }
+    if a.foreground {
+        let rt = super::runtime()?;
+        rt.block_on(daemon::run(opts))?;
+        return Ok(());
+    }
+    start_background(&a, &record)
+}
+
+/// Re-executes this binary with --foreground, detached, logging to the pool's log file, and waits
+/// until its control socket answers (or it dies, whose last log line is then the error).
+fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
+    let log = log_file(&a.pool);
+    std::fs::create_dir_all(log.parent().context("log dir")?)?;
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).with_context(|| format!("cannot open {}", log.display()))?;
+    let start_len = out.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    args.push("--foreground".into());
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&args).stdin(std::process::Stdio::null()).stdout(out.try_clone()?).stderr(out);
+    if std::env::var_os("FARDISK_LOG").is_none() {
+        cmd.env("FARDISK_LOG", "info");
+    }
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the daemon")?;
+    let socket = control_socket(&a.pool);
+    let deadline = Instant::now() + Duration::from_secs(a.wait);
+    let rt = super::runtime()?;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail = text.get(start_len as usize..).unwrap_or("");
+            let last = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+            let last = last.trim_start_matches("fardisk: ");
+            bail!("{last} (daemon exited with {status}; log: {})", log.display());
+        }
+        if rt.block_on(daemon::control::is_alive(&socket)) {
+            save_record(record)?;
+            println!("pool '{}' imported (daemon pid {}, log {})", a.pool, child.id(), log.display());
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("the daemon did not become ready within {} s; see {}", a.wait, log.display())
+}
+
+pub async fn export(pool: &str) -> Result<()> {
+    let socket = control_socket(pool);
+    if !daemon::control::is_alive(&socket).await {
+        bail!("pool '{pool}' is not imported on this host");
+    }
+    let v = daemon::control::call(&socket, "export", serde_json::Value::Null).await.context("export failed")?;
+    println!("pool '{pool}' exported at txg {}", v["txg"]);
+    Ok(())
+}

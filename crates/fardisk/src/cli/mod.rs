@@ -1,0 +1,112 @@
+//! The command line, in the shape of `zpool`/`zfs`. Every failure prints one line saying what is
+//! wrong and what to do, and exits non-zero.
+
+mod create;
+mod import;
+mod query;
+mod size;
+mod vdev_spec;
+mod volume;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "fardisk", version, about = "A local-speed block device whose durable home is far-away object storage",
+    long_about = None, after_help = "Examples:\n  fardisk create tank file:///var/lib/fardisk/tank --simulate latency=40\n  fardisk import tank file:///var/lib/fardisk/tank --mount /mnt/fardisk\n  fardisk volume create tank/pg 8G\n  fardisk status -v\n  fardisk export tank")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a pool in an object store: `create POOL STORE_URL [log [mirror] DEV...]... [cache DEV...] [-o PROP=VALUE]...`
+    #[command(after_help = "Examples:\n  fardisk create tank file:///srv/tank\n  fardisk create tank s3://bucket/tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1 cache /dev/nvme0n1p2 -o compression=zstd")]
+    Create(create::CreateArgs),
+    /// Import a pool and serve its volumes (FUSE image files, NBD); runs in the background unless --foreground
+    #[command(after_help = "Examples:\n  fardisk import tank file:///srv/tank --mount /mnt/fardisk\n  fardisk import tank s3://bucket/tank --nbd unix:/run/fardisk/tank.nbd --nbd tcp:127.0.0.1:10809")]
+    Import(import::ImportArgs),
+    /// Drain everything to the store and stop serving the pool
+    #[command(after_help = "Example:\n  fardisk export tank")]
+    Export { pool: String },
+    /// Pool health, txgs, dirty data and space (`-v`: every vdev; `--json`: machine-readable)
+    #[command(after_help = "Examples:\n  fardisk status\n  fardisk status tank -v\n  fardisk status tank --json")]
+    Status(query::StatusArgs),
+    /// One line per known pool
+    #[command(after_help = "Example:\n  fardisk list --json")]
+    List(query::ListArgs),
+    /// Object-store operations and bandwidth per interval
+    #[command(after_help = "Example:\n  fardisk iostat tank 1 5")]
+    Iostat(query::IostatArgs),
+    /// Create, destroy, list or resize volumes
+    #[command(subcommand)]
+    Volume(volume::VolumeCmd),
+    /// Show properties with their source: `get PROP|all POOL [--json]`
+    #[command(after_help = "Example:\n  fardisk get all tank")]
+    Get(query::GetArgs),
+    /// Set a property: `set PROP=VALUE POOL`
+    #[command(after_help = "Example:\n  fardisk set compression=zstd tank")]
+    Set(query::SetArgs),
+    /// Commit the open txg to the store now and wait for it
+    Sync { pool: String },
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let result = match cli.command {
+        // The daemon builds its own runtime after daemonizing.
+        Command::Import(a) => import::run(a),
+        other => runtime().and_then(|rt| rt.block_on(dispatch(other))),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("fardisk: {}", one_line(&e));
+            1
+        }
+    }
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// The whole error chain on one line, most specific cause last.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for c in e.chain() {
+        let s = c.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ").replace('\n', " ")
+}
+
+async fn dispatch(c: Command) -> anyhow::Result<()> {
+    match c {
+        Command::Create(a) => create::run(a).await,
+        Command::Import(_) => unreachable!("handled before the runtime starts"),
+        Command::Export { pool } => import::export(&pool).await,
+        Command::Status(a) => query::status(a).await,
+        Command::List(a) => query::list(a).await,
+        Command::Iostat(a) => query::iostat(a).await,
+        Command::Volume(v) => volume::run(v).await,
+        Command::Get(a) => query::get(a).await,
+        Command::Set(a) => query::set(a).await,
+        Command::Sync { pool } => {
+            let v = query::call(&pool, "sync", serde_json::Value::Null).await?;
+            println!("pool '{pool}' synced at txg {}", v["txg"]);
+            Ok(())
+        }
+    }
+}

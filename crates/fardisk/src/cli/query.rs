@@ -1,0 +1,239 @@
+//! Read-only views: status, list, iostat, get; and set. An imported pool answers through its
+//! daemon; an exported one from its newest root in the store.
+
+use super::size::human;
+use crate::daemon::control;
+use crate::daemon::serve::open_store;
+use crate::paths::{all_records, control_socket, load_record};
+use anyhow::{bail, Context, Result};
+use fardisk_engine::{Env, Pool};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub async fn call(pool: &str, cmd: &str, args: Value) -> Result<Value> {
+    let socket = control_socket(pool);
+    if !socket.exists() {
+        bail!("pool '{pool}' is not imported on this host (import it with 'fardisk import {pool} STORE_URL')");
+    }
+    control::call(&socket, cmd, args).await
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    pub pool: Option<String>,
+    #[arg(short = 'v')]
+    pub verbose: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IostatArgs {
+    pub pool: String,
+    #[arg(short = 'v')]
+    pub verbose: bool,
+    /// Seconds between reports
+    pub interval: Option<u64>,
+    /// Number of reports (default: 1 without an interval, unbounded with one)
+    pub count: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// A property name or `all`
+    pub property: String,
+    /// POOL or POOL/VOLUME
+    pub target: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SetArgs {
+    /// PROP=VALUE
+    pub assignment: String,
+    /// POOL or POOL/VOLUME
+    pub target: String,
+}
+
+/// Status of one pool: from the daemon when imported, else from the store.
+async fn pool_status(pool: &str) -> Result<Value> {
+    if control::is_alive(&control_socket(pool)).await {
+        return call(pool, "status", Value::Null).await;
+    }
+    let rec = load_record(pool).with_context(|| format!("no pool named '{pool}' is known on this host"))?;
+    let env = Env::system();
+    let simulate = rec.simulate.as_deref().map(fardisk_engine::objstore::SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let store = open_store(&rec.store_url, &simulate, &env, false)?;
+    let root = Pool::peek(store, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(json!({
+        "name": root.pool_name, "guid": format!("{:032x}", root.pool_guid),
+        "health": {"state": if root.holder.active { "ImportedElsewhere" } else { "Exported" }},
+        "store": rec.store_url, "published_txg": root.txg, "published_time_ms": root.time_ms,
+        "space": root.totals, "garbage_bytes": root.totals.garbage_bytes(), "compress_ratio": root.totals.compress_ratio(),
+        "volumes": root.volumes.iter().map(|v| json!({"name": v.name, "id": v.id, "size_bytes": v.size_bytes, "allocated_bytes": v.allocated_blocks * 4096})).collect::<Vec<_>>(),
+        "holder": root.holder,
+    }))
+}
+
+fn health_text(v: &Value) -> String {
+    let state = v["health"]["state"].as_str().unwrap_or("UNKNOWN").to_ascii_uppercase();
+    match v["health"]["reason"].as_str() {
+        Some(r) => format!("{state} ({r})"),
+        None => state,
+    }
+}
+
+fn age_text(time_ms: u64) -> String {
+    let now_ms = Env::system().clock.wall_ms();
+    format!("{:.1}s ago", now_ms.saturating_sub(time_ms) as f64 / 1000.0)
+}
+
+fn print_status(v: &Value, verbose: bool) {
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    println!("  pool: {}", v["name"].as_str().unwrap_or("?"));
+    println!(" state: {}", health_text(v));
+    println!(" store: {}", v["store"].as_str().unwrap_or("?"));
+    println!("   txg: {} published {} (recovery point without the log)", u("published_txg"), age_text(u("published_time_ms")));
+    if v.get("open_txg").is_some() {
+        println!(" dirty: {} of {} max, open txg {}{}", human(u("dirty_bytes")), human(u("dirty_bytes_max")), u("open_txg"),
+            if v["syncing"].as_bool() == Some(true) { ", a txg is uploading" } else { "" });
+    }
+    let sp = &v["space"];
+    let g = |k: &str| sp[k].as_u64().unwrap_or(0);
+    println!(" space: {} logical, {} stored ({} live, {} garbage), compressratio {:.2}x",
+        human(g("logical_bytes")), human(g("physical_bytes")), human(g("live_bytes")), human(u("garbage_bytes")),
+        v["compress_ratio"].as_f64().unwrap_or(1.0));
+    if let Some(m) = v["mount"].as_str() {
+        println!(" mount: {m}");
+    }
+    println!("config:\n\n\tNAME\tSIZE\tALLOC");
+    for vol in v["volumes"].as_array().into_iter().flatten() {
+        println!("\t{}\t{}\t{}", vol["name"].as_str().unwrap_or("?"), human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
+    }
+    if verbose && v.get("store_requests").is_some() {
+        let r = &v["store_requests"];
+        println!("\nstore requests: {} PUT ({}), {} GET ({}), {} DELETE, {} errors",
+            r["put"]["requests"], human(r["put"]["bytes"].as_u64().unwrap_or(0)), r["get"]["requests"], human(r["get"]["bytes"].as_u64().unwrap_or(0)),
+            r["delete"]["requests"], r["put"]["errors"].as_u64().unwrap_or(0) + r["get"]["errors"].as_u64().unwrap_or(0));
+        println!("txgs synced: {} (avg {:.1} ms), segments {}, checksum errors {}, throttle delays {}, stalls {}",
+            u("txgs_synced"), v["txg_sync_ms_avg"].as_f64().unwrap_or(0.0), u("segments_uploaded"), u("checksum_errors"), u("throttle_delays"), u("throttle_stalls"));
+    }
+}
+
+pub async fn status(a: StatusArgs) -> Result<()> {
+    let pools: Vec<String> = match a.pool {
+        Some(p) => vec![p],
+        None => all_records().into_iter().map(|r| r.name).collect(),
+    };
+    if pools.is_empty() && !a.json {
+        println!("no pools available");
+        return Ok(());
+    }
+    let mut all = Vec::new();
+    for p in &pools {
+        all.push(pool_status(p).await?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json!({"pools": all}))?);
+    } else {
+        for (i, v) in all.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print_status(v, a.verbose);
+        }
+    }
+    Ok(())
+}
+
+pub async fn list(a: ListArgs) -> Result<()> {
+    let mut rows = Vec::new();
+    for r in all_records() {
+        let v = pool_status(&r.name).await.unwrap_or_else(|e| json!({"name": r.name, "health": {"state": "UNAVAIL", "reason": e.to_string()}}));
+        rows.push(v);
+    }
+    if a.json {
+        let slim: Vec<Value> = rows.iter().map(|v| json!({"name": v["name"], "health": v["health"], "logical_bytes": v["space"]["logical_bytes"],
+            "physical_bytes": v["space"]["physical_bytes"], "compress_ratio": v["compress_ratio"], "published_txg": v["published_txg"]})).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"pools": slim}))?);
+        return Ok(());
+    }
+    println!("{:<16} {:>8} {:>8} {:>7} {:>8}  HEALTH", "NAME", "LOGICAL", "STORED", "RATIO", "TXG");
+    for v in rows {
+        println!("{:<16} {:>8} {:>8} {:>6.2}x {:>8}  {}", v["name"].as_str().unwrap_or("?"),
+            human(v["space"]["logical_bytes"].as_u64().unwrap_or(0)), human(v["space"]["physical_bytes"].as_u64().unwrap_or(0)),
+            v["compress_ratio"].as_f64().unwrap_or(1.0), v["published_txg"].as_u64().unwrap_or(0), health_text(&v));
+    }
+    Ok(())
+}
+
+pub async fn iostat(a: IostatArgs) -> Result<()> {
+    let interval = a.interval.unwrap_or(0);
+    let count = a.count.unwrap_or(if interval == 0 { 1 } else { u64::MAX });
+    let mut prev: Option<Value> = None;
+    let mut printed = 0u64;
+    // Bounded by `count`; an interval with no count runs until interrupted, as zpool iostat does.
+    while printed < count {
+        let v = call(&a.pool, "status", Value::Null).await?;
+        let r = &v["store_requests"];
+        let d = |path: [&str; 2]| -> f64 {
+            let now = r[path[0]][path[1]].as_u64().unwrap_or(0);
+            let before = prev.as_ref().map(|p| p["store_requests"][path[0]][path[1]].as_u64().unwrap_or(0)).unwrap_or(0);
+            let secs = if prev.is_some() { interval.max(1) as f64 } else { 1.0 };
+            (now - before.min(now)) as f64 / secs
+        };
+        let row = json!({"put_ops": d(["put","requests"]), "put_bytes": d(["put","bytes"]), "get_ops": d(["get","requests"]), "get_bytes": d(["get","bytes"]),
+            "dirty_bytes": v["dirty_bytes"], "txg": v["published_txg"]});
+        if a.json {
+            println!("{row}");
+        } else {
+            if printed % 20 == 0 {
+                println!("{:<12} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}", "pool", "put/s", "get/s", "write/s", "read/s", "dirty", "txg");
+            }
+            println!("{:<12} {:>8.0} {:>8.0} {:>9} {:>9} {:>8} {:>8}", a.pool, row["put_ops"].as_f64().unwrap_or(0.0), row["get_ops"].as_f64().unwrap_or(0.0),
+                human(row["put_bytes"].as_f64().unwrap_or(0.0) as u64), human(row["get_bytes"].as_f64().unwrap_or(0.0) as u64),
+                human(v["dirty_bytes"].as_u64().unwrap_or(0)), v["published_txg"]);
+        }
+        printed += 1;
+        prev = Some(v);
+        if printed < count {
+            tokio::time::sleep(Duration::from_secs(interval.max(1))).await;
+        }
+    }
+    Ok(())
+}
+
+pub async fn get(a: GetArgs) -> Result<()> {
+    let pool = a.target.split('/').next().unwrap_or(&a.target);
+    let rows = call(pool, "get", Value::Null).await?;
+    let rows: Vec<&Value> = rows.as_array().into_iter().flatten().filter(|r| a.property == "all" || r["property"] == a.property).collect();
+    if rows.is_empty() {
+        bail!("unknown property '{}'; 'fardisk get all {pool}' lists them", a.property);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json!({"target": a.target, "properties": rows}))?);
+        return Ok(());
+    }
+    println!("{:<12} {:<18} {:<14} SOURCE", "NAME", "PROPERTY", "VALUE");
+    for r in rows {
+        println!("{:<12} {:<18} {:<14} {}", a.target, r["property"].as_str().unwrap_or(""), r["value"].as_str().unwrap_or(""), r["source"].as_str().unwrap_or(""));
+    }
+    Ok(())
+}
+
+pub async fn set(a: SetArgs) -> Result<()> {
+    let Some((k, v)) = a.assignment.split_once('=') else { bail!("'{}': expected PROP=VALUE, e.g. compression=zstd", a.assignment) };
+    fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let pool = a.target.split('/').next().unwrap_or(&a.target);
+    call(pool, "set", json!({"property": k, "value": v})).await?;
+    Ok(())
+}

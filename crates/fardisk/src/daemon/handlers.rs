@@ -1,0 +1,92 @@
+//! What each control request does against the imported pool.
+
+use super::control::Reply;
+use super::control::Request;
+use fardisk_engine::pool::POOL_PROPS;
+use fardisk_engine::Pool;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use tokio::sync::watch;
+
+pub struct DaemonState {
+    pub pool: Pool,
+    pub mount_dir: Option<PathBuf>,
+    pub stop: watch::Sender<bool>,
+    /// Set by the main loop once the export finished: Ok(txg) or the error.
+    pub exported: watch::Sender<Option<Result<u64, String>>>,
+    /// Export replies written (the main loop waits for them before the process exits).
+    pub replied: tokio::sync::Notify,
+}
+
+fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+    args.get(key).and_then(|v| v.as_str()).ok_or_else(|| format!("missing argument '{key}'"))
+}
+
+pub async fn handle(st: &DaemonState, req: Request) -> Reply {
+    match dispatch(st, &req).await {
+        Ok(v) => Reply::ok(v),
+        Err(e) => Reply::err(e),
+    }
+}
+
+async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
+    let pool = &st.pool;
+    let a = &req.args;
+    match req.cmd.as_str() {
+        "ping" => Ok(json!({"pid": std::process::id()})),
+        "status" => {
+            let mut v = serde_json::to_value(pool.status()).map_err(|e| e.to_string())?;
+            v["pid"] = json!(std::process::id());
+            v["mount"] = json!(st.mount_dir);
+            Ok(v)
+        }
+        "sync" => pool.sync_txg().await.map(|t| json!({"txg": t})).map_err(|e| e.to_string()),
+        "export" => {
+            let mut rx = st.exported.subscribe();
+            let _ = st.stop.send(true);
+            let outcome = loop {
+                if let Some(r) = rx.borrow_and_update().clone() {
+                    break r;
+                }
+                if rx.changed().await.is_err() {
+                    break Err("the daemon stopped before the export finished".to_string());
+                }
+            };
+            outcome.map(|txg| json!({"txg": txg}))
+        }
+        "volume_create" => {
+            let size = a.get("size_bytes").and_then(|v| v.as_u64()).ok_or("missing size_bytes")?;
+            pool.volume_create(arg_str(a, "name")?, size).map_err(|e| e.to_string())?;
+            pool.sync_txg().await.map_err(|e| e.to_string())?;
+            Ok(Value::Null)
+        }
+        "volume_destroy" => {
+            pool.volume_destroy(arg_str(a, "name")?).map_err(|e| e.to_string())?;
+            pool.sync_txg().await.map_err(|e| e.to_string())?;
+            Ok(Value::Null)
+        }
+        "volume_resize" => {
+            let size = a.get("size_bytes").and_then(|v| v.as_u64()).ok_or("missing size_bytes")?;
+            pool.volume_resize(arg_str(a, "name")?, size).map_err(|e| e.to_string())?;
+            pool.sync_txg().await.map_err(|e| e.to_string())?;
+            Ok(Value::Null)
+        }
+        "get" => {
+            let set = pool.props();
+            let rows: Vec<Value> = POOL_PROPS
+                .iter()
+                .map(|(k, default)| match set.get(*k) {
+                    Some(v) => json!({"property": k, "value": v, "source": "local"}),
+                    None => json!({"property": k, "value": default, "source": "default"}),
+                })
+                .collect();
+            Ok(json!(rows))
+        }
+        "set" => {
+            pool.set_prop(arg_str(a, "property")?, arg_str(a, "value")?).map_err(|e| e.to_string())?;
+            pool.sync_txg().await.map_err(|e| e.to_string())?;
+            Ok(Value::Null)
+        }
+        other => Err(format!("unknown request '{other}'")),
+    }
+}

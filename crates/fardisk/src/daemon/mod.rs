@@ -1,0 +1,10 @@
+//! The daemon that serves one imported pool: the engine, its front ends (FUSE image files, NBD on
+//! unix and TCP sockets) and the control socket the CLI talks to. It drains everything to the
+//! store on `export`, SIGTERM or SIGINT.
+
+pub mod control;
+mod handlers;
+pub mod serve;
+
+
+pub use serve::{run, DaemonOptions, NbdListen};

@@ -1,0 +1,172 @@
+//! Starting and stopping the daemon's parts in order: import, front ends, control socket; on stop,
+//! front ends first (no new I/O), then the drain to the store.
+
+use super::control::{Reply, Request, LINE_BYTES_MAX};
+use super::handlers;
+use crate::device::PoolExports;
+use anyhow::{bail, Context, Result};
+use fardisk_engine::cache::NoCache;
+use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
+use fardisk_engine::pool::ImportOptions;
+use fardisk_engine::{Env, Pool, PoolConfig};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NbdListen {
+    Unix(PathBuf),
+    Tcp(std::net::SocketAddr),
+}
+
+impl NbdListen {
+    pub fn parse(s: &str) -> Result<NbdListen> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            return Ok(NbdListen::Unix(PathBuf::from(p)));
+        }
+        if let Some(a) = s.strip_prefix("tcp:") {
+            let addr: std::net::SocketAddr = a.parse().with_context(|| format!("--nbd {s}: expected tcp:HOST:PORT, e.g. tcp:127.0.0.1:10809"))?;
+            return Ok(NbdListen::Tcp(addr));
+        }
+        bail!("--nbd {s}: expected unix:PATH or tcp:HOST:PORT")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub pool: String,
+    pub store_url: String,
+    pub simulate: Option<SimulateSpec>,
+    pub mount: Option<PathBuf>,
+    pub nbd: Vec<NbdListen>,
+    pub force: bool,
+    pub config: PoolConfig,
+}
+
+pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create: bool) -> Result<Arc<dyn Store>> {
+    let store = open_store_url(url, create).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(match simulate {
+        Some(spec) => Arc::new(SimulatedStore::new(store, spec.clone(), env.clock.clone(), env.seed)),
+        None => store,
+    })
+}
+
+/// Imports the pool and serves it until export or a signal. `ready` is called once everything
+/// is up (the CLI's background import waits for the control socket instead).
+pub async fn run(opts: DaemonOptions) -> Result<()> {
+    let env = Env::system();
+    let store = open_store(&opts.store_url, &opts.simulate, &env, false)?;
+    let import = ImportOptions { force: opts.force, config: opts.config.clone() };
+    let pool = Pool::import(store, &opts.pool, import, env, Arc::new(NoCache)).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
+    let exports = Arc::new(PoolExports { pool: pool.clone() });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut nbd_tasks = Vec::new();
+    for l in &opts.nbd {
+        let (provider, cfg, rx) = (exports.clone(), fardisk_nbd::ServerConfig::default(), stop_rx.clone());
+        nbd_tasks.push(match l.clone() {
+            NbdListen::Unix(p) => tokio::spawn(async move { fardisk_nbd::serve_unix(&p, provider, cfg, rx).await }),
+            NbdListen::Tcp(a) => {
+                let listener = tokio::net::TcpListener::bind(a).await.with_context(|| format!("cannot listen for NBD on {a}"))?;
+                tokio::spawn(async move { fardisk_nbd::serve_tcp_listener(listener, provider, cfg, rx).await })
+            }
+        });
+    }
+    let mount = match &opts.mount {
+        Some(dir) => Some(mount_fuse(dir, exports.clone())?),
+        None => None,
+    };
+    let socket = crate::paths::control_socket(&opts.pool);
+    let listener = bind_control(&socket)?;
+    tracing::info!(socket = %socket.display(), "serving");
+    let state = Arc::new(handlers::DaemonState {
+        pool: pool.clone(),
+        mount_dir: opts.mount.clone(),
+        stop: stop_tx,
+        exported: watch::channel(None).0,
+        replied: Default::default(),
+    });
+    let mut stop_rx2 = stop_rx.clone();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    let st = state.clone();
+                    tokio::spawn(async move { serve_client(stream, st).await });
+                }
+            }
+            _ = stop_rx2.changed() => break,
+            _ = term.recv() => { tracing::info!("SIGTERM: exporting"); break }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: exporting"); break }
+        }
+    }
+    let _ = state.stop.send(true);
+    for t in nbd_tasks {
+        let _ = t.await;
+    }
+    drop(mount);
+    let result = pool.export().await;
+    let waiting = state.exported.receiver_count() > 0;
+    let replied = state.replied.notified();
+    state.exported.send_replace(Some(result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string())));
+    if waiting {
+        // Let the `fardisk export` client read its answer before the process exits.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), replied).await;
+    }
+    let _ = std::fs::remove_file(&socket);
+    match result {
+        Ok(()) => {
+            tracing::info!(txg = pool.published_txg(), "exported");
+            Ok(())
+        }
+        Err(e) => bail!("export failed: {e}"),
+    }
+}
+
+fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>) -> Result<crate::fuse::FuseMount> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create mount point {}", dir.display()))?;
+    crate::fuse::mount(dir, exports, tokio::runtime::Handle::current(), crate::fuse::FuseOptions::default())
+        .with_context(|| format!("cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)", dir.display()))
+}
+
+fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
+    let dir = socket.parent().context("socket has a directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            bail!("another daemon already serves {}", socket.display());
+        }
+        std::fs::remove_file(socket)?;
+    }
+    let l = UnixListener::bind(socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
+}
+
+async fn serve_client(stream: UnixStream, state: Arc<handlers::DaemonState>) {
+    let (r, mut w) = stream.into_split();
+    let mut reader = BufReader::new(r.take(LINE_BYTES_MAX as u64));
+    let mut line = String::new();
+    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+        return;
+    }
+    let (reply, is_export) = match serde_json::from_str::<Request>(&line) {
+        Ok(req) => {
+            let is_export = req.cmd == "export";
+            (handlers::handle(&state, req).await, is_export)
+        }
+        Err(e) => (Reply::err(format!("malformed request: {e}")), false),
+    };
+    let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
+    bytes.push(b'\n');
+    let _ = w.write_all(&bytes).await;
+    let _ = w.flush().await;
+    if is_export {
+        state.replied.notify_one();
+    }
+}

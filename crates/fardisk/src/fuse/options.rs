@@ -1,0 +1,117 @@
+//! Mount options of the FUSE front end and their bounds.
+
+use std::time::{Duration, SystemTime};
+
+/// Largest write the kernel may send in one request (and the largest read reply we build):
+/// 1 MiB is what the kernel allows by default (256 pages), so memory per request is known.
+pub const MAX_WRITE_BYTES_DEFAULT: u32 = 1 << 20;
+/// Ceiling for `max_write_bytes`; the kernel's `fuse.max_pages_limit` default is 256 pages.
+const MAX_WRITE_BYTES_CEILING: u32 = 1 << 20;
+/// Ceiling for fuser's reader threads: each owns a 16 MiB receive buffer.
+const THREADS_MAX: usize = 16;
+
+/// How a pool's volumes are mounted. The defaults are the measured choice recorded in
+/// docs/design/0002-fuse-caching.md.
+#[derive(Debug, Clone)]
+pub struct FuseOptions {
+    /// Let users other than the mounting one reach the directory (kernel permission checks
+    /// on the 0600 images still apply: `default_permissions` is always set).
+    pub allow_other: bool,
+    /// Kernel write-back caching (FUSE_WRITEBACK_CACHE): writes are acknowledged from the
+    /// page cache and sent later; fsync still waits for them and then calls `flush()`.
+    pub writeback_cache: bool,
+    /// Open images with FOPEN_DIRECT_IO: no page cache for the image, every read and write
+    /// goes to the device.
+    pub direct_io: bool,
+    /// fuser reader threads (each with its own /dev/fuse clone). Requests are served on
+    /// the tokio runtime; these threads only read, copy and dispatch.
+    pub threads: usize,
+    /// Data requests running at once; further ones wait in the kernel queue. Memory used by
+    /// request buffers is bounded by this times `max_write_bytes`.
+    pub requests_in_flight_max: usize,
+    /// Let the kernel split one direct I/O into several concurrent requests
+    /// (FUSE_ASYNC_DIO); a loop device in direct-io mode then keeps several in flight.
+    pub async_dio: bool,
+    /// Largest read or write request the kernel sends.
+    pub max_write_bytes: u32,
+    /// Kernel's limit on background requests (readahead, write-back) it queues to us.
+    pub max_background: u16,
+    /// How long the kernel may cache attributes and names; short so that volumes created,
+    /// destroyed or resized while mounted show up quickly.
+    pub attr_ttl: Duration,
+    /// Open file handles at once (bounds the handle table); opens beyond get EMFILE.
+    pub open_files_max: usize,
+    /// Most volumes the inode table remembers; beyond it, names no longer listed are dropped.
+    pub volumes_max: usize,
+    /// atime/mtime/ctime shown for the directory and every image (the caller passes the
+    /// pool's import time; time is injected, never read here).
+    pub timestamp: SystemTime,
+}
+
+impl Default for FuseOptions {
+    fn default() -> FuseOptions {
+        FuseOptions {
+            allow_other: false,
+            writeback_cache: false,
+            direct_io: true,
+            threads: 2,
+            requests_in_flight_max: 64,
+            async_dio: true,
+            max_write_bytes: MAX_WRITE_BYTES_DEFAULT,
+            max_background: 64,
+            attr_ttl: Duration::from_secs(1),
+            open_files_max: 4096,
+            volumes_max: 65_536,
+            timestamp: SystemTime::UNIX_EPOCH,
+        }
+    }
+}
+
+impl FuseOptions {
+    /// A copy with every limit forced into its workable range (a zero limit would hang
+    /// every request forever rather than fail).
+    pub fn normalized(&self) -> FuseOptions {
+        FuseOptions {
+            threads: self.threads.clamp(1, THREADS_MAX),
+            requests_in_flight_max: self.requests_in_flight_max.clamp(1, 1 << 16),
+            max_write_bytes: self.max_write_bytes.clamp(4096, MAX_WRITE_BYTES_CEILING),
+            max_background: self.max_background.max(1),
+            open_files_max: self.open_files_max.max(1),
+            volumes_max: self.volumes_max.max(1),
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalized_lifts_zero_limits() {
+        let options = FuseOptions {
+            threads: 0,
+            requests_in_flight_max: 0,
+            max_write_bytes: 0,
+            max_background: 0,
+            open_files_max: 0,
+            volumes_max: 0,
+            ..FuseOptions::default()
+        }
+        .normalized();
+        assert_eq!(options.threads, 1);
+        assert_eq!(options.requests_in_flight_max, 1);
+        assert_eq!(options.max_write_bytes, 4096);
+        assert_eq!(options.max_background, 1);
+        assert_eq!(options.open_files_max, 1);
+        assert_eq!(options.volumes_max, 1);
+    }
+
+    #[test]
+    fn normalized_caps_large_limits() {
+        let options = FuseOptions { threads: 1000, max_write_bytes: u32::MAX, ..FuseOptions::default() }
+            .normalized();
+        assert_eq!(options.threads, THREADS_MAX);
+        assert_eq!(options.max_write_bytes, MAX_WRITE_BYTES_CEILING);
+    }
+}

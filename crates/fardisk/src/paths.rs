@@ -1,0 +1,69 @@
+//! Where fardisk keeps local state: the pool registry (like zpool.cache), daemon logs and the
+//! owner-only control sockets.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("FARDISK_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/fardisk"))
+}
+
+pub fn run_dir() -> PathBuf {
+    std::env::var_os("FARDISK_RUN_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/fardisk"))
+}
+
+pub fn control_socket(pool: &str) -> PathBuf {
+    run_dir().join(format!("{pool}.sock"))
+}
+
+pub fn log_file(pool: &str) -> PathBuf {
+    home_dir().join("log").join(format!("{pool}.log"))
+}
+
+/// What `import` needs to find a pool again without the user repeating it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PoolRecord {
+    pub name: String,
+    pub store_url: String,
+    #[serde(default)]
+    pub simulate: Option<String>,
+}
+
+fn record_path(pool: &str) -> PathBuf {
+    home_dir().join("pools").join(format!("{pool}.json"))
+}
+
+pub fn save_record(r: &PoolRecord) -> Result<()> {
+    let p = record_path(&r.name);
+    let dir = p.parent().context("registry path has a parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = p.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(r)?).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
+    Ok(())
+}
+
+pub fn load_record(pool: &str) -> Option<PoolRecord> {
+    let bytes = std::fs::read(record_path(pool)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+pub fn remove_record(pool: &str) {
+    let _ = std::fs::remove_file(record_path(pool));
+}
+
+pub fn all_records() -> Vec<PoolRecord> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(home_dir().join("pools")) {
+        for e in rd.flatten() {
+            if let Some(name) = e.file_name().to_str().and_then(|n| n.strip_suffix(".json")) {
+                if let Some(r) = load_record(name) {
+                    out.push(r);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}

@@ -1,0 +1,146 @@
+//! Commit, replay, release and space on a single in-memory log device.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use fardisk_slog::{IntentLog, LogError, ManualClock, MemProvider, VdevSpec};
+
+#[test]
+fn committed_records_replay_in_order_after_reopen() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 1);
+    let records: Vec<_> = (0..10).map(|id| record(1 + id / 4, id, (id as usize * 700) % 5000)).collect();
+    {
+        let log = open_mem(&provider, std::slice::from_ref(&config));
+        for chunk in records.chunks(3) {
+            let receipt = rt.block_on(log.commit(chunk.to_vec())).expect("commit");
+            assert_eq!(receipt.record_count, chunk.len() as u64);
+        }
+        let replay = log.replay(0).expect("replay in session");
+        assert_eq!(replay.records.iter().map(|r| r.record.clone()).collect::<Vec<_>>(), records);
+    }
+    let log = open_mem(&provider, &[config]);
+    let replay = log.replay(0).expect("replay");
+    let seqs: Vec<u64> = replay.records.iter().map(|r| r.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "consecutive sequence numbers: {seqs:?}");
+    assert_eq!(replay.records.iter().map(|r| r.record.clone()).collect::<Vec<_>>(), records);
+    assert_eq!(replay.gap_at_seq, None);
+    assert_eq!(replay.txg_max, 3);
+    let after_two = log.replay(2).expect("replay after txg 2");
+    assert!(after_two.records.iter().all(|r| r.record.txg > 2));
+    assert_eq!(after_two.records.len(), records.iter().filter(|r| r.txg > 2).count());
+}
+
+#[test]
+fn released_records_are_not_replayed_and_space_returns() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 2);
+    let log = open_mem(&provider, std::slice::from_ref(&config));
+    let used_empty = log.space_used_bytes();
+    for txg in 1..=4 {
+        rt.block_on(log.commit(vec![record(txg, txg, 3000)])).expect("commit");
+    }
+    assert!(log.space_used_bytes() > used_empty);
+    log.release_through_txg(2);
+    let replay = log.replay(0).expect("replay");
+    assert_eq!(replay.records.iter().map(|r| r.record.txg).collect::<Vec<_>>(), vec![3, 4]);
+    log.release_through_txg(4);
+    assert_eq!(log.space_used_bytes(), 0);
+    drop(log);
+    let log = open_mem(&provider, &[config]);
+    assert!(log.replay(0).expect("replay").records.is_empty(), "released records stay released after reopen");
+}
+
+#[test]
+fn log_full_when_over_capacity_and_space_returns_after_release() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    // 16 KiB of labels and heads + a 64 KiB ring.
+    let config = format_mem(&provider, &VdevSpec::Single(path("small")), 16384 + 65536, 3);
+    let log = open_mem(&provider, &[config]);
+    let total = log.space_total_bytes();
+    assert_eq!(total, 65536);
+    let mut txg = 1;
+    let mut committed = 0;
+    let full = loop {
+        match rt.block_on(log.commit(vec![record(txg, committed, 6000)])) {
+            Ok(_) => committed += 1,
+            Err(err) => break err,
+        }
+        txg += 1;
+        assert!(committed < 100, "the log must fill up");
+    };
+    assert!(matches!(full, LogError::LogFull { .. }), "got {full:?}");
+    assert!(committed >= 5, "a 64 KiB ring holds several 8 KiB blocks, got {committed}");
+    assert_eq!(log.stats().log_full_events, 1);
+    // Nothing live was overwritten.
+    assert_eq!(log.replay(0).expect("replay").records.len() as u64, committed);
+    // The engine publishes, releases, retries.
+    log.release_through_txg(txg);
+    rt.block_on(log.commit(vec![record(txg + 1, 1000, 6000)])).expect("space returned after release");
+    let too_big = rt.block_on(log.commit(vec![record(txg + 1, 1001, 70000)]));
+    assert!(matches!(too_big, Err(LogError::LogFull { total_bytes: 65536, .. })), "bigger than the ring: {too_big:?}");
+}
+
+#[test]
+fn ring_wraps_many_times_with_release_and_reopens_mid_lap() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("ring")), 16384 + 128 * 1024, 4);
+    let mut log = open_mem(&provider, std::slice::from_ref(&config));
+    let mut id = 0u64;
+    let mut bytes_logged = 0;
+    for txg in 1..=200u64 {
+        let batch: Vec<_> = (0..2).map(|k| record(txg, id + k, 1000 + (txg as usize * 37) % 3000)).collect();
+        id += 2;
+        rt.block_on(log.commit(batch)).expect("commit");
+        // Keep the last two txgs live, like an engine publishing every txg.
+        log.release_through_txg(txg.saturating_sub(2));
+        if txg % 37 == 0 {
+            bytes_logged += log.stats().bytes_logged;
+            drop(log);
+            log = open_mem(&provider, std::slice::from_ref(&config));
+            let replay = log.replay(txg - 2).expect("replay");
+            let txgs: Vec<u64> = replay.records.iter().map(|r| r.record.txg).collect();
+            assert_eq!(txgs, vec![txg - 1, txg - 1, txg, txg], "exactly the unpublished txgs at txg {txg}");
+        }
+    }
+    bytes_logged += log.stats().bytes_logged;
+    assert!(bytes_logged > 4 * 128 * 1024, "the ring wrapped several times ({bytes_logged} bytes logged)");
+}
+
+#[test]
+fn stats_count_requests_and_latency_with_injected_clock() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 5);
+    let clock = Arc::new(ManualClock::new(1_000));
+    let mut opts = open_opts(&provider);
+    opts.clock = clock.clone();
+    let log = IntentLog::open(POOL, POOL_GUID, &[config], &opts).expect("open");
+    for id in 0..3 {
+        rt.block_on(log.commit(vec![record(1, id, 100)])).expect("commit");
+    }
+    rt.block_on(log.commit(Vec::new())).expect("empty commit is a barrier");
+    let stats = log.stats();
+    assert_eq!(stats.sync_requests, 4);
+    assert_eq!(stats.device_writes, 3);
+    assert_eq!(stats.records_logged, 3);
+    assert_eq!(stats.latency_histogram_us[0].count, 4, "the clock never moved: all in the first bucket");
+    assert!(stats.space_used_bytes > 0 && stats.space_total_bytes > stats.space_used_bytes);
+}
+
+#[test]
+fn invalid_records_are_refused() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 6);
+    let log = open_mem(&provider, &[config]);
+    let mut bad = record(1, 1, 100);
+    bad.length_bytes = 99;
+    assert!(matches!(rt.block_on(log.commit(vec![bad])), Err(LogError::InvalidRecord(_))));
+}
