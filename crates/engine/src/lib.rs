@@ -2,6 +2,7 @@
 //! atomic transaction groups. See ARCHITECTURE.md for the data paths and docs/format.md for every
 //! byte that reaches the store.
 
+pub mod arc_cache;
 pub mod blkptr;
 pub mod blockmap;
 pub mod cache;

@@ -278,3 +278,61 @@ async fn space_is_reported_and_compaction_reclaims_garbage() {
     assert_eq!(&got[..3 << 20], &noise[..]);
     assert_eq!(&got[3 << 20..], &text[3 << 20..]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
+    use fardisk_engine::arc_cache::ArcBlockCache;
+    use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
+    let e = env(9);
+    let store = open_store_url("memory://arc", true).expect("store");
+    Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config() }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let vol = pool.volume_create("v", 64 << 20).expect("volume");
+    let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    pool.write(vol, 0, Bytes::from(data.clone())).await.expect("write");
+    pool.export().await.expect("export");
+
+    let dir = std::env::temp_dir().join(format!("fardisk-l2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let dev = dir.join("cache0");
+    let guid = Pool::peek(store.clone(), &e).await.expect("peek").pool_guid;
+    let mut cfg = L2ArcConfig::default();
+    cfg.write_max_bytes_per_s = 1 << 40;
+    let l2 = L2Arc::new(cfg.clone(), guid, Arc::new(MonotonicClock::new()), 9).expect("l2");
+    l2.add_device(&dev, Some(64 << 20)).expect("format cache device");
+    // An ARC far smaller than the data: most blocks are evicted into the L2ARC feed.
+    let cache = Arc::new(ArcBlockCache::new(512 << 10, Some(l2)));
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config() }, e.clone(), cache.clone()).await.expect("import");
+    let vol = pool.volume_id("v").expect("v");
+    let got = pool.read(vol, 0, 4 << 20).await.expect("cold read");
+    assert!(got[..] == data[..]);
+    let gets = pool.store_stats().snapshot().get.requests;
+    let hot = pool.read(vol, (4 << 20) - 65536, 65536).await.expect("hot read");
+    assert!(hot[..] == data[(4 << 20) - 65536..]);
+    assert_eq!(pool.store_stats().snapshot().get.requests, gets, "recently read blocks come from the ARC");
+    for _ in 0..200 {
+        if cache.l2().expect("l2").stats().bytes_written >= (3 << 20) { break; }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pool.export().await.expect("export");
+    cache.shutdown();
+    drop(pool);
+    drop(cache);
+
+    // After a restart, the L2ARC index is rebuilt from the device and serves the first pass.
+    let (l2, failures) = L2Arc::open(cfg, guid, Arc::new(MonotonicClock::new()), 10, &[dev.clone()]).expect("reopen");
+    assert!(failures.is_empty(), "{failures:?}");
+    for _ in 0..200 {
+        if l2.stats().rebuild.done { break; }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cache = Arc::new(ArcBlockCache::new(512 << 10, Some(l2)));
+    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config() }, e, cache.clone()).await.expect("import");
+    let vol = pool.volume_id("v").expect("v");
+    let before = pool.store_stats().snapshot().get.requests;
+    let got = pool.read(vol, 0, 4 << 20).await.expect("first read after restart");
+    assert!(got[..] == data[..], "no stale or wrong bytes from the L2ARC");
+    let l2_hits = cache.l2().expect("l2").stats().hits;
+    assert!(l2_hits >= 512, "most of the first pass is served locally: {l2_hits} L2 hits, {} GETs", pool.store_stats().snapshot().get.requests - before);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,7 +18,7 @@ pub(crate) struct Counters {
 
 /// A point-in-time view of the ARC. Byte figures are charges (value length plus per-entry
 /// overhead), the same unit as `c`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ArcStats {
     pub hits: u64,
     pub misses: u64,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use super::DeviceId;
 
 /// Whether a cache device serves reads and takes writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum DeviceState {
     /// Opened with existing contents; its index is being rebuilt. Takes no writes yet.
     Rebuilding,
@@ -17,7 +17,7 @@ pub enum DeviceState {
 }
 
 /// Results of rebuilding the index from log-block headers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RebuildStats {
     pub entries: u64,
     pub bytes: u64,
@@ -28,7 +28,7 @@ pub struct RebuildStats {
     pub done: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceStats {
     pub id: DeviceId,
     pub path: PathBuf,
@@ -46,7 +46,7 @@ pub struct DeviceStats {
     pub rebuild: RebuildStats,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct L2Stats {
     pub hits: u64,
     pub misses: u64,

@@ -22,16 +22,26 @@ pub struct SimulateSpec {
     pub bandwidth_bytes_per_s: u64,
     /// Probability that a request fails with a transient error (before it is applied).
     pub error_rate: f64,
+    /// Outage windows as (start, duration) in milliseconds after the store was opened: every
+    /// request inside one fails as if the network were down.
+    pub outages_ms: Vec<(u64, u64)>,
 }
 
 impl SimulateSpec {
-    /// Parses `latency=MS[,jitter=MS][,bandwidth=BYTES_PER_S][,errors=RATE]`.
+    /// Parses `latency=MS[,jitter=MS][,bandwidth=BYTES_PER_S][,errors=RATE][,outage=START_S+FOR_S]...`.
     pub fn parse(s: &str) -> Result<SimulateSpec> {
         let mut spec = SimulateSpec::default();
         for part in s.split(',').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
                 Error::BadInput(format!("--simulate '{s}': expected KEY=VALUE, e.g. latency=40,jitter=5"))
             })?;
+            if k == "outage" {
+                let (start, dur) = v.split_once('+').and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?)))
+                    .filter(|(a, b)| *a >= 0.0 && *b > 0.0)
+                    .ok_or_else(|| Error::BadInput(format!("--simulate '{s}': outage=START_S+FOR_S, e.g. outage=60+30")))?;
+                spec.outages_ms.push(((start * 1000.0) as u64, (dur * 1000.0) as u64));
+                continue;
+            }
             let num: f64 = v.parse().map_err(|_| {
                 Error::BadInput(format!("--simulate '{s}': '{v}' is not a number"))
             })?;
@@ -45,7 +55,7 @@ impl SimulateSpec {
                 "errors" if num <= 1.0 => spec.error_rate = num,
                 _ => {
                     return Err(Error::BadInput(format!(
-                        "--simulate '{s}': unknown or out-of-range key '{k}' (latency, jitter, bandwidth, errors<=1)"
+                        "--simulate '{s}': unknown or out-of-range key '{k}' (latency, jitter, bandwidth, errors<=1, outage)"
                     )))
                 }
             }
@@ -62,6 +72,7 @@ pub struct SimulatedStore {
     outage: std::sync::atomic::AtomicBool,
     clock: Arc<dyn Clock>,
     rng: Rng,
+    opened_us: u64,
 }
 
 impl SimulatedStore {
@@ -70,9 +81,15 @@ impl SimulatedStore {
             inner,
             spec: Mutex::new(spec),
             outage: Default::default(),
+            opened_us: clock.mono_us(),
             clock,
             rng: Rng::new(seed),
         }
+    }
+
+    fn in_outage_window(&self, spec: &SimulateSpec) -> bool {
+        let since_ms = (self.clock.mono_us() - self.opened_us) / 1000;
+        spec.outages_ms.iter().any(|(start, dur)| since_ms >= *start && since_ms < start + dur)
     }
 
     pub fn set_outage(&self, on: bool) {
@@ -99,7 +116,7 @@ impl SimulatedStore {
         if total_ms > 0.0 {
             self.clock.sleep(Duration::from_micros((total_ms * 1000.0) as u64)).await;
         }
-        if self.outage.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.outage.load(std::sync::atomic::Ordering::SeqCst) || self.in_outage_window(&spec) {
             return Err(StoreError::new(StoreErrorKind::Transient, op, key, "simulated outage"));
         }
         if self.rng.chance(spec.error_rate) {
@@ -138,5 +155,35 @@ impl Store for SimulatedStore {
     fn describe(&self) -> String {
         let s = self.spec.lock().clone();
         format!("{} (simulated {} ms ±{} ms)", self.inner.describe(), s.latency_ms, s.jitter_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn parses_every_key_and_rejects_nonsense() {
+        let s = SimulateSpec::parse("latency=40,jitter=5,bandwidth=1000000,errors=0.01,outage=60+30").expect("valid");
+        assert_eq!((s.latency_ms, s.jitter_ms, s.bandwidth_bytes_per_s), (40.0, 5.0, 1_000_000));
+        assert_eq!(s.outages_ms, vec![(60_000, 30_000)]);
+        for bad in ["latency", "latency=x", "speed=3", "errors=2", "outage=5", "latency=-1"] {
+            assert!(SimulateSpec::parse(bad).is_err(), "{bad} must be refused");
+        }
+    }
+
+    #[tokio::test]
+    async fn latency_and_outage_windows_follow_the_injected_clock() {
+        let clock = Arc::new(ManualClock::default());
+        let inner = crate::objstore::open_store_url("memory://simulate-test", true).expect("memory");
+        let spec = SimulateSpec::parse("latency=40,outage=1+2").expect("valid");
+        let s = SimulatedStore::new(inner, spec, clock.clone(), 1);
+        s.put("k", Bytes::from_static(b"v"), PutMode::Overwrite).await.expect("before the window");
+        assert_eq!(clock.mono_us(), 40_000, "one request costs the latency");
+        clock.advance(Duration::from_millis(1000));
+        assert!(s.get("k").await.is_err(), "inside the outage window");
+        clock.advance(Duration::from_millis(2000));
+        assert_eq!(&s.get("k").await.expect("after the window")[..], b"v");
     }
 }
