@@ -243,6 +243,12 @@ pub struct TreeWalk {
 
 impl TreeWalk {
     pub async fn walk(tree: &TreeRef, cache: &PageCache, src: &dyn BlockSource) -> Result<TreeWalk> {
+        Self::walk_range(tree, cache, src, 0, u64::MAX).await
+    }
+
+    /// Like `walk`, but only pages and leaf slots overlapping slots `start..end` (a trim visits
+    /// only what is allocated inside its range).
+    pub async fn walk_range(tree: &TreeRef, cache: &PageCache, src: &dyn BlockSource, start: u64, end: u64) -> Result<TreeWalk> {
         let mut out = TreeWalk::default();
         let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
         while let Some((level, index, ptr)) = frontier.pop() {
@@ -260,6 +266,13 @@ impl TreeWalk {
                     continue;
                 }
                 let child_index = index * FANOUT as u64 + pos as u64;
+                // Slots the child covers: [child_index << 8·level, (child_index + 1) << 8·level).
+                let span_shift = 8 * level as u32;
+                let lo = child_index.checked_shl(span_shift).unwrap_or(u64::MAX);
+                let hi = (child_index + 1).checked_shl(span_shift).unwrap_or(u64::MAX);
+                if hi <= start || lo >= end {
+                    continue;
+                }
                 if level == 0 {
                     out.leaf_slots.push((child_index, *s));
                 } else {

@@ -4,6 +4,7 @@
 
 mod config;
 mod gc;
+mod intent;
 mod open;
 mod read;
 mod status;
@@ -51,8 +52,6 @@ pub(crate) struct PendingMeta {
     pub relocations: Vec<(u32, u64, BlockPtr, bytes::Bytes)>,
     /// Compaction: pages to rewrite, (tree, level, index, old pointer).
     pub page_moves: Vec<(u32, u8, u64, BlockPtr)>,
-    /// Volumes shrunk since the last sync: (id, first block past the new end).
-    pub shrinks: Vec<(u32, u64)>,
     /// Deleted segments whose space slots the next sync clears.
     pub deleted_segments: Vec<u64>,
     /// Set when only metadata changed (properties, volume create/resize) so a root is due.
@@ -102,6 +101,29 @@ pub(crate) struct Inner {
     pub health: Mutex<status::HealthState>,
     pub counters: status::Counters,
     pub readahead: Mutex<BTreeMap<u32, read::SeqDetector>>,
+    pub intent: intent::Intent,
+}
+
+impl Inner {
+    fn prop(&self, volume_id: Option<u32>, key: &str) -> Option<String> {
+        let meta = self.meta.read();
+        if let Some(v) = volume_id.and_then(|id| meta.volumes.get(&id)).and_then(|v| v.props.get(key)) {
+            return Some(v.clone());
+        }
+        meta.root.props.get(key).cloned()
+    }
+    /// `sync=always`: every write is a sync request.
+    pub fn sync_always(&self) -> bool {
+        self.prop(None, "sync").as_deref() == Some("always")
+    }
+    /// `sync=disabled`: sync requests return at once (unsafe, as in ZFS; for benchmarks only).
+    pub fn sync_disabled(&self) -> bool {
+        self.prop(None, "sync").as_deref() == Some("disabled")
+    }
+    /// `logbias=throughput` on the volume (or the pool): big writes skip the log.
+    pub fn logbias_throughput(&self, volume_id: u32) -> bool {
+        self.prop(Some(volume_id), "logbias").as_deref() == Some("throughput")
+    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -159,20 +181,18 @@ impl Pool {
         sync::sync_until_clean(&self.inner).await
     }
 
-    /// Waits until every write acknowledged before the call is in a published txg (the sync path
-    /// of a pool without a log device).
+    /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the
+    /// call is durable — on the intent log when the pool has a healthy one, else in the store.
     pub async fn sync_request(&self) -> Result<()> {
-        let target = {
-            let t = self.inner.txg.lock();
-            if !t.open.is_empty() {
-                t.open_txg
-            } else if t.syncing.is_some() {
-                t.open_txg - 1
-            } else {
-                return Ok(());
-            }
-        };
-        sync::wait_published(&self.inner, target).await
+        if self.inner.sync_disabled() {
+            return Ok(());
+        }
+        intent::sync_request(&self.inner).await
+    }
+
+    /// Status and statistics of the log devices (None without a log).
+    pub fn log(&self) -> Option<Arc<fardisk_slog::IntentLog>> {
+        self.inner.intent.log.clone()
     }
 
     pub(crate) fn from_inner(inner: Arc<Inner>) -> Pool {

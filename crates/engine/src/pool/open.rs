@@ -19,6 +19,8 @@ use std::sync::Arc;
 pub struct CreateOptions {
     pub props: BTreeMap<String, String>,
     pub vdevs: Vec<VdevEntry>,
+    /// The guid the log and cache devices were labelled with (random when None).
+    pub pool_guid: Option<u128>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -26,6 +28,9 @@ pub struct ImportOptions {
     /// Take over a pool another live writer holds; that writer is fenced at its next commit.
     pub force: bool,
     pub config: PoolConfig,
+    /// Import even though log devices are missing (`zpool import -m`): the pool opens at its
+    /// last published txg plus whatever the remaining log legs hold.
+    pub missing_log: bool,
 }
 
 fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
@@ -79,7 +84,7 @@ impl Pool {
             )));
         }
         let root = Root {
-            pool_guid: rng.next_u128(),
+            pool_guid: opts.pool_guid.unwrap_or_else(|| rng.next_u128()),
             pool_name: name.to_string(),
             txg: 0,
             epoch: 0,
@@ -129,6 +134,8 @@ impl Pool {
         }
         let mut config = opts.config.clone();
         config.apply_props(&latest.props)?;
+        // The log is opened before the pool is claimed: a refused import changes nothing.
+        let log = open_log(&latest, opts.missing_log, &env)?;
         let me = holder(&env, &rng, true);
         let claim = Root {
             txg: latest.txg + 1,
@@ -166,9 +173,14 @@ impl Pool {
             health: Default::default(),
             counters: Default::default(),
             readahead: Default::default(),
+            intent: super::intent::Intent::new(log),
             env,
         });
-        let pool = Pool::from_inner(inner);
+        let pool = Pool::from_inner(inner.clone());
+        let replayed = super::intent::replay(&inner, &pool, latest.txg).await?;
+        if replayed > 0 {
+            tracing::info!(records = replayed, "intent log replayed");
+        }
         super::gc::start_background(&pool, config.txg_timeout.is_some());
         Ok(pool)
     }
@@ -191,4 +203,41 @@ fn holder_is_stale(h: &Holder) -> bool {
     let alive = unsafe { libc::kill(h.pid as libc::pid_t, 0) } == 0
         || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     !alive
+}
+
+/// The pool's log vdevs as the intent-log crate names them.
+pub fn log_configs(root: &Root) -> Vec<fardisk_slog::VdevConfig> {
+    root.vdevs
+        .iter()
+        .filter(|v| v.role == "log")
+        .map(|v| fardisk_slog::VdevConfig {
+            vdev_guid: v.guid,
+            kind: if v.mirror { fardisk_slog::VdevKind::Mirror } else { fardisk_slog::VdevKind::Single },
+            legs: v.paths.iter().map(std::path::PathBuf::from).collect(),
+        })
+        .collect()
+}
+
+fn open_log(root: &Root, missing_ok: bool, env: &Env) -> Result<Option<Arc<fardisk_slog::IntentLog>>> {
+    let configs = log_configs(root);
+    if configs.is_empty() {
+        return Ok(None);
+    }
+    let mut o = fardisk_slog::OpenOptions::default();
+    o.missing = if missing_ok { fardisk_slog::MissingPolicy::Degrade } else { fardisk_slog::MissingPolicy::Refuse };
+    o.writer_epoch = root.epoch + 1;
+    match fardisk_slog::IntentLog::open(&root.pool_name, root.pool_guid, &configs, &o) {
+        Ok(l) => Ok(Some(Arc::new(l))),
+        Err(fardisk_slog::LogError::Missing { path, .. }) => {
+            let age_s = env.clock.wall_ms().saturating_sub(root.time_ms) / 1000;
+            Err(Error::Unavailable(format!(
+                "log device {} is missing; without it the pool opens at its recovery point, txg {} (published {age_s} s ago), \
+                 and writes acknowledged after that are lost (how many is unknown without the device). \
+                 Bring the device back, or import with --missing-log to accept that",
+                path.display(),
+                root.txg
+            )))
+        }
+        Err(e) => Err(Error::Unavailable(format!("log devices: {e}"))),
+    }
 }

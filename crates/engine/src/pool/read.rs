@@ -98,7 +98,7 @@ impl Pool {
             for b in first..=last {
                 let d = t.open.get(volume_id, b).or_else(|| t.syncing.as_ref().and_then(|s| s.get(volume_id, b)));
                 out.push(d.map(|d| match d {
-                    Dirty::Data(bytes) => Source::Mem(bytes.clone()),
+                    Dirty::Data(bytes) => Source::Mem(bytes),
                     Dirty::Zero => Source::Zero,
                 }));
             }

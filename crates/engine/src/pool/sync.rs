@@ -33,6 +33,22 @@ pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
     Err(Error::Unavailable("the pool stayed dirty through 64 txg syncs; stop writers and retry".into()))
 }
 
+/// The sync path without a usable log: waits until every write acknowledged before the call is in
+/// a published txg.
+pub(crate) async fn wait_for_open_writes(inner: &Arc<Inner>) -> Result<()> {
+    let target = {
+        let t = inner.txg.lock();
+        if !t.open.is_empty() {
+            t.open_txg
+        } else if t.syncing.is_some() {
+            t.open_txg - 1
+        } else {
+            return Ok(());
+        }
+    };
+    wait_published(inner, target).await
+}
+
 /// Returns once txg `target` (or a later one) is published.
 pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
     for _ in 0..CLEAN_ROUNDS_MAX {
@@ -49,7 +65,6 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
 /// (each sync rewrites space pages, which frees and later deletes the previous meta segment).
 fn pending_is_empty(p: &PendingMeta) -> bool {
     !p.meta_changed && p.destroyed.is_empty() && p.relocations.is_empty() && p.page_moves.is_empty()
-        && p.shrinks.is_empty()
 }
 
 /// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
@@ -159,8 +174,8 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     let mut delta = SpaceDelta::default();
     relocate(inner, set, &pending, &mut builder, &mut updates).await?;
     let mut volumes = inner.meta.read().volumes.clone();
+    apply_trims_and_grows(inner, &mut volumes, set, &mut delta).await?;
     apply_updates(inner, &mut volumes, &updates, &mut delta).await?;
-    apply_shrinks_and_grows(inner, &mut volumes, &pending.shrinks, &mut delta).await?;
     for v in &pending.destroyed {
         free_tree(inner, &v.tree, &mut delta).await?;
         inner.cache.forget_tree(v.id);
@@ -202,6 +217,7 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     }
     inner.cache.finish_txg();
     let _ = inner.published.send_replace(txg);
+    inner.intent.published(txg);
     super::gc::delete_freed(inner, txg).await;
     Ok(())
 }
@@ -241,21 +257,22 @@ async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::ro
     Ok(())
 }
 
-async fn apply_shrinks_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
-                                 shrinks: &[(u32, u64)], delta: &mut SpaceDelta) -> Result<()> {
-    for (id, first_gone) in shrinks {
-        let Some(v) = volumes.get_mut(id) else { continue };
-        let walk = TreeWalk::walk(&v.tree, &inner.cache, &**inner).await?;
-        for (block, slot) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= *first_gone) {
-            let old = BlockPtr::from_bytes(&slot)?;
-            v.tree.update(&inner.cache, &**inner, block, BlockPtr::HOLE.to_bytes()).await?;
-            delta.free(&old);
-            v.allocated_blocks -= (!old.is_hole()) as u64;
-        }
-    }
+/// Trims first (blocks written after a trim in the same txg are applied after it), and trees
+/// grown to their volume's size.
+async fn apply_trims_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
+                               set: &DirtySet, delta: &mut SpaceDelta) -> Result<()> {
     for v in volumes.values_mut() {
         if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
             v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
+        }
+    }
+    for (&(id, start), &end) in &set.trims {
+        let Some(v) = volumes.get_mut(&id) else { continue };
+        let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &**inner, start, end).await?;
+        for (block, _) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= start && *b < end) {
+            let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &**inner, block, BlockPtr::HOLE.to_bytes()).await?)?;
+            delta.free(&old);
+            v.allocated_blocks -= (!old.is_hole()) as u64;
         }
     }
     Ok(())

@@ -79,23 +79,14 @@ impl Pool {
         self.check_writable()?;
         check_size(size_bytes)?;
         let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
-        {
-            let mut t = self.inner.txg.lock();
-            let first_gone = size_bytes / BLOCK_BYTES;
-            let gone: Vec<(u32, u64)> = t.open.blocks.keys().filter(|k| k.0 == id && k.1 >= first_gone).copied().collect();
-            for (v, b) in gone {
-                t.open.insert(v, b, crate::dirty::Dirty::Zero);
-            }
-        }
         let mut meta = self.inner.meta.write();
         let v = meta.volumes.get_mut(&id).ok_or_else(|| no_volume(&self.inner.name, name))?;
-        let shrunk = size_bytes < v.size_bytes;
-        v.size_bytes = size_bytes;
-        let mut p = self.inner.pending.lock();
-        if shrunk {
-            p.shrinks.push((id, size_bytes / BLOCK_BYTES));
+        if size_bytes < v.size_bytes {
+            // The blocks past the new end are trimmed, so a later grow reads zeros there.
+            self.inner.txg.lock().open.trim(id, size_bytes / BLOCK_BYTES, v.size_bytes / BLOCK_BYTES);
         }
-        p.meta_changed = true;
+        v.size_bytes = size_bytes;
+        self.inner.pending.lock().meta_changed = true;
         Ok(())
     }
 

@@ -22,76 +22,110 @@ impl Pool {
         }
     }
 
-    /// Writes `data` at `offset`; returns the txg it landed in.
+    /// Writes `data` at `offset`; returns the txg it landed in. With `sync=always` the write is
+    /// durable when this returns.
     pub async fn write(&self, volume_id: u32, offset: u64, data: Bytes) -> Result<u64> {
+        let txg = self.write_inner(volume_id, offset, data, true).await?;
+        if self.inner.sync_always() {
+            self.sync_request().await?;
+        }
+        Ok(txg)
+    }
+
+    /// A write replayed from the intent log: it is in the log already.
+    pub(crate) async fn write_unlogged(&self, volume_id: u32, offset: u64, data: Bytes) -> Result<u64> {
+        self.write_inner(volume_id, offset, data, false).await
+    }
+
+    async fn write_inner(&self, volume_id: u32, offset: u64, data: Bytes, log: bool) -> Result<u64> {
         self.check_writable()?;
         self.check_range(volume_id, offset, data.len() as u64)?;
         self.throttle(data.len() as u64).await?;
-        let mut pos = 0usize;
-        let mut txg = 0;
-        while pos < data.len() {
-            let abs = offset + pos as u64;
-            let block = abs / BLOCK_BYTES;
-            let within = (abs % BLOCK_BYTES) as usize;
-            let n = (BLOCK_BYTES as usize - within).min(data.len() - pos);
-            let piece = data.slice(pos..pos + n);
-            txg = if n == BLOCK_BYTES as usize {
-                self.put_block(volume_id, block, whole_block(piece))
+        if data.is_empty() {
+            return Ok(self.open_txg());
+        }
+        let first = offset / BLOCK_BYTES;
+        let last = (offset + data.len() as u64 - 1) / BLOCK_BYTES;
+        // Partial blocks at the ends need their old contents; read them before taking the lock.
+        let head = if offset % BLOCK_BYTES != 0 || (first == last && data.len() as u64 != BLOCK_BYTES) {
+            Some(self.read(volume_id, first * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
+        } else {
+            None
+        };
+        let end = offset + data.len() as u64;
+        let tail = if last != first && end % BLOCK_BYTES != 0 {
+            Some(self.read(volume_id, last * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
+        } else {
+            None
+        };
+        let logbias_throughput = log && self.inner.logbias_throughput(volume_id);
+        let mut t = self.inner.txg.lock();
+        let txg = t.open_txg;
+        for block in first..=last {
+            let b_start = block * BLOCK_BYTES;
+            let lo = offset.max(b_start);
+            let hi = end.min(b_start + BLOCK_BYTES);
+            let piece = data.slice((lo - offset) as usize..(hi - offset) as usize);
+            let d = if hi - lo == BLOCK_BYTES {
+                whole_block(piece)
             } else {
-                self.patch_block(volume_id, block, within, piece).await?
+                // Patch onto the newest version: the open txg's if another writer got there first.
+                let base = match t.open.get(volume_id, block) {
+                    Some(Dirty::Data(b)) => b,
+                    Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
+                    None if block == first => head.clone().ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
+                    None => tail.clone().ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
+                };
+                let mut buf = BytesMut::from(&base[..]);
+                let within = (lo - b_start) as usize;
+                buf[within..within + piece.len()].copy_from_slice(&piece);
+                whole_block(buf.freeze())
             };
-            pos += n;
+            t.open.insert(volume_id, block, d);
+        }
+        if log {
+            self.inner.intent.record_write(txg, volume_id, offset, &data, logbias_throughput);
+        }
+        if t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
+            self.inner.kick.notify_one();
         }
         Ok(txg)
     }
 
     /// Makes `len` bytes at `offset` read as zeros and frees their space (TRIM, WRITE_ZEROES).
     pub async fn zero(&self, volume_id: u32, offset: u64, len: u64) -> Result<u64> {
+        self.zero_inner(volume_id, offset, len, true).await
+    }
+
+    pub(crate) async fn zero_unlogged(&self, volume_id: u32, offset: u64, len: u64) -> Result<u64> {
+        self.zero_inner(volume_id, offset, len, false).await
+    }
+
+    async fn zero_inner(&self, volume_id: u32, offset: u64, len: u64, log: bool) -> Result<u64> {
         self.check_writable()?;
         self.check_range(volume_id, offset, len)?;
         let end = offset + len;
-        let mut txg = self.open_txg();
-        let mut abs = offset;
-        // Bounded by the range: one step per block, partial blocks at the ends are patched.
-        while abs < end {
-            let block = abs / BLOCK_BYTES;
-            let within = (abs % BLOCK_BYTES) as usize;
-            let n = (BLOCK_BYTES - within as u64).min(end - abs);
-            if n == BLOCK_BYTES {
-                self.throttle(64).await?;
-                txg = self.put_block(volume_id, block, Dirty::Zero);
-            } else {
-                let zeros = Bytes::from(vec![0u8; n as usize]);
-                txg = self.patch_block(volume_id, block, within, zeros).await?;
+        let first_full = offset.div_ceil(BLOCK_BYTES);
+        let end_full = end / BLOCK_BYTES;
+        // Unaligned edges are zero-filled writes (logged as writes); whole blocks become holes.
+        if first_full >= end_full {
+            return self.write_inner(volume_id, offset, Bytes::from(vec![0u8; len as usize]), log).await;
+        }
+        if offset < first_full * BLOCK_BYTES {
+            self.write_inner(volume_id, offset, Bytes::from(vec![0u8; (first_full * BLOCK_BYTES - offset) as usize]), log).await?;
+        }
+        let txg = {
+            let mut t = self.inner.txg.lock();
+            t.open.trim(volume_id, first_full, end_full);
+            if log {
+                self.inner.intent.record_zero(t.open_txg, volume_id, first_full * BLOCK_BYTES, (end_full - first_full) * BLOCK_BYTES);
             }
-            abs += n;
+            t.open_txg
+        };
+        if end > end_full * BLOCK_BYTES {
+            return self.write_inner(volume_id, end_full * BLOCK_BYTES, Bytes::from(vec![0u8; (end - end_full * BLOCK_BYTES) as usize]), log).await;
         }
         Ok(txg)
-    }
-
-    fn put_block(&self, volume_id: u32, block: u64, d: Dirty) -> u64 {
-        let mut t = self.inner.txg.lock();
-        t.open.insert(volume_id, block, d);
-        if t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
-            self.inner.kick.notify_one();
-        }
-        t.open_txg
-    }
-
-    /// Read-modify-write of part of a block. If another writer dirtied the block while we read
-    /// the old contents, the patch goes onto that newer version instead.
-    async fn patch_block(&self, volume_id: u32, block: u64, within: usize, piece: Bytes) -> Result<u64> {
-        let base = self.read(volume_id, block * BLOCK_BYTES, BLOCK_BYTES as u32).await?;
-        let mut t = self.inner.txg.lock();
-        let current = match t.open.get(volume_id, block) {
-            Some(Dirty::Data(b)) => b.clone(),
-            Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
-            None => base,
-        };
-        let mut buf = BytesMut::from(&current[..]);
-        buf[within..within + piece.len()].copy_from_slice(&piece);
-        t.open.insert(volume_id, block, whole_block(buf.freeze()));
-        Ok(t.open_txg)
     }
 
     /// ZFS's dirty-data throttle: no delay below `dirty_delay_min_percent` of the limit, then a

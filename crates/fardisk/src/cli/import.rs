@@ -46,9 +46,6 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
     let simulate_text = a.simulate.clone().or_else(|| known.as_ref().and_then(|r| r.simulate.clone()));
     let simulate = simulate_text.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
     let nbd = a.nbd.iter().map(|s| NbdListen::parse(s)).collect::<Result<Vec<_>>>()?;
-    if a.missing_log {
-        tracing::info!("--missing-log: importing without log devices");
-    }
     let record = PoolRecord { name: a.pool.clone(), store_url: store_url.clone(), simulate: simulate_text };
     let opts = DaemonOptions {
         pool: a.pool.clone(),
@@ -57,6 +54,7 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         mount: a.mount.clone(),
         nbd,
         force: a.force,
+        missing_log: a.missing_log,
         config: PoolConfig::default(),
     };
     Ok((record, opts))

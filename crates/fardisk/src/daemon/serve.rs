@@ -43,6 +43,7 @@ pub struct DaemonOptions {
     pub mount: Option<PathBuf>,
     pub nbd: Vec<NbdListen>,
     pub force: bool,
+    pub missing_log: bool,
     pub config: PoolConfig,
 }
 
@@ -59,7 +60,7 @@ pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create:
 pub async fn run(opts: DaemonOptions) -> Result<()> {
     let env = Env::system();
     let store = open_store(&opts.store_url, &opts.simulate, &env, false)?;
-    let import = ImportOptions { force: opts.force, config: opts.config.clone() };
+    let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log };
     let pool = Pool::import(store, &opts.pool, import, env, Arc::new(NoCache)).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
     let exports = Arc::new(PoolExports { pool: pool.clone() });

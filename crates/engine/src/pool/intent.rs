@@ -1,0 +1,186 @@
+//! The intent log as the pool uses it (ZFS's zil.c role): every acknowledged write leaves a record
+//! in memory; a sync request commits the records to the log devices (group commit happens in
+//! `fardisk-slog`) and returns only when every write acknowledged before it is durable. Without a
+//! healthy log, a sync request waits for a txg to be published in the store instead.
+
+use super::{sync, Inner};
+use crate::error::{Error, Result};
+use fardisk_slog::{IntentLog, LogError, LogRecord, RecordKind};
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Writes at least this large skip the log under `logbias=throughput`; a sync request then waits
+/// for their txg to reach the store instead (they travel once, to the store).
+pub const THROUGHPUT_WRITE_BYTES_MIN: usize = 128 << 10;
+
+#[derive(Debug, Default)]
+struct State {
+    pending: Vec<LogRecord>,
+    /// Newest txg holding a write that was not logged (logbias=throughput): sync requests wait
+    /// for it to be published.
+    unlogged_txg: u64,
+    next_ticket: u64,
+    /// Every ticket up to this one has finished (committed or covered by a txg).
+    done_through: u64,
+    done: BTreeSet<u64>,
+}
+
+#[derive(Default)]
+pub(crate) struct Intent {
+    pub log: Option<Arc<IntentLog>>,
+    state: Mutex<State>,
+    finished: Notify,
+    pub fallbacks: AtomicU64,
+    pub sync_requests: AtomicU64,
+}
+
+impl std::fmt::Debug for Intent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Intent").field("log", &self.log.is_some()).finish()
+    }
+}
+
+impl Intent {
+    pub fn new(log: Option<Arc<IntentLog>>) -> Intent {
+        Intent { log, ..Default::default() }
+    }
+
+    /// Records an acknowledged write. Called with the txg lock held, so records are in the same
+    /// order as the dirty-set updates they describe.
+    pub fn record_write(&self, txg: u64, volume_id: u32, offset: u64, data: &bytes::Bytes, logbias_throughput: bool) {
+        if self.log.is_none() {
+            return;
+        }
+        let mut st = self.state.lock();
+        if logbias_throughput && data.len() >= THROUGHPUT_WRITE_BYTES_MIN {
+            st.unlogged_txg = st.unlogged_txg.max(txg);
+            return;
+        }
+        st.pending.push(LogRecord {
+            txg,
+            volume_id,
+            kind: RecordKind::Write,
+            offset_bytes: offset,
+            length_bytes: data.len() as u32,
+            data: data.clone(),
+        });
+    }
+
+    pub fn record_zero(&self, txg: u64, volume_id: u32, offset: u64, len: u64) {
+        if self.log.is_none() {
+            return;
+        }
+        let mut st = self.state.lock();
+        // Bounded: one record per 1 GiB of a huge trim.
+        let mut pos = offset;
+        while pos < offset + len {
+            let n = (offset + len - pos).min(1 << 30);
+            st.pending.push(LogRecord { txg, volume_id, kind: RecordKind::Trim, offset_bytes: pos, length_bytes: n as u32, data: bytes::Bytes::new() });
+            pos += n;
+        }
+    }
+
+    /// Drops records of txgs now in the store and frees their log space.
+    pub fn published(&self, txg: u64) {
+        self.state.lock().pending.retain(|r| r.txg > txg);
+        if let Some(log) = &self.log {
+            log.release_through_txg(txg);
+        }
+    }
+
+    fn finish(&self, ticket: u64) {
+        let mut st = self.state.lock();
+        st.done.insert(ticket);
+        loop {
+            let next = st.done_through + 1;
+            if !st.done.remove(&next) {
+                break;
+            }
+            st.done_through = next;
+        }
+        drop(st);
+        self.finished.notify_waiters();
+    }
+
+    async fn wait_through(&self, ticket: u64) {
+        loop {
+            let notified = self.finished.notified();
+            if self.state.lock().done_through >= ticket {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A sync request: returns once every write acknowledged before the call is durable.
+pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
+    let intent = &inner.intent;
+    intent.sync_requests.fetch_add(1, Ordering::Relaxed);
+    let Some(log) = intent.log.clone() else {
+        return sync::wait_for_open_writes(inner).await;
+    };
+    let published = *inner.published.borrow();
+    let (ticket, records, unlogged_txg) = {
+        let mut st = intent.state.lock();
+        st.next_ticket += 1;
+        let records: Vec<LogRecord> = std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
+        let unlogged = std::mem::take(&mut st.unlogged_txg);
+        (st.next_ticket, records, unlogged)
+    };
+    let newest_txg = records.iter().map(|r| r.txg).max().unwrap_or(0);
+    let outcome = match log.commit(records).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // The log cannot take these records (full, every leg failed): they are in the open or
+            // syncing txg, so publishing that txg makes them durable, slowly but surely.
+            intent.fallbacks.fetch_add(1, Ordering::Relaxed);
+            if !matches!(e, LogError::LogFull { .. } | LogError::AwaitingRelease { .. }) {
+                tracing::warn!(error = %e, "intent log commit failed; waiting for the txg instead");
+            }
+            sync::wait_published(inner, newest_txg).await
+        }
+    };
+    let outcome = match (outcome, unlogged_txg) {
+        (Ok(()), t) if t > 0 => sync::wait_published(inner, t).await,
+        (o, _) => o,
+    };
+    intent.finish(ticket);
+    outcome?;
+    intent.wait_through(ticket).await;
+    Ok(())
+}
+
+/// Replays the log after import: records newer than the last published txg, in order, into the
+/// open txg; then syncs them to the store and releases the log. Returns the records applied.
+pub(crate) async fn replay(inner: &Arc<Inner>, pool: &super::Pool, after_txg: u64) -> Result<usize> {
+    let Some(log) = inner.intent.log.clone() else { return Ok(0) };
+    let replay = log.replay(after_txg).map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
+    if let Some(seq) = replay.gap_at_seq {
+        tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");
+    }
+    let n = replay.records.len();
+    for r in replay.records {
+        let rec = r.record;
+        if pool.volume_size(rec.volume_id).is_none() {
+            continue; // The volume was destroyed in a published txg after the record was written.
+        }
+        match rec.kind {
+            RecordKind::Write => pool.write_unlogged(rec.volume_id, rec.offset_bytes, rec.data).await?,
+            RecordKind::Trim | RecordKind::WriteZeroes => pool.zero_unlogged(rec.volume_id, rec.offset_bytes, rec.length_bytes as u64).await?,
+        };
+    }
+    // Txg numbers must move past every replayed record's, or releasing would keep them forever.
+    for _ in 0..8 {
+        inner.pending.lock().meta_changed = true;
+        let published = sync::sync_until_clean(inner).await?;
+        if published >= replay.txg_max {
+            break;
+        }
+    }
+    inner.intent.published(*inner.published.borrow());
+    Ok(n)
+}
