@@ -19,7 +19,7 @@ pub fn root_key(txg: u64) -> String {
 pub const HEAD_KEY: &str = "head";
 
 /// Who holds the pool: shown to a second importer, checked for staleness after a crash.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Holder {
     pub hostname: String,
     pub pid: u32,

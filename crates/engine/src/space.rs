@@ -55,7 +55,7 @@ impl SpaceTotals {
     }
     /// Logical over physical of what is live (1.0 when nothing is stored).
     pub fn compress_ratio(&self) -> f64 {
-        if self.live_bytes == 0 {
+        if self.live_bytes == 0 || self.logical_bytes == 0 {
             1.0
         } else {
             self.logical_bytes as f64 / self.live_bytes as f64

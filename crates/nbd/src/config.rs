@@ -25,6 +25,9 @@ pub struct ServerConfig {
     pub max_option_bytes: u32,
     /// A handshake not finished within this time is dropped.
     pub handshake_timeout_ms: u64,
+    /// On shutdown, how long a connection waits for its running requests to reply
+    /// before closing anyway (a stuck device must not hang the server's exit).
+    pub shutdown_grace_ms: u64,
     /// Most extents sent in one NBD_REPLY_TYPE_BLOCK_STATUS chunk (the spec caps it at
     /// 2^20; fewer keeps replies small).
     pub max_block_status_extents: usize,
@@ -40,6 +43,7 @@ impl Default for ServerConfig {
             max_options_per_handshake: 256,
             max_option_bytes: 64 * 1024,
             handshake_timeout_ms: 30_000,
+            shutdown_grace_ms: 10_000,
             max_block_status_extents: 64 * 1024,
         }
     }
@@ -55,14 +59,16 @@ impl ServerConfig {
             .clamp(4096, MAX_REQUEST_BYTES_CEILING);
         ServerConfig {
             max_request_bytes,
-            max_connections: self.max_connections.max(1),
+            max_connections: self.max_connections.clamp(1, 1 << 20),
             max_inflight_per_connection: self.max_inflight_per_connection.clamp(1, 1 << 16),
+            // Upper clamp keeps the byte semaphore within tokio's permit limit.
             max_inflight_bytes_per_connection: self
                 .max_inflight_bytes_per_connection
-                .max(max_request_bytes as u64),
+                .clamp(max_request_bytes as u64, 1 << 40),
             max_options_per_handshake: self.max_options_per_handshake.max(1),
             max_option_bytes: self.max_option_bytes.clamp(4096, 16 * 1024 * 1024),
-            handshake_timeout_ms: self.handshake_timeout_ms.max(1),
+            handshake_timeout_ms: self.handshake_timeout_ms.clamp(1, 24 * 3600 * 1000),
+            shutdown_grace_ms: self.shutdown_grace_ms.min(24 * 3600 * 1000),
             max_block_status_extents: self.max_block_status_extents.clamp(1, 1 << 20),
         }
     }

@@ -57,7 +57,8 @@ fn client_option() -> impl Strategy<Value = ClientOption> {
 }
 
 fn command() -> impl Strategy<Value = Command> {
-    any::<u16>().prop_map(Command::from_code)
+    // Mostly the defined commands (0..=7), some unknown ones.
+    prop_oneof![3 => 0u16..9, 1 => any::<u16>()].prop_map(Command::from_code)
 }
 
 fn request_header() -> impl Strategy<Value = RequestHeader> {
@@ -224,6 +225,7 @@ proptest! {
             match action {
                 Action::Flush => prop_assert!(header.offset == 0 && header.length_bytes == 0),
                 Action::Nothing => prop_assert_eq!(header.length_bytes, 0),
+                Action::Disconnect => prop_assert_eq!(header.command, Command::Disconnect),
                 Action::Read { length_bytes, .. } => {
                     prop_assert!(length_bytes <= limits.max_request_bytes);
                     prop_assert!(end.is_some_and(|end| end <= size_bytes));

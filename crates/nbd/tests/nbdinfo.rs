@@ -175,3 +175,11 @@ fn unknown_export_is_refused() {
         "stderr: {stderr}"
     );
 }
+
+#[test]
+#[should_panic(
+    expected = "needs the Debian package no-such-package (apt-get install no-such-package)"
+)]
+fn a_missing_client_fails_with_the_package_to_install() {
+    require_tool("no-such-nbd-client", "no-such-package");
+}

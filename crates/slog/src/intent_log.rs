@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub next_seq: AtomicU64,
     pub session: Session,
     poison_seq: Mutex<Option<u64>>,
+    /// One more than the highest txg released so far (0: nothing released).
+    pub released_txg_plus_one: AtomicU64,
     rr_cursor: AtomicUsize,
     pub stats: StatsCounters,
     pub clock: Arc<dyn Clock>,
@@ -86,6 +88,7 @@ impl IntentLog {
             next_seq: AtomicU64::new(plan.next_seq),
             session,
             poison_seq: Mutex::new(None),
+            released_txg_plus_one: AtomicU64::new(0),
             rr_cursor: AtomicUsize::new(0),
             stats: StatsCounters::default(),
             clock: Arc::clone(&opts.clock),
@@ -132,25 +135,12 @@ impl IntentLog {
 
     /// Space of records whose txg is <= `txg` becomes reusable (once the new head is
     /// durable, which the writer does in the background or before it needs the space).
+    /// Never blocks on device I/O: a vdev busy with a write cycle is released by the writer.
     pub fn release_through_txg(&self, txg: u64) {
-        let vdevs = self.shared.vdevs.read().clone();
-        let mut moved = false;
-        let mut finished = Vec::new();
-        for vdev in &vdevs {
-            let mut inner = vdev.inner.lock();
-            moved |= inner.ring.release_through_txg(txg);
-            vdev.update_space(&inner);
-            if vdev.removing.load(Ordering::Acquire) && inner.ring.first_live_seq().is_none() {
-                finished.push(vdev.guid);
-            }
-        }
-        for guid in finished {
-            self.shared.finish_removal(guid);
-        }
-        if moved {
-            self.shared.queue.lock().head_dirty = true;
-            self.shared.queue_wake.notify_one();
-        }
+        self.shared.released_txg_plus_one.fetch_max(txg.saturating_add(1), Ordering::AcqRel);
+        self.shared.apply_pending_release(false);
+        self.shared.queue.lock().head_dirty = true;
+        self.shared.queue_wake.notify_one();
     }
 
     /// Per vdev and leg: path, state, error counters, volatile flag, space.
@@ -305,6 +295,27 @@ impl Shared {
                     tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
                 }
             }
+        }
+    }
+
+    /// Applies the released txg to every vdev. With `blocking` false, vdevs in the middle of
+    /// a write cycle are skipped (the writer applies it to them before its next write).
+    pub fn apply_pending_release(&self, blocking: bool) {
+        let Some(txg) = self.released_txg_plus_one.load(Ordering::Acquire).checked_sub(1) else { return };
+        let vdevs = self.vdevs.read().clone();
+        let mut finished = Vec::new();
+        for vdev in &vdevs {
+            let inner = if blocking { Some(vdev.inner.lock()) } else { vdev.inner.try_lock() };
+            let Some(mut inner) = inner else { continue };
+            if inner.ring.release_through_txg(txg) {
+                vdev.update_space(&inner);
+            }
+            if vdev.removing.load(Ordering::Acquire) && inner.ring.first_live_seq().is_none() {
+                finished.push(vdev.guid);
+            }
+        }
+        for guid in finished {
+            self.finish_removal(guid);
         }
     }
 

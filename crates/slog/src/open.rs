@@ -16,7 +16,7 @@ use crate::label::{read_label, write_label, DeviceLabel, Role};
 use crate::merge::{plan, BlockSummary, HeadSummary, MergePlan};
 use crate::resync::copy_reachable;
 use crate::ring::Ring;
-use crate::scan::{scan_leg, LegScan, RingBounds, ScanEnd, ScannedBlock};
+use crate::scan::{scan_leg, LegScan, RingBounds, ScannedBlock};
 use crate::status::{ErrorClass, HealthState, LegHealth};
 use crate::vdev::{Leg, Vdev, VdevInner};
 
@@ -248,8 +248,9 @@ fn resync_legs(legs: &[OpenedLeg], best: usize, keep: usize, ring: &Ring) {
         if index == best || in_sync {
             continue;
         }
-        if leg.scan.as_ref().is_some_and(|s| s.end == ScanEnd::Corrupt && s.blocks.len() < keep) {
-            // A damaged block on this leg that the sibling holds intact: count the damage.
+        if let Some(scan) = leg.scan.as_ref().filter(|s| s.blocks.len() < keep) {
+            // The sibling holds replayable blocks this leg lacks: count the damage.
+            tracing::warn!(path = %leg.path.display(), blocks = scan.blocks.len(), expected = keep, end = ?scan.end, "log leg chain short");
             leg.health.add_checksum_errors(1);
         }
         match copy_reachable(source.as_ref(), target.as_ref(), ring) {

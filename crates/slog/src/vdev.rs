@@ -205,7 +205,7 @@ impl Vdev {
         }
         let payload: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
         let len = crate::block::block_len_for_payload(payload);
-        let offset = match inner.ring.place(len, inner.ring.mem_head()) {
+        let offset = match inner.ring.place(len, inner.ring.durable_head) {
             Some(offset) => offset,
             None => self.make_room(inner, len, release_seq, session, stats)?,
         };

@@ -105,7 +105,9 @@ impl Store for InstrumentedStore {
         let t = self.clock.mono_us();
         let n = data.len() as u64;
         let r = self.inner.put(key, data, mode).await;
-        self.stats.put.record(n, self.clock.mono_us() - t, r.is_ok());
+        // A create-only PUT that finds the key taken is an answer, not a failure.
+        let ok = r.is_ok() || r.as_ref().is_err_and(|e| e.kind == super::StoreErrorKind::AlreadyExists);
+        self.stats.put.record(n, self.clock.mono_us() - t, ok);
         r
     }
     async fn get(&self, key: &str) -> StoreResult<Bytes> {

@@ -13,7 +13,7 @@ mod volume;
 mod write;
 
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
-pub use open::{CreateOptions, ImportOptions};
+pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
 
 use crate::blkptr::BlockPtr;

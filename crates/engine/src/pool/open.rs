@@ -199,10 +199,20 @@ fn holder_is_stale(h: &Holder) -> bool {
     if h.pid == std::process::id() {
         return false; // This very process holds it (a second import in one process is a conflict).
     }
-    // kill(pid, 0) fails with ESRCH when no such process exists.
-    let alive = unsafe { libc::kill(h.pid as libc::pid_t, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    !alive
+    !process_is_live_fardisk(h.pid)
+}
+
+/// True when `pid` is a running (not zombie) fardisk process. A killed daemon whose parent never
+/// reaps it stays a zombie, and a recycled pid may belong to anything else.
+fn process_is_live_fardisk(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state is the first field after the parenthesised command name.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).unwrap_or("X");
+    if state == "Z" || state == "X" {
+        return false;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmdline).contains("fardisk")
 }
 
 /// The pool's log vdevs as the intent-log crate names them.

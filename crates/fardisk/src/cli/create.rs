@@ -5,7 +5,10 @@ use crate::daemon::serve::open_store;
 use crate::paths::{save_record, PoolRecord};
 use anyhow::{bail, Result};
 use fardisk_engine::objstore::SimulateSpec;
+use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::pool::CreateOptions;
+use fardisk_engine::root::VdevEntry;
+use fardisk_slog::{FormatOptions, IntentLog, VdevSpec};
 use fardisk_engine::{Env, Pool};
 use std::collections::BTreeMap;
 
@@ -23,6 +26,43 @@ pub struct CreateArgs {
     /// Put the store "far away": latency=MS[,jitter=MS][,bandwidth=BYTES_PER_S]
     #[arg(long, value_name = "SPEC")]
     pub simulate: Option<String>,
+    /// Reformat log or cache devices that carry another pool's label
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// Size of a log device file created because it did not exist.
+pub const LOG_FILE_BYTES_DEFAULT: u64 = 1 << 30;
+/// Size of a cache device file created because it did not exist.
+pub const CACHE_FILE_BYTES_DEFAULT: u64 = 4 << 30;
+
+/// Labels log and cache devices for the pool `guid`; returns their configuration entries.
+pub fn format_vdevs(pool: &str, guid: u128, vdevs: &[super::vdev_spec::VdevArg], force: bool) -> Result<Vec<VdevEntry>> {
+    let env = Env::system();
+    let mut out = Vec::new();
+    for v in vdevs {
+        let paths: Vec<std::path::PathBuf> = v.paths.iter().map(std::path::PathBuf::from).collect();
+        for p in &paths {
+            if !p.is_absolute() {
+                bail!("device '{}' must be an absolute path", p.display());
+            }
+        }
+        if v.role == "log" {
+            let spec = if v.mirror { VdevSpec::Mirror(paths.clone()) } else { VdevSpec::Single(paths[0].clone()) };
+            let mut o = FormatOptions::new(std::sync::Arc::new(fardisk_slog::FileProvider::default()), env.seed ^ out.len() as u64);
+            o.size_bytes = LOG_FILE_BYTES_DEFAULT;
+            o.force = force;
+            let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| anyhow::anyhow!("log device: {e}"))?;
+            out.push(VdevEntry { role: "log".into(), mirror: v.mirror, guid: cfg.vdev_guid, paths: v.paths.clone() });
+        } else {
+            let l2 = L2Arc::new(L2ArcConfig::default(), guid, std::sync::Arc::new(MonotonicClock::new()), env.seed ^ 0xcace)
+                .map_err(|e| anyhow::anyhow!("cache device: {e}"))?;
+            let size = if paths[0].exists() { None } else { Some(CACHE_FILE_BYTES_DEFAULT) };
+            l2.add_device(&paths[0], size).map_err(|e| anyhow::anyhow!("cache device {}: {e}", paths[0].display()))?;
+            out.push(VdevEntry { role: "cache".into(), mirror: false, guid: 0, paths: v.paths.clone() });
+        }
+    }
+    Ok(out)
 }
 
 pub fn parse_props(items: &[String]) -> Result<BTreeMap<String, String>> {
@@ -39,12 +79,13 @@ pub async fn run(a: CreateArgs) -> Result<()> {
     let props = parse_props(&a.props)?;
     let vdevs = parse_vdevs(&a.vdevs)?;
     let simulate = a.simulate.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !vdevs.is_empty() {
-        bail!("log and cache devices are not supported by this build yet; create the pool without them");
-    }
     let env = Env::system();
+    fardisk_engine::pool::check_pool_name(&a.pool).map_err(|e| anyhow::anyhow!("{e}"))?;
     let store = open_store(&a.store_url, &simulate, &env, true)?;
-    let root = Pool::create(store, &a.pool, CreateOptions { props, vdevs: Vec::new() }, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let guid = fardisk_engine::rng::Rng::from_entropy().next_u128();
+    let entries = format_vdevs(&a.pool, guid, &vdevs, a.force)?;
+    let opts = CreateOptions { props, vdevs: entries, pool_guid: Some(guid) };
+    let root = Pool::create(store, &a.pool, opts, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     save_record(&PoolRecord { name: a.pool.clone(), store_url: a.store_url.clone(), simulate: a.simulate.clone() })?;
     println!("created pool '{}' in {} (guid {:032x})", a.pool, a.store_url, root.pool_guid);
     Ok(())

@@ -80,7 +80,7 @@ async fn pool_status(pool: &str) -> Result<Value> {
         "store": rec.store_url, "published_txg": root.txg, "published_time_ms": root.time_ms,
         "space": root.totals, "garbage_bytes": root.totals.garbage_bytes(), "compress_ratio": root.totals.compress_ratio(),
         "volumes": root.volumes.iter().map(|v| json!({"name": v.name, "id": v.id, "size_bytes": v.size_bytes, "allocated_bytes": v.allocated_blocks * 4096})).collect::<Vec<_>>(),
-        "holder": root.holder,
+        "holder": {"hostname": root.holder.hostname, "pid": root.holder.pid, "since_ms": root.holder.since_ms, "active": root.holder.active},
     }))
 }
 

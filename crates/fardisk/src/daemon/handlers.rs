@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 pub struct DaemonState {
     pub pool: Pool,
+    pub cache: std::sync::Arc<fardisk_engine::arc_cache::ArcBlockCache>,
     pub mount_dir: Option<PathBuf>,
     pub stop: watch::Sender<bool>,
     /// Set by the main loop once the export finished: Ok(txg) or the error.
@@ -40,6 +41,7 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             v["mount"] = json!(st.mount_dir);
             Ok(v)
         }
+        "arcstat" => Ok(st.cache.stats_json()),
         "sync" => pool.sync_txg().await.map(|t| json!({"txg": t})).map_err(|e| e.to_string()),
         "export" => {
             let mut rx = st.exported.subscribe();

@@ -5,7 +5,8 @@ use super::control::{Reply, Request, LINE_BYTES_MAX};
 use super::handlers;
 use crate::device::PoolExports;
 use anyhow::{bail, Context, Result};
-use fardisk_engine::cache::NoCache;
+use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
+use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::pool::ImportOptions;
 use fardisk_engine::{Env, Pool, PoolConfig};
@@ -61,7 +62,9 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let env = Env::system();
     let store = open_store(&opts.store_url, &opts.simulate, &env, false)?;
     let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log };
-    let pool = Pool::import(store, &opts.pool, import, env, Arc::new(NoCache)).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cache = Arc::new(build_cache(&root, &env));
+    let pool = Pool::import(store, &opts.pool, import, env, cache.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
     let exports = Arc::new(PoolExports { pool: pool.clone() });
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -85,6 +88,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     tracing::info!(socket = %socket.display(), "serving");
     let state = Arc::new(handlers::DaemonState {
         pool: pool.clone(),
+        cache: cache.clone(),
         mount_dir: opts.mount.clone(),
         stop: stop_tx,
         exported: watch::channel(None).0,
@@ -111,6 +115,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     }
     drop(mount);
     let result = pool.export().await;
+    cache.shutdown();
     let waiting = state.exported.receiver_count() > 0;
     let replied = state.replied.notified();
     state.exported.send_replace(Some(result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string())));
@@ -126,6 +131,34 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         }
         Err(e) => bail!("export failed: {e}"),
     }
+}
+
+/// The ARC sized by the pool's `arc_max`, with the L2ARC over its cache devices. A cache device
+/// that cannot be opened is left out (reads go to the store) and logged, never fatal.
+fn build_cache(root: &fardisk_engine::root::Root, env: &Env) -> ArcBlockCache {
+    let arc_max = root.props.get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
+    let paths: Vec<PathBuf> = root.vdevs.iter().filter(|v| v.role == "cache").flat_map(|v| v.paths.iter().map(PathBuf::from)).collect();
+    let l2 = if paths.is_empty() {
+        None
+    } else {
+        let mut cfg = L2ArcConfig::default();
+        if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
+            cfg.write_max_bytes_per_s = rate;
+        }
+        match L2Arc::open(cfg, root.pool_guid, Arc::new(MonotonicClock::new()), env.seed, &paths) {
+            Ok((l2, failures)) => {
+                for (p, e) in failures {
+                    tracing::warn!(device = %p.display(), error = %e, "cache device unavailable; reads go to the store");
+                }
+                Some(l2)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "L2ARC unavailable");
+                None
+            }
+        }
+    };
+    ArcBlockCache::new(arc_max, l2)
 }
 
 fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>) -> Result<crate::fuse::FuseMount> {

@@ -49,6 +49,7 @@ impl HandleTable {
         self.open.remove(&fh.0)
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.open.len()
     }

@@ -35,7 +35,11 @@ impl BlockDevice for SectorDevice {
     }
     async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
         self.check(offset, u64::from(length))?;
-        self.inner.read(offset, length).await
+        let data = self.inner.read(offset, length).await?;
+        // Yield between reading and returning so that concurrent read-modify-write cycles
+        // interleave if the gate allowed it.
+        tokio::task::yield_now().await;
+        Ok(data)
     }
     async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
         self.check(offset, data.len() as u64)?;

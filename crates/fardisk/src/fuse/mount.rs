@@ -94,11 +94,10 @@ impl FuseMount {
         };
         if self.still_ours() {
             if let Err(error) = unmount_path(&self.mountpoint, 0) {
+                // Returned as is so callers can test raw_os_error() for EBUSY.
+                tracing::warn!(mountpoint = %self.mountpoint.display(), "fuse: unmount failed: {error}");
                 self.session = Some(session);
-                return Err(io::Error::new(
-                    error.kind(),
-                    format!("unmount {}: {error}", self.mountpoint.display()),
-                ));
+                return Err(error);
             }
         }
         // The kernel has torn the connection down; fuser sees that and does not unmount
@@ -119,7 +118,10 @@ impl Drop for FuseMount {
         let Err(error) = self.unmount() else {
             return;
         };
-        tracing::warn!("fuse: {error}; detaching lazily, serving until the last user closes it");
+        tracing::warn!(
+            mountpoint = %self.mountpoint.display(),
+            "fuse: {error}; detaching lazily, serving until the last user closes it"
+        );
         if let Err(error) = unmount_path(&self.mountpoint, libc::MNT_DETACH) {
             tracing::warn!(mountpoint = %self.mountpoint.display(), "fuse: lazy unmount failed: {error}");
         }

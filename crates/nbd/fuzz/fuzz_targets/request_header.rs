@@ -4,7 +4,7 @@
 
 use fardisk_nbd::server::{validate, Action, ExportLimits};
 use fardisk_nbd::wire::consts::REQUEST_HEADER_BYTES;
-use fardisk_nbd::wire::RequestHeader;
+use fardisk_nbd::wire::{Command, RequestHeader};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         match action {
             Action::Flush => assert!(header.offset == 0 && header.length_bytes == 0),
             Action::Nothing => assert_eq!(header.length_bytes, 0),
+            Action::Disconnect => assert_eq!(header.command, Command::Disconnect),
             _ => {
                 assert!(in_range);
                 assert_eq!(header.offset % 512, 0);

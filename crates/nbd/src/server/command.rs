@@ -53,6 +53,8 @@ pub enum Action {
     },
     /// A zero-length request: succeeds without touching the device.
     Nothing,
+    /// NBD_CMD_DISC: no reply; the connection finishes in-flight requests and closes.
+    Disconnect,
 }
 
 /// An NBD error value with a message for the human reading the client's log.
@@ -69,10 +71,15 @@ fn refuse(errno: u32, message: impl Into<String>) -> Refusal {
     }
 }
 
-/// Decides what to do with `header`. DISC is handled by the caller and never gets here.
+/// Decides what to do with `header`.
 pub fn validate(header: &RequestHeader, limits: &ExportLimits) -> Result<Action, Refusal> {
-    check_flags(header, limits)?;
     let command = header.command;
+    if command == Command::Disconnect {
+        // The spec requires offset and length 0 but has no reply to refuse with: a
+        // disconnect is honoured whatever its fields say.
+        return Ok(Action::Disconnect);
+    }
+    check_flags(header, limits)?;
     if command == Command::Flush {
         if header.offset != 0 || header.length_bytes != 0 {
             return Err(refuse(
@@ -203,8 +210,10 @@ fn action_for(header: &RequestHeader, limits: &ExportLimits) -> Action {
             length_bytes,
             req_one: header.has_flag(NBD_CMD_FLAG_REQ_ONE),
         },
-        // Flush, Disconnect and Unknown were dealt with before we got here.
-        Command::Flush | Command::Disconnect | Command::Unknown(_) => Action::Nothing,
+        // Dealt with in `validate` before we get here.
+        Command::Flush => Action::Flush,
+        Command::Disconnect => Action::Disconnect,
+        Command::Unknown(_) => Action::Nothing,
     }
 }
 

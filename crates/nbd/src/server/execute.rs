@@ -32,7 +32,8 @@ pub async fn execute(
     descriptors_max: usize,
 ) -> Reply {
     match action {
-        Action::Nothing => Reply::Done,
+        // The connection stops at DISC before executing anything; nothing to do.
+        Action::Nothing | Action::Disconnect => Reply::Done,
         Action::Read {
             offset,
             length_bytes,

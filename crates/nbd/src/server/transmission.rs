@@ -93,16 +93,28 @@ impl Transmission {
             reason = self.request_loop(&mut reader) => reason,
             () = wait_for_shutdown(&mut shutdown) => StopReason::Shutdown,
         };
-        // Every running request holds a request permit until its reply is written:
-        // owning all permits means every reply is out. (The semaphore is never
-        // closed, so the result is always Ok.)
-        let _all = self
-            .inflight
-            .requests
-            .acquire_many(self.inflight.requests_max)
-            .await;
+        self.wait_for_inflight(&reason).await;
         self.sink.close().await;
         reason
+    }
+
+    /// Every running request holds a request permit until its reply is written:
+    /// owning all permits means every reply is out. On shutdown the wait is bounded
+    /// by `shutdown_grace_ms`; requests still running after that finish unobserved.
+    async fn wait_for_inflight(&self, reason: &StopReason) {
+        let all = self
+            .inflight
+            .requests
+            .acquire_many(self.inflight.requests_max);
+        if *reason != StopReason::Shutdown {
+            // The semaphore is never closed, so this is always Ok.
+            let _ = all.await;
+            return;
+        }
+        let grace = std::time::Duration::from_millis(self.config.shutdown_grace_ms);
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!("nbd: requests still running after the shutdown grace period; closing");
+        }
     }
 
     async fn request_loop<R: AsyncRead + Unpin>(&self, reader: &mut BufReader<R>) -> StopReason {

@@ -43,20 +43,29 @@ impl RawReply {
 impl RawClient {
     /// Connects and reads the greeting, without sending client flags.
     pub fn connect_raw(socket: &Path) -> RawClient {
+        Self::try_connect_raw(socket).expect("greeting: the server closed the connection")
+    }
+
+    /// Like `connect_raw`, but `None` if the server closes instead of greeting (as it
+    /// does when its connection limit is reached).
+    pub fn try_connect_raw(socket: &Path) -> Option<RawClient> {
         let stream = UnixStream::connect(socket).expect("connect");
         stream
             .set_read_timeout(Some(READ_TIMEOUT))
             .expect("timeout");
         let mut client = RawClient { stream };
-        let greeting = client.read_exact_vec(GREETING_BYTES).expect("greeting");
+        let greeting = client.read_exact_vec(GREETING_BYTES).ok()?;
         let flags = parse_greeting(&greeting).expect("valid greeting");
         assert_eq!(flags, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
-        client
+        Some(client)
     }
 
     /// Connects and sends FIXED_NEWSTYLE | NO_ZEROES.
     pub fn connect(socket: &Path) -> RawClient {
-        let mut client = Self::connect_raw(socket);
+        Self::handshake_flags(Self::connect_raw(socket))
+    }
+
+    fn handshake_flags(mut client: RawClient) -> RawClient {
         let flags = ClientFlags {
             fixed_newstyle: true,
             no_zeroes: true,
@@ -68,7 +77,21 @@ impl RawClient {
     /// Connects, optionally negotiates structured replies and base:allocation, and
     /// enters transmission with NBD_OPT_GO.
     pub fn open(socket: &Path, export: &str, structured: bool) -> RawClient {
-        let mut client = Self::connect(socket);
+        Self::negotiate(Self::connect(socket), export, structured)
+    }
+
+    /// `open`, retried (bounded) while the server refuses the connection.
+    pub fn open_retrying(socket: &Path, export: &str) -> RawClient {
+        for _ in 0..250 {
+            if let Some(client) = Self::try_connect_raw(socket) {
+                return Self::negotiate(Self::handshake_flags(client), export, false);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the server refused every connection for 5 s");
+    }
+
+    fn negotiate(mut client: RawClient, export: &str, structured: bool) -> RawClient {
         if structured {
             client.option(&ClientOption::StructuredReply);
             assert_eq!(client.read_option_reply().reply_type, NBD_REP_ACK);

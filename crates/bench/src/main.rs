@@ -1,0 +1,217 @@
+//! fardisk-bench: measurements of the engine against a real object store, for
+//! `bench/scenarios/*.sh`. Each subcommand writes its result rows as JSON; the scenario script
+//! turns every row into one result file through bench/lib/result.py.
+//!
+//!   fardisk-bench engine-store --bucket B --out rows.json [--total-mib 2048] [--rounds 3] ...
+//!
+//! engine-store: sustained sequential write through the pool engine vs raw PUTs of the same bytes,
+//! alternating raw and engine runs; PUTs and GETs per GiB written and read (cold read back).
+
+mod data;
+mod engine;
+mod progress;
+mod raw;
+mod rows;
+mod stats;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use data::{DataKind, Dataset};
+use fardisk_engine::clock::{Clock, SystemClock};
+use fardisk_engine::PoolConfig;
+use rows::{Knobs, Runs};
+use serde_json::Value;
+use stats::{Sample, MIB};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(name = "fardisk-bench", about = "fardisk benchmarks against a real object store")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Engine sequential write and cold read vs raw PUT/GET of the same bytes (S3 env: AWS_*).
+    EngineStore(EngineStoreArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct EngineStoreArgs {
+    /// Bucket of the S3 store (endpoint and credentials from AWS_* variables).
+    #[arg(long)]
+    bucket: String,
+    /// Key prefix for this invocation; each run gets its own sub-prefix, deleted afterwards.
+    #[arg(long, default_value_t = format!("bench-{}", std::process::id()))]
+    prefix: String,
+    /// Bytes written per run, in MiB (a multiple of the object size).
+    #[arg(long, default_value_t = 2048)]
+    total_mib: u64,
+    /// Raw object size in MiB; default: the engine's segment size (PoolConfig).
+    #[arg(long)]
+    object_mib: Option<u64>,
+    /// Raw PUTs in flight; default: the engine's upload_concurrency (PoolConfig).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Size of each engine write and read, in KiB.
+    #[arg(long, default_value_t = 1024)]
+    chunk_kib: u64,
+    /// Parallel writers feeding the engine (they share one sequential stream).
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+    /// Rounds of (raw, engine); medians are over rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Seed of the data generator and the engine's randomness.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Zero share of each 4 KiB block in the extra compressible-data engine run; 0 skips that run.
+    #[arg(long, default_value_t = 50)]
+    compressible_zero_percent: u8,
+    /// Where the result rows go (JSON).
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// Free text appended to every row's notes (machine load, what else ran).
+    #[arg(long, default_value = "")]
+    note: String,
+}
+
+/// Rounds are bounded: each one moves the full data set four times.
+const ROUNDS_MAX: usize = 20;
+
+impl EngineStoreArgs {
+    fn object_bytes(&self) -> usize {
+        self.object_mib.map(|m| (m << 20) as usize).unwrap_or(PoolConfig::default().segment_bytes_target)
+    }
+    fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(PoolConfig::default().upload_concurrency)
+    }
+    fn total_bytes(&self) -> u64 {
+        self.total_mib << 20
+    }
+    fn chunk_bytes(&self) -> usize {
+        (self.chunk_kib << 10) as usize
+    }
+
+    fn check(&self) -> Result<()> {
+        let (object, chunk) = (self.object_bytes() as u64, self.chunk_bytes() as u64);
+        if object == 0 || chunk == 0 || chunk > object || object % chunk != 0 || chunk % 4096 != 0 {
+            bail!("--chunk-kib must be a multiple of 4 that divides the object size ({} KiB)", object >> 10);
+        }
+        if self.total_bytes() == 0 || self.total_bytes() % object != 0 {
+            bail!("--total-mib must be a positive multiple of the object size ({} MiB)", object >> 20);
+        }
+        if self.rounds == 0 || self.rounds > ROUNDS_MAX {
+            bail!("--rounds must be 1 to {ROUNDS_MAX}");
+        }
+        if self.compressible_zero_percent > 95 {
+            bail!("--compressible-zero-percent must be 0 to 95");
+        }
+        Ok(())
+    }
+
+    fn url(&self, run: &str) -> String {
+        format!("s3://{}/{}/{run}", self.bucket, self.prefix)
+    }
+
+    fn params(&self) -> BTreeMap<String, Value> {
+        let c = PoolConfig::default();
+        let mut p = BTreeMap::new();
+        p.insert("total_mib".into(), Value::from(self.total_mib));
+        p.insert("object_mib".into(), Value::from(self.object_bytes() as u64 >> 20));
+        p.insert("upload_concurrency".into(), Value::from(self.concurrency() as u64));
+        p.insert("chunk_kib".into(), Value::from(self.chunk_kib));
+        p.insert("writers".into(), Value::from(self.writers as u64));
+        p.insert("rounds".into(), Value::from(self.rounds as u64));
+        p.insert("seed".into(), Value::from(self.seed));
+        p.insert("txg_timeout_s".into(), Value::from(c.txg_timeout.map(|t| t.as_secs()).unwrap_or(0)));
+        p.insert("dirty_sync_mib".into(), Value::from(c.dirty_sync_bytes >> 20));
+        p.insert("dirty_max_mib".into(), Value::from(c.dirty_bytes_max >> 20));
+        p.insert("compression".into(), Value::from(c.compression.name()));
+        p.insert("data".into(), Value::from(DataKind::Random.label()));
+        p
+    }
+}
+
+fn log(msg: impl AsRef<str>) {
+    eprintln!("fardisk-bench: {}", msg.as_ref());
+}
+
+fn say(what: &str, s: &Sample, write: bool) {
+    let r = &s.requests;
+    let (n, b, other) = if write { (r.puts, r.put_bytes, r.gets) } else { (r.gets, r.get_bytes, r.puts) };
+    let verb = if write { "PUT" } else { "GET" };
+    log(format!("{what}: {:.0} MiB in {:.2} s = {:.1} MiB/s; {n} {verb}s ({:.0} MiB), {} other requests, {} errors",
+        s.logical_bytes as f64 / MIB, s.elapsed_s(), s.mib_per_s(), b as f64 / MIB, r.heads + r.lists + r.deletes + other, r.errors));
+}
+
+async fn cleanup(url: &str) -> Result<()> {
+    let store = fardisk_engine::objstore::open_store_url(url, false).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let n = raw::delete_all(&store).await?;
+    log(format!("deleted {n} objects under {url}"));
+    Ok(())
+}
+
+async fn engine_store(args: EngineStoreArgs) -> Result<()> {
+    args.check()?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
+    let t = clock.mono_us();
+    let data = Arc::new(Dataset::generate(args.seed, args.total_bytes(), args.object_bytes(), DataKind::Random));
+    log(format!("generated {} MiB of pseudo-random data in {:.2} s (not timed)", args.total_mib, (clock.mono_us() - t) as f64 / 1e6));
+    let drive = engine::Drive { writers: args.writers, chunk_bytes: args.chunk_bytes(), seed: args.seed, clock: clock.clone() };
+    let mut runs = Runs::default();
+    for round in 1..=args.rounds {
+        let url = args.url(&format!("r{round}-raw"));
+        let store = raw::open_counted(&url, clock.clone())?;
+        let w = raw::write(&store, &data, args.concurrency(), &clock).await?;
+        say(&format!("round {round} raw write"), &w, true);
+        let r = raw::read(&store, &data, args.concurrency(), &clock).await?;
+        say(&format!("round {round} raw read"), &r, false);
+        cleanup(&url).await?;
+        runs.raw_writes.push(w);
+        runs.raw_reads.push(r);
+
+        let url = args.url(&format!("r{round}-engine"));
+        let (w, facts) = engine::write(&url, &data, &drive).await?;
+        say(&format!("round {round} engine write"), &w, true);
+        log(format!("round {round} engine: {facts:?}"));
+        let r = engine::read(&url, &data, &drive).await?;
+        say(&format!("round {round} engine read (cold)"), &r, false);
+        cleanup(&url).await?;
+        runs.engine_writes.push((w, facts));
+        runs.engine_reads.push(r);
+    }
+    drop(data); // Only one data set in memory at a time.
+    if args.compressible_zero_percent > 0 {
+        let kind = DataKind::Compressible { zero_percent: args.compressible_zero_percent };
+        let data = Arc::new(Dataset::generate(args.seed, args.total_bytes(), args.object_bytes(), kind));
+        let url = args.url("compressible-engine");
+        let (w, facts) = engine::write(&url, &data, &drive).await?;
+        say("compressible engine write", &w, true);
+        log(format!("compressible engine: {facts:?}"));
+        cleanup(&url).await?;
+        runs.compressible = Some((w, facts, kind));
+    }
+    let knobs = Knobs {
+        object_bytes: args.object_bytes(),
+        upload_concurrency: args.concurrency(),
+        read_concurrency: args.concurrency(),
+        writers: args.writers,
+        params: args.params(),
+        notes: args.note.clone(),
+    };
+    let rows = rows::build(&runs, &knobs);
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?;
+    std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
+    log(format!("{} rows -> {}", rows.len(), args.out.display()));
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::EngineStore(args) => engine_store(args).await,
+    }
+}

@@ -1,0 +1,121 @@
+//! Mirrored log vdevs: a failing leg, a corrupted leg, a vanished leg and resilvering.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use fardisk_slog::{HealthState, IntentLog, LogRecord, MemProvider, VdevConfig, VdevSpec};
+
+fn mirror(provider: &MemProvider, seed: u64) -> VdevConfig {
+    format_mem(provider, &VdevSpec::Mirror(vec![path("m0"), path("m1")]), 1 << 20, seed)
+}
+
+fn commit_txgs(rt: &tokio::runtime::Runtime, log: &IntentLog, txgs: std::ops::Range<u64>) -> Vec<LogRecord> {
+    let mut all = Vec::new();
+    for txg in txgs {
+        let batch = vec![record(txg, txg * 10, 2000), record(txg, txg * 10 + 1, 0)];
+        rt.block_on(log.commit(batch.clone())).expect("commit");
+        all.extend(batch);
+    }
+    all
+}
+
+fn replayed(log: &IntentLog) -> Vec<LogRecord> {
+    log.replay(0).expect("replay").records.into_iter().map(|r| r.record).collect()
+}
+
+fn leg_state(log: &IntentLog, leg: usize) -> HealthState {
+    log.status()[0].legs[leg].state
+}
+
+#[test]
+fn failing_leg_degrades_but_commits_continue_and_replay_uses_the_good_leg() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = mirror(&provider, 1);
+    let log = open_mem(&provider, std::slice::from_ref(&config));
+    let mut expected = commit_txgs(&rt, &log, 1..4);
+    provider.device(path("m1")).expect("m1").set_fail_writes(true);
+    expected.extend(commit_txgs(&rt, &log, 4..8));
+    let status = log.status();
+    assert_eq!(status[0].state, HealthState::Degraded);
+    assert_eq!(leg_state(&log, 0), HealthState::Online);
+    assert_eq!(leg_state(&log, 1), HealthState::Faulted);
+    assert_eq!(status[0].legs[1].write_errors, 1);
+    assert_eq!(replayed(&log), expected, "in-session replay");
+    // Power cut: the faulted leg comes back readable but stale; the good leg's chain wins.
+    let crashed = provider.crash(7);
+    drop(log);
+    let log = open_mem(&crashed, &[config]);
+    assert_eq!(replayed(&log), expected, "replay after crash picks the longest chain");
+    assert_eq!(log.status()[0].state, HealthState::Online, "the stale leg was resynced");
+    // The resynced leg alone now holds everything.
+    crashed.device(path("m0")).expect("m0").set_fail_reads(true);
+    assert_eq!(replayed(&log), expected, "replay from the resynced leg");
+    assert_eq!(leg_state(&log, 0), HealthState::Faulted);
+}
+
+#[test]
+fn vanished_leg_is_faulted_and_the_vdev_keeps_serving() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = mirror(&provider, 2);
+    let log = open_mem(&provider, &[config]);
+    let mut expected = commit_txgs(&rt, &log, 1..3);
+    provider.device(path("m0")).expect("m0").vanish();
+    expected.extend(commit_txgs(&rt, &log, 3..6));
+    assert_eq!(leg_state(&log, 0), HealthState::Faulted);
+    assert_eq!(log.status()[0].state, HealthState::Degraded);
+    assert_eq!(replayed(&log), expected);
+    provider.device(path("m1")).expect("m1").vanish();
+    let err = rt.block_on(log.commit(vec![record(9, 999, 10)])).expect_err("no leg left");
+    assert!(matches!(err, fardisk_slog::LogError::NoHealthyLeg), "{err}");
+    assert_eq!(log.status()[0].state, HealthState::Faulted);
+}
+
+#[test]
+fn corrupted_leg_counts_checksum_errors_and_the_other_leg_is_used() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = mirror(&provider, 3);
+    let log = open_mem(&provider, std::slice::from_ref(&config));
+    let expected = commit_txgs(&rt, &log, 1..6);
+    // Damage the whole ring area of leg 0 (a media error under every block).
+    provider.device(path("m0")).expect("m0").corrupt(16384 + 4096, 64 * 1024);
+    assert_eq!(replayed(&log), expected, "in-session replay reads around the damage");
+    let errors = log.status()[0].legs[0].checksum_errors;
+    assert!(errors >= 1, "checksum errors counted on the damaged leg: {errors}");
+    assert_eq!(log.status()[0].legs[1].checksum_errors, 0);
+    drop(log);
+    let log = open_mem(&provider, &[config]);
+    assert_eq!(replayed(&log), expected, "after reopen the intact leg's chain is chosen");
+    assert!(log.status()[0].legs[0].checksum_errors >= 1, "damage found by the open-time scan is counted");
+    provider.device(path("m1")).expect("m1").set_fail_reads(true);
+    assert_eq!(replayed(&log), expected, "leg 0 was repaired from leg 1 at open");
+}
+
+#[test]
+fn replace_leg_resilvers_live_records() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = mirror(&provider, 4);
+    let log = Arc::new(open_mem(&provider, &[config]));
+    let mut expected = commit_txgs(&rt, &log, 1..4);
+    provider.device(path("m1")).expect("m1").vanish();
+    expected.extend(commit_txgs(&rt, &log, 4..6));
+    assert_eq!(log.status()[0].state, HealthState::Degraded);
+    provider.add(path("m2"), 1 << 20);
+    let new_config = log.replace_leg(&path("m1"), &path("m2")).expect("replace");
+    assert_eq!(new_config.legs, vec![path("m0"), path("m2")]);
+    assert_eq!(log.status()[0].state, HealthState::Online);
+    expected.extend(commit_txgs(&rt, &log, 6..8));
+    // Only the new leg is left: everything live must be on it.
+    provider.device(path("m0")).expect("m0").vanish();
+    drop(log);
+    let mut opts = open_opts(&provider);
+    opts.missing = fardisk_slog::MissingPolicy::Degrade;
+    let log = IntentLog::open(POOL, POOL_GUID, &[new_config], &opts).expect("open degraded");
+    assert_eq!(log.status()[0].legs[0].state, HealthState::Unavail);
+    assert_eq!(replayed(&log), expected, "the resilvered leg holds every live record");
+}
