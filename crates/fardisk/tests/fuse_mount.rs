@@ -5,6 +5,7 @@ mod fuse_support;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
+use std::process::Command;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,4 +167,27 @@ fn o_direct_open_works_in_both_modes() {
             .open(mounted.image("vol"));
         assert!(file.is_ok(), "O_DIRECT open with direct_io={direct_io}: {:?}", file.err());
     }
+}
+
+/// Runs `program args` as user nobody; returns whether it succeeded.
+fn succeeds_as_nobody(program: &str, args: &[&std::ffi::OsStr]) -> bool {
+    Command::new("runuser")
+        .args(["-u", "nobody", "--", program])
+        .args(args)
+        .output()
+        .expect("run runuser (util-linux)")
+        .status
+        .success()
+}
+
+#[test]
+fn allow_other_opens_the_directory_but_images_stay_private() {
+    let private = Mounted::new("private", two_volume_provider(), FuseOptions::default());
+    assert!(!succeeds_as_nobody("ls", &[private.dir.path.as_os_str()]), "without allow_other only the owner may look");
+
+    let options = FuseOptions { allow_other: true, ..FuseOptions::default() };
+    let shared = Mounted::new("shared", two_volume_provider(), options);
+    assert!(succeeds_as_nobody("ls", &[shared.dir.path.as_os_str()]), "allow_other lets others list volumes");
+    let image = shared.image("alpha");
+    assert!(!succeeds_as_nobody("head", &["-c1".as_ref(), image.as_os_str()]), "0600 images stay private");
 }

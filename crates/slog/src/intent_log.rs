@@ -165,6 +165,11 @@ impl IntentLog {
         self.shared.vdevs.read().iter().map(|v| v.config(&v.inner.lock())).collect()
     }
 
+    /// Commits queued for the next device write (queue depth; bounded by `max_waiters`).
+    pub fn queued_commits(&self) -> usize {
+        self.shared.queue.lock().waiters.len()
+    }
+
     /// The writer epoch this log stamps on its blocks.
     pub fn writer_epoch(&self) -> u64 {
         self.shared.session.writer_epoch

@@ -233,8 +233,11 @@ fn open_log(root: &Root, missing_ok: bool, env: &Env) -> Result<Option<Arc<fardi
     if configs.is_empty() {
         return Ok(None);
     }
+    // A mirror that lost some legs still holds every record on the others: it opens DEGRADED.
+    // Only a vdev with no leg left means acknowledged writes are gone.
+    let whole_vdev_missing = configs.iter().any(|c| c.legs.iter().all(|p| !p.exists()));
     let mut o = fardisk_slog::OpenOptions::default();
-    o.missing = if missing_ok { fardisk_slog::MissingPolicy::Degrade } else { fardisk_slog::MissingPolicy::Refuse };
+    o.missing = if missing_ok || !whole_vdev_missing { fardisk_slog::MissingPolicy::Degrade } else { fardisk_slog::MissingPolicy::Refuse };
     o.writer_epoch = root.epoch + 1;
     match fardisk_slog::IntentLog::open(&root.pool_name, root.pool_guid, &configs, &o) {
         Ok(l) => Ok(Some(Arc::new(l))),
