@@ -55,9 +55,11 @@ impl SplitMix64 {
             w.copy_from_slice(&self.next_u64().to_le_bytes());
         }
         let tail = words.into_remainder();
-        let last = self.next_u64().to_le_bytes();
-        let n = tail.len();
-        tail.copy_from_slice(&last[..n]);
+        if !tail.is_empty() {
+            let last = self.next_u64().to_le_bytes();
+            let n = tail.len();
+            tail.copy_from_slice(&last[..n]);
+        }
     }
 }
 
@@ -129,6 +131,16 @@ mod tests {
         let mut r = SplitMix64::new(0);
         assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
         assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+    }
+
+    #[test]
+    fn fill_writes_little_endian_words_and_a_partial_tail() {
+        let mut expect = SplitMix64::new(9);
+        let (w0, w1) = (expect.next_u64().to_le_bytes(), expect.next_u64().to_le_bytes());
+        let mut buf = [0u8; 11];
+        SplitMix64::new(9).fill(&mut buf);
+        assert_eq!(&buf[..8], &w0);
+        assert_eq!(&buf[8..], &w1[..3], "the tail takes the low bytes of the next output");
     }
 
     #[test]

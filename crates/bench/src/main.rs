@@ -97,10 +97,10 @@ impl EngineStoreArgs {
 
     fn check(&self) -> Result<()> {
         let (object, chunk) = (self.object_bytes() as u64, self.chunk_bytes() as u64);
-        if object == 0 || chunk == 0 || chunk > object || object % chunk != 0 || chunk % 4096 != 0 {
+        if object == 0 || chunk == 0 || chunk > object || !object.is_multiple_of(chunk) || !chunk.is_multiple_of(4096) {
             bail!("--chunk-kib must be a multiple of 4 that divides the object size ({} KiB)", object >> 10);
         }
-        if self.total_bytes() == 0 || self.total_bytes() % object != 0 {
+        if self.total_bytes() == 0 || !self.total_bytes().is_multiple_of(object) {
             bail!("--total-mib must be a positive multiple of the object size ({} MiB)", object >> 20);
         }
         if self.rounds == 0 || self.rounds > ROUNDS_MAX {

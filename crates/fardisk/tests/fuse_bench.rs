@@ -7,7 +7,8 @@
 //! users run (ext4 on a loop device on the image, over an in-memory device so the numbers
 //! are the front end's own cost) and runs fio: 4 KiB random writes with an fsync after each,
 //! and 4 KiB random O_DIRECT reads. It also counts the device flushes per fio fsync, the
-//! correctness side of the choice. FIO_RUNTIME_S sets the seconds per job (default 10).
+//! correctness side of the choice. FIO_RUNTIME_S sets the seconds per job (default 10),
+//! FUSE_BENCH_ROUNDS how many times every mode is measured (default 1).
 
 mod fuse_support;
 
@@ -52,7 +53,11 @@ fn fio(dir: &Path, rw: &str, extra: &[&str], runtime_s: u64) -> JobResult {
     let start = output.find('{').expect("fio json");
     let json: Value = serde_json::from_str(&output[start..]).expect("parse fio json");
     let job = &json["jobs"][0];
-    let side = if rw.contains("write") { &job["write"] } else { &job["read"] };
+    let side = if rw.contains("write") {
+        &job["write"]
+    } else {
+        &job["read"]
+    };
     JobResult {
         iops: side["iops"].as_f64().unwrap_or(0.0),
         latency_us: side["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
@@ -65,7 +70,11 @@ fn measure(direct_io: bool, writeback_cache: bool, loop_direct_io: bool, runtime
     let provider = Arc::new(TestProvider::default());
     let device = Arc::new(MemDevice::new(VOLUME_BYTES));
     provider.add("vol", device.clone());
-    let options = FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() };
+    let options = FuseOptions {
+        direct_io,
+        writeback_cache,
+        ..FuseOptions::default()
+    };
     let mut mounted = Mounted::new("bench", provider, options);
     let fs_dir = TempDir::new("bench-mnt");
     {
@@ -74,7 +83,18 @@ fn measure(direct_io: bool, writeback_cache: bool, loop_direct_io: bool, runtime
         run("mkfs.ext4", &["-q", &loop_device.device]);
         let _ext4 = FsMount::mount(&loop_device.device, &fs_dir.path);
         // Lay the file out first so the measured writes overwrite allocated blocks.
-        run("fio", &["--name=layout", &format!("--filename={}", fs_dir.path.join("fio.dat").display()), "--size", FIO_FILE, "--rw=write", "--bs=1M", "--end_fsync=1"]);
+        run(
+            "fio",
+            &[
+                "--name=layout",
+                &format!("--filename={}", fs_dir.path.join("fio.dat").display()),
+                "--size",
+                FIO_FILE,
+                "--rw=write",
+                "--bs=1M",
+                "--end_fsync=1",
+            ],
+        );
         let flushes_before = device.stats().flushes;
         let write = fio(&fs_dir.path, "randwrite", &["--fsync=1"], runtime_s);
         let flushes = device.stats().flushes - flushes_before;
@@ -96,12 +116,23 @@ fn measure(direct_io: bool, writeback_cache: bool, loop_direct_io: bool, runtime
 #[ignore = "minutes of fio; run explicitly for docs/design/0002-fuse-caching.md"]
 fn caching_modes_under_fio() {
     fuse_support::require_fuse();
-    let runtime_s: u64 = std::env::var("FIO_RUNTIME_S").ok().and_then(|value| value.parse().ok()).unwrap_or(10);
+    let env_u64 = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(default)
+    };
+    let runtime_s = env_u64("FIO_RUNTIME_S", 10);
+    let rounds = env_u64("FUSE_BENCH_ROUNDS", 1);
     println!("| direct_io | writeback_cache | loop direct-io | randwrite fsync=1 IOPS | write lat µs | fsync lat µs | flushes per fsync | randread IOPS | read lat µs |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for (direct_io, writeback_cache) in [(true, false), (false, false), (false, true)] {
-        for loop_direct_io in [true, false] {
-            measure(direct_io, writeback_cache, loop_direct_io, runtime_s);
+    // Rounds interleave the modes so that load from other work on a shared machine spreads
+    // over all of them instead of penalising one.
+    for _round in 0..rounds {
+        for (direct_io, writeback_cache) in [(true, false), (false, false), (false, true)] {
+            for loop_direct_io in [true, false] {
+                measure(direct_io, writeback_cache, loop_direct_io, runtime_s);
+            }
         }
     }
 }

@@ -21,12 +21,22 @@ const MIB: u64 = 1 << 20;
 const MODES: [(bool, bool); 4] = [(true, false), (false, false), (false, true), (true, true)];
 
 fn options(direct_io: bool, writeback_cache: bool) -> FuseOptions {
-    FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() }
+    FuseOptions {
+        direct_io,
+        writeback_cache,
+        ..FuseOptions::default()
+    }
 }
 
 /// Random pwrite/pread at odd offsets and sizes, checked against a model; then fsync and
 /// check that the device itself holds exactly the model.
-fn random_io_matches_model(file: &std::fs::File, device: &dyn Fn() -> Vec<u8>, size: u64, seed: u64, label: &str) {
+fn random_io_matches_model(
+    file: &std::fs::File,
+    device: &dyn Fn() -> Vec<u8>,
+    size: u64,
+    seed: u64,
+    label: &str,
+) {
     let mut rng = Rng(seed);
     let mut model = vec![0u8; size as usize];
     let mut buf = AlignedBuf::new(40_000);
@@ -37,16 +47,27 @@ fn random_io_matches_model(file: &std::fs::File, device: &dyn Fn() -> Vec<u8>, s
         if rng.below(3) < 2 {
             rng.fill(&mut buf.as_mut_slice()[..length]);
             file.write_all_at(&buf.as_slice()[..length], offset)
-                .unwrap_or_else(|error| panic!("{label} step {step}: write {offset}+{length}: {error}"));
+                .unwrap_or_else(|error| {
+                    panic!("{label} step {step}: write {offset}+{length}: {error}")
+                });
             model[range].copy_from_slice(&buf.as_slice()[..length]);
         } else {
             file.read_exact_at(&mut buf.as_mut_slice()[..length], offset)
-                .unwrap_or_else(|error| panic!("{label} step {step}: read {offset}+{length}: {error}"));
-            assert!(buf.as_slice()[..length] == model[range], "{label} step {step}: read {offset}+{length} differs");
+                .unwrap_or_else(|error| {
+                    panic!("{label} step {step}: read {offset}+{length}: {error}")
+                });
+            assert!(
+                buf.as_slice()[..length] == model[range],
+                "{label} step {step}: read {offset}+{length} differs"
+            );
         }
     }
-    file.sync_all().unwrap_or_else(|error| panic!("{label}: fsync: {error}"));
-    assert!(device() == model, "{label}: device contents differ from what was written");
+    file.sync_all()
+        .unwrap_or_else(|error| panic!("{label}: fsync: {error}"));
+    assert!(
+        device() == model,
+        "{label}: device contents differ from what was written"
+    );
 }
 
 #[test]
@@ -54,12 +75,20 @@ fn odd_offsets_and_sizes_land_exactly_in_every_mode() {
     let size = 2 * MIB;
     for (index, (direct_io, writeback_cache)) in MODES.into_iter().enumerate() {
         for o_direct in [false, true] {
-            let label = format!("direct_io={direct_io} writeback={writeback_cache} O_DIRECT={o_direct}");
-            let (mounted, device) = Mounted::with_mem_volume("odd", "vol", size, options(direct_io, writeback_cache));
+            let label =
+                format!("direct_io={direct_io} writeback={writeback_cache} O_DIRECT={o_direct}");
+            let (mounted, device) =
+                Mounted::with_mem_volume("odd", "vol", size, options(direct_io, writeback_cache));
             let flags = if o_direct { libc::O_DIRECT } else { 0 };
             let file = open_rw(&mounted.image("vol"), flags);
             let contents = || device.contents(0, size).expect("contents");
-            random_io_matches_model(&file, &contents, size, 0x5eed + index as u64 * 2 + o_direct as u64, &label);
+            random_io_matches_model(
+                &file,
+                &contents,
+                size,
+                0x5eed + index as u64 * 2 + o_direct as u64,
+                &label,
+            );
         }
     }
 }
@@ -74,10 +103,17 @@ fn unaligned_io_on_a_sector_device_is_read_modify_written() {
             let device = Arc::new(SectorDevice::new(size));
             provider.add("vol", device.clone());
             let mounted = Mounted::new("sector", provider, options(direct_io, false));
-            let file = open_rw(&mounted.image("vol"), if o_direct { libc::O_DIRECT } else { 0 });
+            let file = open_rw(
+                &mounted.image("vol"),
+                if o_direct { libc::O_DIRECT } else { 0 },
+            );
             let contents = || device.inner.contents(0, size).expect("contents");
             random_io_matches_model(&file, &contents, size, 0xa11 + o_direct as u64, &label);
-            assert_eq!(device.refused.load(Ordering::SeqCst), 0, "{label}: an unaligned request reached the device");
+            assert_eq!(
+                device.refused.load(Ordering::SeqCst),
+                0,
+                "{label}: an unaligned request reached the device"
+            );
         }
     }
 }
@@ -85,7 +121,8 @@ fn unaligned_io_on_a_sector_device_is_read_modify_written() {
 #[test]
 fn concurrent_writers_on_disjoint_ranges() {
     let size = 4 * MIB;
-    let (mounted, device) = Mounted::with_mem_volume("concurrent", "vol", size, FuseOptions::default());
+    let (mounted, device) =
+        Mounted::with_mem_volume("concurrent", "vol", size, FuseOptions::default());
     let image = mounted.image("vol");
     let writers: Vec<_> = (0..4u64)
         .map(|writer| {
@@ -99,7 +136,8 @@ fn concurrent_writers_on_disjoint_ranges() {
                     let length = rng.below(9_000) as usize + 1;
                     let offset = rng.below(MIB - length as u64) as usize;
                     rng.fill(&mut model[offset..offset + length]);
-                    file.write_all_at(&model[offset..offset + length], base + offset as u64).expect("write");
+                    file.write_all_at(&model[offset..offset + length], base + offset as u64)
+                        .expect("write");
                 }
                 file.sync_data().expect("fdatasync");
                 model
@@ -117,18 +155,30 @@ fn concurrent_writers_on_disjoint_ranges() {
 fn fsync_and_fdatasync_reach_flush_in_every_mode() {
     for (direct_io, writeback_cache) in MODES {
         let label = format!("direct_io={direct_io} writeback={writeback_cache}");
-        let (mounted, device) = Mounted::with_mem_volume("fsync", "vol", MIB, options(direct_io, writeback_cache));
+        let (mounted, device) =
+            Mounted::with_mem_volume("fsync", "vol", MIB, options(direct_io, writeback_cache));
         let file = open_rw(&mounted.image("vol"), 0);
         file.write_all_at(b"durable please", 12_345).expect("write");
         let before = device.stats().flushes;
         file.sync_all().expect("fsync");
         let after_fsync = device.stats().flushes;
         assert!(after_fsync > before, "{label}: fsync did not reach flush()");
-        assert_eq!(device.contents(12_345, 14).expect("contents"), b"durable please", "{label}");
+        assert_eq!(
+            device.contents(12_345, 14).expect("contents"),
+            b"durable please",
+            "{label}"
+        );
         file.write_all_at(b"again", 99).expect("write");
         file.sync_data().expect("fdatasync");
-        assert!(device.stats().flushes > after_fsync, "{label}: fdatasync did not reach flush()");
-        assert_eq!(device.contents(99, 5).expect("contents"), b"again", "{label}");
+        assert!(
+            device.stats().flushes > after_fsync,
+            "{label}: fdatasync did not reach flush()"
+        );
+        assert_eq!(
+            device.contents(99, 5).expect("contents"),
+            b"again",
+            "{label}"
+        );
     }
 }
 
@@ -156,11 +206,17 @@ fn fsync_returns_only_after_flush_returns() {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(300));
-    assert!(!fsync_returned.load(Ordering::SeqCst), "fsync returned while flush() was still running");
+    assert!(
+        !fsync_returned.load(Ordering::SeqCst),
+        "fsync returned while flush() was still running"
+    );
     for _ in 0..16 {
         device.release_flush();
     }
-    syncer.join().expect("syncer thread").expect("fsync succeeds once flush returns");
+    syncer
+        .join()
+        .expect("syncer thread")
+        .expect("fsync succeeds once flush returns");
     assert!(device.flushes_finished.load(Ordering::SeqCst) >= 1);
 }
 
@@ -168,27 +224,49 @@ fn fsync_returns_only_after_flush_returns() {
 fn o_dsync_and_rwf_dsync_writes_are_durable_before_they_return() {
     for (direct_io, writeback_cache) in MODES {
         let label = format!("direct_io={direct_io} writeback={writeback_cache}");
-        let (mounted, device) = Mounted::with_mem_volume("dsync", "vol", MIB, options(direct_io, writeback_cache));
+        let (mounted, device) =
+            Mounted::with_mem_volume("dsync", "vol", MIB, options(direct_io, writeback_cache));
         let file = open_rw(&mounted.image("vol"), libc::O_DSYNC);
         let before = device.stats();
         file.write_all_at(&[7u8; 4096], 8192).expect("write");
         let after = device.stats();
         let durable = after.fua_writes > before.fua_writes || after.flushes > before.flushes;
-        assert!(durable, "{label}: O_DSYNC write returned without FUA or flush: {after:?}");
-        assert_eq!(device.contents(8192, 4096).expect("contents"), vec![7u8; 4096], "{label}");
+        assert!(
+            durable,
+            "{label}: O_DSYNC write returned without FUA or flush: {after:?}"
+        );
+        assert_eq!(
+            device.contents(8192, 4096).expect("contents"),
+            vec![7u8; 4096],
+            "{label}"
+        );
         if direct_io {
-            assert!(after.fua_writes > before.fua_writes, "{label}: direct write should carry FUA");
+            assert!(
+                after.fua_writes > before.fua_writes,
+                "{label}: direct write should carry FUA"
+            );
         }
     }
     let (mounted, device) = Mounted::with_mem_volume("rwf", "vol", MIB, options(true, false));
     let file = open_rw(&mounted.image("vol"), 0);
     let before = device.stats().fua_writes;
     let data = [9u8; 512];
-    let iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+    let iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
     // SAFETY: the fd is open, iov points at `data`, which outlives the call.
     let written = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, 4096, libc::RWF_DSYNC) };
-    assert_eq!(written, 512, "pwritev2: {}", std::io::Error::last_os_error());
-    assert!(device.stats().fua_writes > before, "RWF_DSYNC write should carry FUA");
+    assert_eq!(
+        written,
+        512,
+        "pwritev2: {}",
+        std::io::Error::last_os_error()
+    );
+    assert!(
+        device.stats().fua_writes > before,
+        "RWF_DSYNC write should carry FUA"
+    );
 }
 
 #[test]
@@ -207,5 +285,49 @@ fn reads_of_a_hole_and_of_the_tail_are_correct() {
         let got = file.read_at(&mut buf, size - 10).expect("read tail");
         assert_eq!(&buf[..got], b"0123456789", "direct_io={direct_io}");
         assert_eq!(file.read_at(&mut buf, size).expect("read at end"), 0);
+    }
+}
+
+#[test]
+fn shared_mmap_of_an_image_reaches_the_device_on_msync() {
+    for direct_io in [true, false] {
+        let (mounted, device) =
+            Mounted::with_mem_volume("mmap", "vol", MIB, options(direct_io, false));
+        let file = open_rw(&mounted.image("vol"), 0);
+        let length = 64 * 1024;
+        // SAFETY: a fresh shared mapping of an open file, unmapped below before the file closes.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                length,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(
+            map,
+            libc::MAP_FAILED,
+            "direct_io={direct_io}: mmap: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: `map` is a valid writable mapping of `length` bytes.
+        unsafe {
+            std::ptr::write_bytes((map as *mut u8).add(4096 + 3), 0x5a, 100);
+            assert_eq!(
+                libc::msync(map, length, libc::MS_SYNC),
+                0,
+                "msync: {}",
+                std::io::Error::last_os_error()
+            );
+            libc::munmap(map, length);
+        }
+        file.sync_all().expect("fsync");
+        assert_eq!(
+            device.contents(4096 + 3, 100).expect("contents"),
+            vec![0x5a; 100],
+            "direct_io={direct_io}"
+        );
     }
 }

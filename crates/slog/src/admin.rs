@@ -59,8 +59,8 @@ impl IntentLog {
                 .map_err(|e| LogError::io(&leg.path, "write log head", e))?;
         }
         let ring = Ring::new(label.ring_start_bytes, label.ring_end_bytes, head.point, head.point, VecDeque::new());
-        let inner = VdevInner { legs: legs.into_iter().map(OpenedLeg::into_leg).collect(), ring, head_generation: generation, next_head_slot: 1 };
-        shared.vdevs.write().push(Arc::new(Vdev::new(config.vdev_guid, config.kind, label, inner)));
+        let inner = VdevInner { legs: legs.into_iter().map(OpenedLeg::into_leg).collect(), head_generation: generation, next_head_slot: 1 };
+        shared.vdevs.write().push(Arc::new(Vdev::new(config.vdev_guid, config.kind, label, inner, ring)));
         Ok(())
     }
 
@@ -69,10 +69,7 @@ impl IntentLog {
     pub fn remove_vdev(&self, path: &Path) -> Result<RemoveOutcome, LogError> {
         let vdev = self.find_vdev(path)?;
         vdev.removing.store(true, Ordering::Release);
-        let live_txg = {
-            let inner = vdev.inner.lock();
-            inner.ring.live.iter().filter(|e| e.record_count > 0).map(|e| e.txg_max).max()
-        };
+        let live_txg = vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).map(|e| e.txg_max).max();
         match live_txg {
             None => {
                 self.shared.finish_removal(vdev.guid);
@@ -108,14 +105,17 @@ impl IntentLog {
         }
         check_replacement(&self.shared.pool, &vdev, new, device.as_ref(), force)?;
         let label = DeviceLabel { leg_index: index as u16, leg_count: inner.legs.len() as u16, ..vdev.label.clone() };
+        // The tail and the durable head only move under `inner`, which we hold: the snapshot
+        // stays exact for the whole copy.
+        let ring = vdev.ring.lock().clone();
         write_label(device.as_ref(), &label)
-            .and_then(|()| copy_reachable(source.as_ref(), device.as_ref(), &inner.ring).map(|_| ()))
+            .and_then(|()| copy_reachable(source.as_ref(), device.as_ref(), &ring).map(|_| ()))
             .map_err(|e| LogError::io(new, "resilver", e))?;
         let health = Arc::new(LegHealth::new(HealthState::Online, device.is_volatile()));
         inner.legs[index] = Leg { path: new.to_path_buf(), device: Some(device), health };
         vdev.refresh_legs_view(&inner);
         tracing::info!(old = %old.display(), new = %new.display(), "log leg replaced and resilvered");
-        Ok(vdev.config(&inner))
+        Ok(vdev.config())
     }
 
     fn find_vdev(&self, path: &Path) -> Result<Arc<Vdev>, LogError> {
@@ -123,14 +123,14 @@ impl IntentLog {
             .vdevs
             .read()
             .iter()
-            .find(|v| v.inner.lock().legs.iter().any(|l| l.path == path))
+            .find(|v| v.leg_paths().iter().any(|p| p == path))
             .cloned()
             .ok_or_else(|| LogError::UnknownDevice { path: path.to_path_buf() })
     }
 }
 
 fn shares_a_path(vdev: &Vdev, config: &VdevConfig) -> bool {
-    vdev.inner.lock().legs.iter().any(|l| config.legs.contains(&l.path))
+    vdev.leg_paths().iter().any(|p| config.legs.contains(p))
 }
 
 /// A head generation above anything on the legs, so the new head wins.

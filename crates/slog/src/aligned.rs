@@ -72,7 +72,7 @@ impl std::fmt::Debug for AlignedBuf {
 
 /// True when a buffer can be handed to an O_DIRECT read or write as is.
 pub fn is_aligned(buf: &[u8]) -> bool {
-    (buf.as_ptr() as usize) % ALIGN_BYTES == 0 && buf.len() % ALIGN_BYTES == 0
+    (buf.as_ptr() as usize).is_multiple_of(ALIGN_BYTES) && buf.len().is_multiple_of(ALIGN_BYTES)
 }
 
 #[cfg(test)]

@@ -43,8 +43,6 @@ pub(crate) struct Shared {
     pub next_seq: AtomicU64,
     pub session: Session,
     poison_seq: Mutex<Option<u64>>,
-    /// One more than the highest txg released so far (0: nothing released).
-    pub released_txg_plus_one: AtomicU64,
     rr_cursor: AtomicUsize,
     pub stats: StatsCounters,
     pub clock: Arc<dyn Clock>,
@@ -88,7 +86,6 @@ impl IntentLog {
             next_seq: AtomicU64::new(plan.next_seq),
             session,
             poison_seq: Mutex::new(None),
-            released_txg_plus_one: AtomicU64::new(0),
             rr_cursor: AtomicUsize::new(0),
             stats: StatsCounters::default(),
             clock: Arc::clone(&opts.clock),
@@ -135,12 +132,28 @@ impl IntentLog {
 
     /// Space of records whose txg is <= `txg` becomes reusable (once the new head is
     /// durable, which the writer does in the background or before it needs the space).
-    /// Never blocks on device I/O: a vdev busy with a write cycle is released by the writer.
+    /// Never waits for device I/O.
     pub fn release_through_txg(&self, txg: u64) {
-        self.shared.released_txg_plus_one.fetch_max(txg.saturating_add(1), Ordering::AcqRel);
-        self.shared.apply_pending_release(false);
-        self.shared.queue.lock().head_dirty = true;
-        self.shared.queue_wake.notify_one();
+        let vdevs = self.shared.vdevs.read().clone();
+        let mut moved = false;
+        let mut finished = Vec::new();
+        for vdev in &vdevs {
+            let mut ring = vdev.ring.lock();
+            if ring.release_through_txg(txg) {
+                moved = true;
+                vdev.update_space(&ring);
+            }
+            if vdev.removing.load(Ordering::Acquire) && ring.first_live_seq().is_none() {
+                finished.push(vdev.guid);
+            }
+        }
+        for guid in finished {
+            self.shared.finish_removal(guid);
+        }
+        if moved {
+            self.shared.queue.lock().head_dirty = true;
+            self.shared.queue_wake.notify_one();
+        }
     }
 
     /// Per vdev and leg: path, state, error counters, volatile flag, space.
@@ -162,7 +175,7 @@ impl IntentLog {
 
     /// The vdev configurations as they stand now (after replace/add/remove).
     pub fn vdev_configs(&self) -> Vec<VdevConfig> {
-        self.shared.vdevs.read().iter().map(|v| v.config(&v.inner.lock())).collect()
+        self.shared.vdevs.read().iter().map(|v| v.config()).collect()
     }
 
     /// Commits queued for the next device write (queue depth; bounded by `max_waiters`).
@@ -173,6 +186,17 @@ impl IntentLog {
     /// The writer epoch this log stamps on its blocks.
     pub fn writer_epoch(&self) -> u64 {
         self.shared.session.writer_epoch
+    }
+}
+
+impl std::fmt::Debug for IntentLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntentLog")
+            .field("pool", &self.shared.pool.name)
+            .field("vdevs", &self.shared.vdevs.read().len())
+            .field("next_seq", &self.shared.next_seq.load(Ordering::Relaxed))
+            .field("writer_epoch", &self.shared.session.writer_epoch)
+            .finish()
     }
 }
 
@@ -215,7 +239,7 @@ impl Shared {
     /// Sequence number below which everything is released.
     pub fn release_seq(&self) -> u64 {
         let vdevs = self.vdevs.read().clone();
-        let first_live = vdevs.iter().filter_map(|v| v.inner.lock().ring.first_live_seq()).min();
+        let first_live = vdevs.iter().filter_map(|v| v.ring.lock().first_live_seq()).min();
         first_live.unwrap_or_else(|| self.next_seq.load(Ordering::Acquire))
     }
 
@@ -226,7 +250,7 @@ impl Shared {
             .iter()
             .filter_map(|v| {
                 let inner = v.inner.lock();
-                v.accepts_writes(&inner).then(|| inner.ring.max_block_bytes())
+                v.accepts_writes(&inner).then(|| v.ring.lock().max_block_bytes())
             })
             .max()
     }
@@ -264,7 +288,7 @@ impl Shared {
         let mut poison = self.poison_seq.lock();
         let seq = (*poison)?;
         let vdevs = self.vdevs.read().clone();
-        let txg = vdevs.iter().filter_map(|v| v.inner.lock().ring.txg_max_before(seq)).max();
+        let txg = vdevs.iter().filter_map(|v| v.ring.lock().txg_max_before(seq)).max();
         if txg.is_none() {
             *poison = None;
         }
@@ -272,7 +296,7 @@ impl Shared {
     }
 
     pub fn any_head_dirty(&self) -> bool {
-        self.vdevs.read().iter().any(|v| v.inner.lock().ring.head_dirty())
+        self.vdevs.read().iter().any(|v| v.ring.lock().head_dirty())
     }
 
     /// Persists the head of every vdev whose in-memory head moved.
@@ -281,7 +305,7 @@ impl Shared {
         let release_seq = self.release_seq();
         for vdev in vdevs {
             let mut inner = vdev.inner.lock();
-            if inner.ring.head_dirty() && vdev.accepts_writes(&inner) {
+            if vdev.ring.lock().head_dirty() && vdev.accepts_writes(&inner) {
                 vdev.persist_head(&mut inner, release_seq, self.session, &self.stats);
             }
         }
@@ -300,27 +324,6 @@ impl Shared {
                     tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
                 }
             }
-        }
-    }
-
-    /// Applies the released txg to every vdev. With `blocking` false, vdevs in the middle of
-    /// a write cycle are skipped (the writer applies it to them before its next write).
-    pub fn apply_pending_release(&self, blocking: bool) {
-        let Some(txg) = self.released_txg_plus_one.load(Ordering::Acquire).checked_sub(1) else { return };
-        let vdevs = self.vdevs.read().clone();
-        let mut finished = Vec::new();
-        for vdev in &vdevs {
-            let inner = if blocking { Some(vdev.inner.lock()) } else { vdev.inner.try_lock() };
-            let Some(mut inner) = inner else { continue };
-            if inner.ring.release_through_txg(txg) {
-                vdev.update_space(&inner);
-            }
-            if vdev.removing.load(Ordering::Acquire) && inner.ring.first_live_seq().is_none() {
-                finished.push(vdev.guid);
-            }
-        }
-        for guid in finished {
-            self.finish_removal(guid);
         }
     }
 

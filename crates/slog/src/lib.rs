@@ -18,6 +18,8 @@ mod admin;
 mod aligned;
 mod block;
 mod checksum;
+#[cfg(test)]
+mod codec_tests;
 pub mod clock;
 mod config;
 pub mod device;

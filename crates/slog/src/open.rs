@@ -212,8 +212,8 @@ pub(crate) fn assemble_vdev(config: &VdevConfig, legs: Vec<OpenedLeg>, label: De
             leg.health.set_state(HealthState::Faulted);
         }
     }
-    let inner = VdevInner { legs: legs.into_iter().map(OpenedLeg::into_leg).collect(), ring, head_generation, next_head_slot };
-    Vdev::new(config.vdev_guid, config.kind, label, inner)
+    let inner = VdevInner { legs: legs.into_iter().map(OpenedLeg::into_leg).collect(), head_generation, next_head_slot };
+    Vdev::new(config.vdev_guid, config.kind, label, inner, ring)
 }
 
 fn ring_from_scan(label: &DeviceLabel, scan: &LegScan, keep: usize, release_seq: u64) -> Ring {

@@ -114,10 +114,9 @@ impl Ring {
         let (tail, head) = (self.tail.offset_bytes, boundary.offset_bytes);
         if tail > head {
             (self.end_bytes - tail).max(head - self.start_bytes)
-        } else if tail < head {
-            head - tail
         } else {
-            0
+            // tail == head with live blocks: the ring is full.
+            head.saturating_sub(tail)
         }
     }
 

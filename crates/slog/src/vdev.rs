@@ -2,7 +2,12 @@
 //!
 //! Every write goes to all online legs in parallel and is followed by a flush on each; a leg
 //! whose write or flush fails is FAULTED and the vdev carries on with the others (DEGRADED).
-//! The vdev mutex is held across a write cycle so the ring and the legs never disagree.
+//!
+//! Two locks: `inner` (legs and head slots) is held across a whole write cycle, so only one
+//! writer touches the devices; `ring` is only ever held for bookkeeping, never across I/O, so
+//! `release_through_txg`, `status` and space queries never wait for a device. Lock order:
+//! `inner`, then `ring`. Only the writer moves the tail and the durable head; a release only
+//! pops live blocks, which cannot invalidate a placement made against the durable head.
 
 use std::io;
 use std::path::PathBuf;
@@ -43,9 +48,9 @@ pub(crate) struct Session {
     pub epoch_first_seq: u64,
 }
 
+/// The device side of a vdev, held across I/O.
 pub(crate) struct VdevInner {
     pub legs: Vec<Leg>,
-    pub ring: Ring,
     pub head_generation: u64,
     pub next_head_slot: usize,
 }
@@ -55,6 +60,8 @@ pub(crate) struct Vdev {
     pub kind: VdevKind,
     pub label: DeviceLabel,
     pub inner: Mutex<VdevInner>,
+    /// Ring bookkeeping; never held across I/O.
+    pub ring: Mutex<Ring>,
     pub removing: AtomicBool,
     pub removed: AtomicBool,
     /// Paths and health of the legs, readable while a write cycle holds `inner`.
@@ -74,7 +81,7 @@ pub(crate) enum WriteFailure {
 pub(crate) type LegWrite<'a> = (u64, &'a [u8]);
 
 impl Vdev {
-    pub fn new(guid: u64, kind: VdevKind, label: DeviceLabel, inner: VdevInner) -> Self {
+    pub fn new(guid: u64, kind: VdevKind, label: DeviceLabel, inner: VdevInner, ring: Ring) -> Self {
         let legs_view = Mutex::new(legs_view(&inner));
         let vdev = Self {
             guid,
@@ -82,12 +89,13 @@ impl Vdev {
             label,
             legs_view,
             inner: Mutex::new(inner),
+            ring: Mutex::new(ring),
             removing: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             space_used_bytes: AtomicU64::new(0),
             space_total_bytes: AtomicU64::new(0),
         };
-        vdev.update_space(&vdev.inner.lock());
+        vdev.update_space(&vdev.ring.lock());
         vdev
     }
 
@@ -95,13 +103,17 @@ impl Vdev {
         RingBounds { start_bytes: self.label.ring_start_bytes, end_bytes: self.label.ring_end_bytes, vdev_guid: self.guid }
     }
 
-    pub fn config(&self, inner: &VdevInner) -> VdevConfig {
-        VdevConfig { vdev_guid: self.guid, kind: self.kind, legs: inner.legs.iter().map(|l| l.path.clone()).collect() }
+    pub fn config(&self) -> VdevConfig {
+        VdevConfig { vdev_guid: self.guid, kind: self.kind, legs: self.leg_paths() }
     }
 
-    pub fn update_space(&self, inner: &VdevInner) {
-        self.space_used_bytes.store(inner.ring.used_bytes(), Ordering::Relaxed);
-        self.space_total_bytes.store(inner.ring.len_bytes(), Ordering::Relaxed);
+    pub fn leg_paths(&self) -> Vec<PathBuf> {
+        self.legs_view.lock().iter().map(|(path, _)| path.clone()).collect()
+    }
+
+    pub fn update_space(&self, ring: &Ring) {
+        self.space_used_bytes.store(ring.used_bytes(), Ordering::Relaxed);
+        self.space_total_bytes.store(ring.len_bytes(), Ordering::Relaxed);
     }
 
     pub fn space_used_bytes(&self) -> u64 {
@@ -160,20 +172,19 @@ impl Vdev {
 
     fn next_head(&self, inner: &mut VdevInner, release_seq: u64, session: Session) -> (LogHead, usize) {
         inner.head_generation += 1;
-        let slot = inner.next_head_slot;
         let head = LogHead {
             generation: inner.head_generation,
             vdev_guid: self.guid,
-            point: inner.ring.mem_head(),
+            point: self.ring.lock().mem_head(),
             release_seq,
             writer_epoch: session.writer_epoch,
             epoch_first_seq: session.epoch_first_seq,
         };
-        (head, slot)
+        (head, inner.next_head_slot)
     }
 
-    fn head_written(inner: &mut VdevInner, head: &LogHead, slot: usize) {
-        inner.ring.durable_head = head.point;
+    fn head_written(&self, inner: &mut VdevInner, head: &LogHead, slot: usize) {
+        self.ring.lock().durable_head = head.point;
         inner.next_head_slot = 1 - slot;
     }
 
@@ -183,7 +194,7 @@ impl Vdev {
         let buf = head.encode();
         let ok = self.write_cycle(inner, &[(HEAD_SLOT_OFFSETS_BYTES[slot], &buf)], stats);
         if ok > 0 {
-            Self::head_written(inner, &head, slot);
+            self.head_written(inner, &head, slot);
         }
         ok > 0
     }
@@ -205,14 +216,21 @@ impl Vdev {
         }
         let payload: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
         let len = crate::block::block_len_for_payload(payload);
-        let offset = match inner.ring.place(len, inner.ring.durable_head) {
+        let placed = {
+            let ring = self.ring.lock();
+            ring.place(len, ring.durable_head)
+        };
+        let offset = match placed {
             Some(offset) => offset,
             None => self.make_room(inner, len, release_seq, session, stats)?,
         };
-        let point = ChainPoint { offset_bytes: offset, ..inner.ring.tail };
+        let (point, head_due) = {
+            let ring = self.ring.lock();
+            (ChainPoint { offset_bytes: offset, ..ring.tail }, ring.head_dirty())
+        };
         let ctx = BlockContext { vdev_guid: self.guid, point, release_seq, writer_epoch: session.writer_epoch, epoch_first_seq: session.epoch_first_seq };
         let (buf, header) = encode_block(&ctx, first_seq, records);
-        let head = inner.ring.head_dirty().then(|| self.next_head(inner, release_seq, session));
+        let head = head_due.then(|| self.next_head(inner, release_seq, session));
         let head_buf = head.map(|(h, _)| h.encode());
         let mut writes: Vec<LegWrite<'_>> = Vec::with_capacity(2);
         if let (Some((_, slot)), Some(hb)) = (head, head_buf.as_ref()) {
@@ -223,7 +241,7 @@ impl Vdev {
             return Err(WriteFailure::AllLegsFailed);
         }
         if let Some((h, slot)) = head {
-            Self::head_written(inner, &h, slot);
+            self.head_written(inner, &h, slot);
         }
         let extent = Extent {
             offset_bytes: offset,
@@ -235,8 +253,9 @@ impl Vdev {
             record_count: records.len() as u64,
             txg_max: header.txg_max,
         };
-        inner.ring.append(extent.clone());
-        self.update_space(inner);
+        let mut ring = self.ring.lock();
+        ring.append(extent.clone());
+        self.update_space(&ring);
         StatsCounters::add(&stats.bytes_logged, len);
         Ok(extent)
     }
@@ -244,13 +263,18 @@ impl Vdev {
     /// Makes released space reusable by persisting the head first; `NoSpace` if even that
     /// would not make room.
     fn make_room(&self, inner: &mut VdevInner, len: u64, release_seq: u64, session: Session, stats: &StatsCounters) -> Result<u64, WriteFailure> {
-        if inner.ring.place(len, inner.ring.mem_head()).is_none() {
+        let fits_after_persist = {
+            let ring = self.ring.lock();
+            ring.place(len, ring.mem_head()).is_some()
+        };
+        if !fits_after_persist {
             return Err(WriteFailure::NoSpace);
         }
         if !self.persist_head(inner, release_seq, session, stats) {
             return Err(WriteFailure::AllLegsFailed);
         }
-        inner.ring.place(len, inner.ring.durable_head).ok_or(WriteFailure::NoSpace)
+        let ring = self.ring.lock();
+        ring.place(len, ring.durable_head).ok_or(WriteFailure::NoSpace)
     }
 
     /// Reads and verifies a live block from the first leg that has it intact; damaged copies
@@ -278,12 +302,11 @@ impl Vdev {
         *self.legs_view.lock() = legs_view(inner);
     }
 
-    /// Marks the vdev removed and drops its devices.
+    /// Marks the vdev removed. Its devices close when the last reference to it goes (the
+    /// writer may still hold one for a moment), so this never waits for I/O.
     pub fn finish_removal(&self) {
-        let mut inner = self.inner.lock();
-        for leg in &mut inner.legs {
-            leg.device = None;
-            leg.health.set_state(HealthState::Removed);
+        for (_, health) in self.legs_view.lock().iter() {
+            health.set_state(HealthState::Removed);
         }
         self.removed.store(true, Ordering::Release);
     }

@@ -46,14 +46,12 @@ pub(crate) fn run_writer(shared: Arc<Shared>) {
                     let _ = waiter.reply.send(Err(LogError::Closed));
                 }
                 drop(queue);
-                shared.apply_pending_release(true);
-                shared.persist_dirty_heads();
+                        shared.persist_dirty_heads();
                 return;
             }
             let heads_due = std::mem::take(&mut queue.head_dirty);
             (take_batch(&mut queue.waiters, shared.max_batch_bytes), heads_due)
         };
-        shared.apply_pending_release(true);
         if batch.is_empty() {
             if heads_due {
                 shared.persist_dirty_heads();

@@ -189,7 +189,7 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
 #[test]
 fn acknowledged_commits_survive_random_crashes() {
     let rt = runtime();
-    for seed in 0..160 {
+    for seed in 0..300 {
         run_seed(&rt, seed);
     }
 }

@@ -14,7 +14,7 @@ use fardisk_slog::{
 fn device_of_another_pool_is_refused_by_name() {
     let provider = MemProvider::new();
     let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 1);
-    let err = IntentLog::open("other", 0xbad, &[config], &open_opts(&provider)).err().expect("refused");
+    let err = IntentLog::open("other", 0xbad, &[config], &open_opts(&provider)).expect_err("refused");
     match &err {
         LogError::WrongDevice { path: p, found, expected } => {
             assert_eq!(p, &path("log0"));
@@ -43,7 +43,7 @@ fn cache_device_in_a_log_slot_is_refused() {
     };
     write_label(&device, &cache_label).expect("relabel");
     device.flush().expect("flush");
-    let err = IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).err().expect("refused");
+    let err = IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).expect_err("refused");
     assert!(matches!(&err, LogError::WrongDevice { found, .. } if found.starts_with("cache device")), "{err:?}");
 }
 
@@ -54,7 +54,7 @@ fn swapped_log_vdevs_are_refused() {
     let b = format_mem(&provider, &VdevSpec::Single(path("b")), 1 << 20, 4);
     assert_ne!(a.vdev_guid, b.vdev_guid);
     let swapped = fardisk_slog::VdevConfig { legs: b.legs.clone(), ..a.clone() };
-    let err = IntentLog::open(POOL, POOL_GUID, &[swapped], &open_opts(&provider)).err().expect("refused");
+    let err = IntentLog::open(POOL, POOL_GUID, &[swapped], &open_opts(&provider)).expect_err("refused");
     assert!(matches!(&err, LogError::WrongDevice { path: p, .. } if *p == path("b")), "{err:?}");
 }
 
@@ -63,7 +63,7 @@ fn blank_device_is_refused() {
     let provider = MemProvider::new();
     let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 5);
     provider.add(path("log0"), 1 << 20);
-    let err = IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).err().expect("refused");
+    let err = IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).expect_err("refused");
     assert!(matches!(&err, LogError::NoLabel { path: p } if *p == path("log0")), "{err:?}");
 }
 
@@ -77,7 +77,7 @@ fn missing_device_is_reported_or_degraded_by_policy() {
         rt.block_on(log.commit(vec![record(1, 1, 100)])).expect("commit");
     }
     provider.remove(path("m1"));
-    let err = IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &open_opts(&provider)).err().expect("refused");
+    let err = IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &open_opts(&provider)).expect_err("refused");
     assert!(matches!(&err, LogError::Missing { path: p, vdev_guid } if *p == path("m1") && *vdev_guid == config.vdev_guid), "{err:?}");
     let mut opts = open_opts(&provider);
     opts.missing = MissingPolicy::Degrade;
@@ -95,7 +95,7 @@ fn format_refuses_a_device_of_another_pool_unless_forced() {
     format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 7);
     let mut opts = FormatOptions::new(Arc::new(provider.clone()), 8);
     let spec = VdevSpec::Single(path("log0"));
-    let err = IntentLog::format("other", 0x0abc, &spec, &opts).err().expect("refused");
+    let err = IntentLog::format("other", 0x0abc, &spec, &opts).expect_err("refused");
     assert!(matches!(&err, LogError::DeviceInUse { found, .. } if found.contains("pool 'tank'")), "{err:?}");
     opts.force = true;
     let config = IntentLog::format("other", 0x0abc, &spec, &opts).expect("forced");
@@ -112,7 +112,7 @@ fn format_creates_devices_and_refuses_tiny_ones() {
     let log = open_mem(&provider, &[config]);
     assert_eq!(log.space_total_bytes(), (2 << 20) - 16384);
     provider.add(path("tiny"), 32 * 1024);
-    let err = IntentLog::format(POOL, POOL_GUID, &VdevSpec::Single(path("tiny")), &opts).err().expect("too small");
+    let err = IntentLog::format(POOL, POOL_GUID, &VdevSpec::Single(path("tiny")), &opts).expect_err("too small");
     assert!(matches!(err, LogError::TooSmall { .. }), "{err:?}");
 }
 

@@ -169,8 +169,12 @@ fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>) -> Result<crate:
 
 fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
     let dir = socket.parent().context("socket has a directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    if !dir.exists() {
+        // A directory we create is ours alone; an existing one keeps its mode (the socket itself
+        // is owner-only either way).
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
     if socket.exists() {
         if std::os::unix::net::UnixStream::connect(socket).is_ok() {
             bail!("another daemon already serves {}", socket.display());

@@ -28,7 +28,14 @@ impl VolumeFs {
     /// A write is acknowledged only once the device has it; with O_SYNC/O_DSYNC (from the
     /// open or from this write, e.g. pwritev2 RWF_DSYNC) it is sent with FUA so that it is
     /// durable before the reply.
-    pub(super) fn write_data(&self, fh: FileHandle, offset: u64, data: &[u8], flags: OpenFlags, reply: ReplyWrite) {
+    pub(super) fn write_data(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        flags: OpenFlags,
+        reply: ReplyWrite,
+    ) {
         let file = match self.open_file(fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
@@ -60,11 +67,22 @@ impl VolumeFs {
         });
     }
 
-    pub(super) fn fallocate_data(&self, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    pub(super) fn fallocate_data(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         let op = match FallocateOp::parse(mode) {
             Ok(op) => op,
             Err(errno) => {
-                tracing::warn!(mode, errno = errno.code(), "fuse: unsupported fallocate mode refused");
+                tracing::warn!(
+                    mode,
+                    errno = errno.code(),
+                    "fuse: unsupported fallocate mode refused"
+                );
                 return reply.error(errno);
             }
         };
@@ -82,7 +100,11 @@ impl VolumeFs {
 
     /// The device of an open handle, or (for an fsync the kernel sends on a handle we no
     /// longer know) the volume's device by inode.
-    fn device_for(&self, ino: INodeNo, fh: FileHandle) -> Result<(String, Arc<dyn BlockDevice>), Errno> {
+    fn device_for(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+    ) -> Result<(String, Arc<dyn BlockDevice>), Errno> {
         if let Ok(file) = self.open_file(fh) {
             return Ok((file.volume.clone(), file.device.clone()));
         }

@@ -11,8 +11,9 @@ use std::time::SystemTime;
 
 use fardisk_nbd::{BlockDevice, ExportProvider};
 use fuser::{
-    BsdFileFlags, Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, OpenAccMode,
-    OpenFlags, ReplyAttr, ReplyDirectory, ReplyEntry, ReplyOpen, ReplyStatfs, Request, TimeOrNow,
+    BsdFileFlags, Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, OpenAccMode, OpenFlags, ReplyAttr, ReplyDirectory, ReplyEntry, ReplyOpen,
+    ReplyStatfs, Request, TimeOrNow,
 };
 use parking_lot::Mutex;
 
@@ -70,8 +71,13 @@ impl VolumeFs {
     }
 
     fn volume_names(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.provider.list().into_iter().map(|info| info.name).filter(|name| is_file_name(name)).collect();
+        let mut names: Vec<String> = self
+            .provider
+            .list()
+            .into_iter()
+            .map(|info| info.name)
+            .filter(|name| is_file_name(name))
+            .collect();
         names.sort();
         names.dedup();
         names
@@ -101,7 +107,8 @@ impl VolumeFs {
     }
 
     fn image_attr(&self, ino: INodeNo, device: &dyn BlockDevice) -> fuser::FileAttr {
-        self.attrs.image(ino, device.size_bytes(), device.preferred_block_bytes())
+        self.attrs
+            .image(ino, device.size_bytes(), device.preferred_block_bytes())
     }
 
     fn attr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<fuser::FileAttr, Errno> {
@@ -116,10 +123,18 @@ impl VolumeFs {
     }
 
     /// setattr: only what leaves the image as it is (times, a truncate to its own size).
-    fn check_setattr(&self, ino: INodeNo, ownership_or_mode: bool, size: Option<u64>) -> Result<fuser::FileAttr, Errno> {
+    fn check_setattr(
+        &self,
+        ino: INodeNo,
+        ownership_or_mode: bool,
+        size: Option<u64>,
+    ) -> Result<fuser::FileAttr, Errno> {
         let attr = self.attr_of(ino, None)?;
         if ownership_or_mode {
-            tracing::warn!(ino = ino.0, "fuse: chmod/chown of a volume image refused (EPERM)");
+            tracing::warn!(
+                ino = ino.0,
+                "fuse: chmod/chown of a volume image refused (EPERM)"
+            );
             return Err(Errno::EPERM);
         }
         match size {
@@ -136,7 +151,11 @@ impl VolumeFs {
         }
     }
 
-    fn open_image(&self, ino: INodeNo, flags: OpenFlags) -> Result<(FileHandle, FopenFlags), Errno> {
+    fn open_image(
+        &self,
+        ino: INodeNo,
+        flags: OpenFlags,
+    ) -> Result<(FileHandle, FopenFlags), Errno> {
         if ino == INodeNo::ROOT {
             return Err(Errno::EISDIR);
         }
@@ -144,9 +163,17 @@ impl VolumeFs {
         if flags.acc_mode() != OpenAccMode::O_RDONLY && device.read_only() {
             return Err(Errno::EROFS);
         }
-        let file = OpenFile { volume: entry.name, device, gate: entry.gate, sync_writes: wants_sync_writes(flags.0) };
+        let file = OpenFile {
+            volume: entry.name,
+            device,
+            gate: entry.gate,
+            sync_writes: wants_sync_writes(flags.0),
+        };
         let fh = self.handles.lock().insert(file).ok_or_else(|| {
-            tracing::warn!("fuse: {} files already open, open refused (EMFILE)", self.options.open_files_max);
+            tracing::warn!(
+                "fuse: {} files already open, open refused (EMFILE)",
+                self.options.open_files_max
+            );
             Errno::EMFILE
         })?;
         Ok((fh, self.fopen_flags()))
@@ -195,7 +222,9 @@ impl VolumeFs {
     }
 
     fn configure_kernel(&self, config: &mut KernelConfig) -> io::Result<()> {
-        let limit_error = |what: &str, nearest: String| io::Error::other(format!("fuse: {what} refused, nearest {nearest}"));
+        let limit_error = |what: &str, nearest: String| {
+            io::Error::other(format!("fuse: {what} refused, nearest {nearest}"))
+        };
         config
             .set_max_write(self.options.max_write_bytes)
             .map_err(|nearest| limit_error("max_write", nearest.to_string()))?;
@@ -207,12 +236,30 @@ impl VolumeFs {
             .map_err(|nearest| limit_error("max_background", nearest.to_string()))?;
         if self.options.writeback_cache {
             // Asked for explicitly: better no mount than a silently different cache mode.
-            config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).map_err(|_| {
-                io::Error::new(io::ErrorKind::Unsupported, "fuse: kernel lacks FUSE_WRITEBACK_CACHE")
-            })?;
+            config
+                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "fuse: kernel lacks FUSE_WRITEBACK_CACHE",
+                    )
+                })?;
         }
         if self.options.async_dio && config.add_capabilities(InitFlags::FUSE_ASYNC_DIO).is_err() {
-            tracing::warn!("fuse: kernel lacks FUSE_ASYNC_DIO; direct I/O runs one request at a time");
+            tracing::warn!(
+                "fuse: kernel lacks FUSE_ASYNC_DIO; direct I/O runs one request at a time"
+            );
+        }
+        // FOPEN_DIRECT_IO files refuse shared mmap unless this is granted (Linux 6.6+); with
+        // it, a tool that maps the image still works and msync reaches write/fsync.
+        if self.options.direct_io
+            && config
+                .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_err()
+        {
+            tracing::info!(
+                "fuse: kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP; shared mmap of an image fails"
+            );
         }
         Ok(())
     }
@@ -305,7 +352,14 @@ impl fuser::Filesystem for VolumeFs {
         self.write_data(fh, offset, data, flags, reply);
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _owner: fuser::LockOwner, reply: fuser::ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _owner: fuser::LockOwner,
+        reply: fuser::ReplyEmpty,
+    ) {
         // close() is not a durability point; fsync is. Nothing is buffered here.
         reply.ok();
     }
@@ -324,7 +378,14 @@ impl fuser::Filesystem for VolumeFs {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: fuser::ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: fuser::ReplyEmpty,
+    ) {
         self.sync_data(ino, fh, reply);
     }
 
@@ -335,7 +396,14 @@ impl fuser::Filesystem for VolumeFs {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         if ino != INodeNo::ROOT {
             return reply.error(Errno::ENOTDIR);
         }
@@ -346,7 +414,16 @@ impl fuser::Filesystem for VolumeFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let (blocks, files) = self.statfs_totals();
         let name_bytes_max = NAME_BYTES_MAX as u32;
-        reply.statfs(blocks, 0, 0, files, 0, STATFS_BLOCK_BYTES, name_bytes_max, STATFS_BLOCK_BYTES);
+        reply.statfs(
+            blocks,
+            0,
+            0,
+            files,
+            0,
+            STATFS_BLOCK_BYTES,
+            name_bytes_max,
+            STATFS_BLOCK_BYTES,
+        );
     }
 
     fn fallocate(

@@ -69,11 +69,16 @@ fn align_up(value: u64, block: u64) -> u64 {
 }
 
 fn length_u32(length: u64) -> Result<u32, DeviceError> {
-    u32::try_from(length).map_err(|_| DeviceError::InvalidArgument(format!("request of {length} bytes")))
+    u32::try_from(length)
+        .map_err(|_| DeviceError::InvalidArgument(format!("request of {length} bytes")))
 }
 
 /// Reads `length` bytes at `offset` (fewer past the end of the volume).
-pub(crate) async fn read_at(device: &dyn BlockDevice, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
+pub(crate) async fn read_at(
+    device: &dyn BlockDevice,
+    offset: u64,
+    length: u32,
+) -> Result<Bytes, DeviceError> {
     let size = device.size_bytes();
     if offset >= size || length == 0 {
         return Ok(Bytes::new());
@@ -89,7 +94,11 @@ pub(crate) async fn read_at(device: &dyn BlockDevice, offset: u64, length: u32) 
 
 /// One device read whose reply length is checked (a short reply must not become a silent
 /// hole in the caller's data).
-async fn read_exact(device: &dyn BlockDevice, offset: u64, length: u64) -> Result<Bytes, DeviceError> {
+async fn read_exact(
+    device: &dyn BlockDevice,
+    offset: u64,
+    length: u64,
+) -> Result<Bytes, DeviceError> {
     let data = device.read(offset, length_u32(length)?).await?;
     if data.len() as u64 != length {
         return Err(DeviceError::Io(format!(
@@ -113,13 +122,15 @@ pub(crate) async fn write_at(
         return Ok(0);
     }
     if offset >= size {
-        return Err(DeviceError::NoSpace(format!("write at {offset} is past the end of the {size}-byte volume")));
+        return Err(DeviceError::NoSpace(format!(
+            "write at {offset} is past the end of the {size}-byte volume"
+        )));
     }
     let length = (data.len() as u64).min(size - offset);
     let data = data.slice(..length as usize);
     let block = block_bytes(device);
     let end = offset + length;
-    let aligned = offset % block == 0 && (end % block == 0 || end == size);
+    let aligned = offset.is_multiple_of(block) && (end.is_multiple_of(block) || end == size);
     if aligned {
         let _shared = gate.read().await;
         device.write(offset, data, fua).await?;
@@ -170,9 +181,16 @@ pub(crate) async fn fallocate(
     length: u64,
 ) -> Result<(), Failure> {
     let size = device.size_bytes();
-    let end = offset.checked_add(length).ok_or(Failure::Refused(Errno::EINVAL))?;
+    let end = offset
+        .checked_add(length)
+        .ok_or(Failure::Refused(Errno::EINVAL))?;
     if end > size && !op.keeps_size() {
-        tracing::warn!(offset, length, size, "fuse: fallocate would grow a fixed-size volume image");
+        tracing::warn!(
+            offset,
+            length,
+            size,
+            "fuse: fallocate would grow a fixed-size volume image"
+        );
         return Err(Failure::Refused(Errno::EFBIG));
     }
     let end = end.min(size);
@@ -198,7 +216,11 @@ async fn zero_range(
     let block = block_bytes(device);
     let size = device.size_bytes();
     let middle_start = align_up(offset, block).min(end);
-    let middle_end = if end == size { end } else { align_down(end, block).max(middle_start) };
+    let middle_end = if end == size {
+        end
+    } else {
+        align_down(end, block).max(middle_start)
+    };
     if offset < middle_start {
         write_zeroes_by_rmw(device, gate, offset, middle_start).await?;
     }
@@ -220,9 +242,16 @@ async fn zero_range(
     Ok(())
 }
 
-async fn write_zeroes_by_rmw(device: &dyn BlockDevice, gate: &RmwGate, offset: u64, end: u64) -> Result<(), DeviceError> {
+async fn write_zeroes_by_rmw(
+    device: &dyn BlockDevice,
+    gate: &RmwGate,
+    offset: u64,
+    end: u64,
+) -> Result<(), DeviceError> {
     let zeroes = Bytes::from(vec![0u8; (end - offset) as usize]);
-    write_at(device, gate, offset, zeroes, false).await.map(|_| ())
+    write_at(device, gate, offset, zeroes, false)
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]

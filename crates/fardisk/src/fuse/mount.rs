@@ -16,6 +16,8 @@ use super::dispatch::Dispatcher;
 use super::filesystem::VolumeFs;
 use super::options::FuseOptions;
 
+const FUSE_DEVICE: &str = "/dev/fuse";
+
 /// A mounted volume directory. Unmounts on drop; call [`FuseMount::unmount`] to see errors.
 #[derive(Debug)]
 pub struct FuseMount {
@@ -27,26 +29,49 @@ pub struct FuseMount {
 }
 
 /// Mounts `dir`, showing each volume of `provider` as a 0600 image file of the volume's
-/// size. Data requests run on `runtime`; the call returns once the kernel has completed
-/// the FUSE handshake. Needs /dev/fuse, and root (or fusermount3 for a user mount).
+/// size. Data requests run as tasks on `runtime`, which must be driven by its own worker
+/// threads (a multi-thread runtime): fuser's threads only spawn onto it. The call returns
+/// once the kernel has completed the FUSE handshake. Needs /dev/fuse, and root (or
+/// fusermount3 for a user mount). Must not be called from inside the runtime's tasks.
 pub fn mount(
     dir: &Path,
     provider: Arc<dyn ExportProvider>,
     runtime: Handle,
     options: FuseOptions,
 ) -> io::Result<FuseMount> {
+    if !Path::new(FUSE_DEVICE).exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{FUSE_DEVICE} is missing: load the fuse module (modprobe fuse) or pass the device to the container"),
+        ));
+    }
     let options = options.normalized();
-    let mountpoint = dir
-        .canonicalize()
-        .map_err(|error| io::Error::new(error.kind(), format!("mount point {}: {error}", dir.display())))?;
-    let attrs = AttrContext { uid: effective_uid(), gid: effective_gid(), timestamp: options.timestamp };
+    let mountpoint = dir.canonicalize().map_err(|error| {
+        io::Error::new(
+            error.kind(),
+            format!("mount point {}: {error}", dir.display()),
+        )
+    })?;
+    let attrs = AttrContext {
+        uid: effective_uid(),
+        gid: effective_gid(),
+        timestamp: options.timestamp,
+    };
     let dispatcher = Dispatcher::new(runtime, options.requests_in_flight_max);
     let config = session_config(&options);
     let filesystem = VolumeFs::new(provider, options, attrs, dispatcher);
-    let session = fuser::Session::new(filesystem, &mountpoint, &config)
-        .map_err(|error| io::Error::new(error.kind(), format!("FUSE mount at {}: {error}", mountpoint.display())))?;
+    let session = fuser::Session::new(filesystem, &mountpoint, &config).map_err(|error| {
+        io::Error::new(
+            error.kind(),
+            format!("FUSE mount at {}: {error}", mountpoint.display()),
+        )
+    })?;
     let session = session.spawn()?;
-    let mut mount = FuseMount { mountpoint, device_id: 0, session: Some(session) };
+    let mut mount = FuseMount {
+        mountpoint,
+        device_id: 0,
+        session: Some(session),
+    };
     // Served by the session just spawned (the root's getattr).
     mount.device_id = std::fs::metadata(&mount.mountpoint)?.dev();
     tracing::info!(mountpoint = %mount.mountpoint.display(), "fuse: mounted");
@@ -65,7 +90,11 @@ fn session_config(options: &FuseOptions) -> fuser::Config {
         MountOption::NoExec,
         MountOption::NoAtime,
     ];
-    config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.acl = if options.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     config.n_threads = Some(options.threads);
     config.clone_fd = options.threads > 1;
     config
@@ -109,7 +138,9 @@ impl FuseMount {
 
     /// Whether the mount point still shows our filesystem (not unmounted by someone else).
     fn still_ours(&self) -> bool {
-        std::fs::metadata(&self.mountpoint).map(|meta| meta.dev() == self.device_id).unwrap_or(false)
+        std::fs::metadata(&self.mountpoint)
+            .map(|meta| meta.dev() == self.device_id)
+            .unwrap_or(false)
     }
 }
 
@@ -128,11 +159,13 @@ impl Drop for FuseMount {
         if let Some(session) = self.session.take() {
             // A detached mount lives until its last user (e.g. a loop device) lets go; keep
             // its session served until then without blocking the dropping thread.
-            let reaper = std::thread::Builder::new().name("fardisk-fuse-reap".to_owned()).spawn(move || {
-                if let Err(error) = session.join() {
-                    tracing::warn!("fuse: session ended with {error}");
-                }
-            });
+            let reaper = std::thread::Builder::new()
+                .name("fardisk-fuse-reap".to_owned())
+                .spawn(move || {
+                    if let Err(error) = session.join() {
+                        tracing::warn!("fuse: session ended with {error}");
+                    }
+                });
             if let Err(error) = reaper {
                 tracing::warn!("fuse: cannot start the session reaper: {error}");
             }
@@ -159,6 +192,9 @@ fn unmount_path(path: &Path, flags: i32) -> io::Result<()> {
     if status.success() {
         Ok(())
     } else {
-        Err(io::Error::other(format!("fusermount3 -u {} failed: {status}", path.display())))
+        Err(io::Error::other(format!(
+            "fusermount3 -u {} failed: {status}",
+            path.display()
+        )))
     }
 }

@@ -25,7 +25,10 @@ use parking_lot::Mutex;
 pub fn require_fuse() {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
-    assert_eq!(uid, 0, "FUSE tests need root (mount, losetup, mkfs); run `cargo test` as root");
+    assert_eq!(
+        uid, 0,
+        "FUSE tests need root (mount, losetup, mkfs); run `cargo test` as root"
+    );
     assert!(
         Path::new("/dev/fuse").exists(),
         "FUSE tests need /dev/fuse (modprobe fuse; in a container pass --device /dev/fuse)"
@@ -51,7 +54,13 @@ impl TestProvider {
 impl ExportProvider for TestProvider {
     fn list(&self) -> Vec<ExportInfo> {
         let volumes = self.volumes.lock();
-        volumes.keys().map(|name| ExportInfo { name: name.clone(), description: String::new() }).collect()
+        volumes
+            .keys()
+            .map(|name| ExportInfo {
+                name: name.clone(),
+                description: String::new(),
+            })
+            .collect()
     }
 
     fn open(&self, name: &str) -> Option<Arc<dyn BlockDevice>> {
@@ -70,7 +79,10 @@ impl TempDir {
     pub fn new(label: &str) -> TempDir {
         loop {
             let index = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = PathBuf::from(format!("/tmp/fardisk-fuse-{}-{index}-{label}", std::process::id()));
+            let path = PathBuf::from(format!(
+                "/tmp/fardisk-fuse-{}-{index}-{label}",
+                std::process::id()
+            ));
             match std::fs::create_dir(&path) {
                 Ok(()) => return TempDir { path },
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -104,13 +116,28 @@ impl Mounted {
             .enable_all()
             .build()
             .expect("tokio runtime");
-        let mount = mount(&dir.path, provider.clone(), runtime.handle().clone(), options)
-            .unwrap_or_else(|error| panic!("mount at {}: {error}", dir.path.display()));
-        Mounted { mount: Some(mount), provider, runtime, dir }
+        let mount = mount(
+            &dir.path,
+            provider.clone(),
+            runtime.handle().clone(),
+            options,
+        )
+        .unwrap_or_else(|error| panic!("mount at {}: {error}", dir.path.display()));
+        Mounted {
+            mount: Some(mount),
+            provider,
+            runtime,
+            dir,
+        }
     }
 
     /// A mount with one volume `name` backed by a fresh MemDevice of `size_bytes`.
-    pub fn with_mem_volume(label: &str, name: &str, size_bytes: u64, options: FuseOptions) -> (Mounted, Arc<MemDevice>) {
+    pub fn with_mem_volume(
+        label: &str,
+        name: &str,
+        size_bytes: u64,
+        options: FuseOptions,
+    ) -> (Mounted, Arc<MemDevice>) {
         let provider = Arc::new(TestProvider::default());
         let device = Arc::new(MemDevice::new(size_bytes));
         provider.add(name, device.clone());
@@ -124,7 +151,9 @@ impl Mounted {
     /// Unmounts, retrying while the kernel still holds the mount busy for a moment (a loop
     /// device just detached releases its file asynchronously).
     pub fn unmount(&mut self) {
-        let Some(mount) = self.mount.as_mut() else { return };
+        let Some(mount) = self.mount.as_mut() else {
+            return;
+        };
         let mut last_error = None;
         for _ in 0..100 {
             match mount.unmount() {
@@ -144,7 +173,9 @@ impl Mounted {
 pub fn mounted_at(path: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/mounts").expect("read /proc/mounts");
     let wanted = path.to_string_lossy().replace(' ', "\\040");
-    mounts.lines().any(|line| line.split(' ').nth(1) == Some(wanted.as_str()))
+    mounts
+        .lines()
+        .any(|line| line.split(' ').nth(1) == Some(wanted.as_str()))
 }
 
 /// Runs a command, failing the test with its output if it does not succeed.
@@ -170,17 +201,29 @@ pub struct LoopDevice {
 
 impl LoopDevice {
     pub fn attach(image: &Path, direct_io: bool) -> LoopDevice {
-        let direct = if direct_io { "--direct-io=on" } else { "--direct-io=off" };
+        let direct = if direct_io {
+            "--direct-io=on"
+        } else {
+            "--direct-io=off"
+        };
         let image = image.to_str().expect("utf-8 path");
-        let device = run("losetup", &[direct, "-f", "--show", image]).trim().to_owned();
-        assert!(device.starts_with("/dev/loop"), "losetup printed {device:?}");
+        let device = run("losetup", &[direct, "-f", "--show", image])
+            .trim()
+            .to_owned();
+        assert!(
+            device.starts_with("/dev/loop"),
+            "losetup printed {device:?}"
+        );
         LoopDevice { device }
     }
 
     /// "1" when the loop device really runs with direct I/O.
     pub fn dio_state(&self) -> String {
         let name = self.device.trim_start_matches("/dev/");
-        std::fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap_or_default().trim().to_owned()
+        std::fs::read_to_string(format!("/sys/block/{name}/loop/dio"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
     }
 }
 
@@ -199,7 +242,10 @@ pub struct FsMount {
 impl FsMount {
     pub fn mount(device: &str, dir: &Path) -> FsMount {
         run("mount", &[device, dir.to_str().expect("utf-8 path")]);
-        FsMount { dir: dir.to_owned(), mounted: true }
+        FsMount {
+            dir: dir.to_owned(),
+            mounted: true,
+        }
     }
 
     pub fn unmount(&mut self) {
@@ -239,7 +285,11 @@ impl AlignedBuf {
     pub fn new(len: usize) -> AlignedBuf {
         let storage = vec![0u8; len + 4096];
         let start = storage.as_ptr().align_offset(4096);
-        AlignedBuf { storage, start, len }
+        AlignedBuf {
+            storage,
+            start,
+            len,
+        }
     }
 
     pub fn as_slice(&self) -> &[u8] {
