@@ -161,7 +161,22 @@ fn build_cache(root: &fardisk_engine::root::Root, env: &Env) -> ArcBlockCache {
     ArcBlockCache::new(arc_max, l2)
 }
 
+/// A daemon killed while mounted leaves a dead FUSE mount ("Transport endpoint is not
+/// connected"); the next import detaches it lazily instead of asking the user to.
+fn clear_stale_mount(dir: &std::path::Path) {
+    if let Err(e) = std::fs::metadata(dir) {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            tracing::warn!(dir = %dir.display(), "detaching the stale FUSE mount of a previous daemon");
+            let detached = std::process::Command::new("fusermount3").arg("-uz").arg(dir).status().is_ok_and(|s| s.success());
+            if !detached {
+                let _ = std::process::Command::new("umount").arg("-l").arg(dir).status();
+            }
+        }
+    }
+}
+
 fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>) -> Result<crate::fuse::FuseMount> {
+    clear_stale_mount(dir);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create mount point {}", dir.display()))?;
     crate::fuse::mount(dir, exports, tokio::runtime::Handle::current(), crate::fuse::FuseOptions::default())
         .with_context(|| format!("cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)", dir.display()))

@@ -27,6 +27,9 @@ pub(crate) enum FallocateOp {
     /// Plain allocation: every byte of a volume is already addressable, nothing to do.
     Allocate { keep_size: bool },
     /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: deallocate; reads return zeroes after.
+    /// Sent to the device as `trim`, so this relies on fardisk devices reading a trimmed
+    /// range as zeroes (MemDevice and the pool's volumes do; NBD alone does not promise it).
+    /// It matters: a loop device sends both discard and non-NOUNMAP write-zeroes as this.
     PunchHole,
     /// FALLOC_FL_ZERO_RANGE: zeroes, allocated.
     ZeroRange { keep_size: bool },
