@@ -6,7 +6,10 @@ bench/README.md. For each scenario the report has one table (a row per setup,
 newest run of each) and one bar chart per scenario with a panel per metric; each
 named time series gets a line chart with one line per setup.
 
-    report.py [--results DIR] [--out FILE] [--plots DIR] [--no-plots]
+    report.py [--results DIR] [--out FILE] [--plots DIR] [--no-plots] [--notes DIR]
+
+A scenario may have a hand-written note, NOTES_DIR/<scenario>.md (default bench/notes),
+shown under its heading: how to read the table, what a ratio is relative to.
 
 Exit status: 0 written, 1 a result file is invalid or plotting is impossible,
 2 usage error. Plots need matplotlib (the venv from scripts/install-deps.sh; run
@@ -232,7 +235,16 @@ def write_plots(plt, scenario, rows, plots_dir):
     return paths
 
 
-def render(grouped, plots, out_path):
+def scenario_note(notes_dir, scenario):
+    """The hand-written note for a scenario, or "" when there is none."""
+    path = os.path.join(notes_dir, f"{scenario}.md") if notes_dir else ""
+    if not path or not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read().strip() + "\n"
+
+
+def render(grouped, plots, out_path, notes_dir=None):
     out_dir = os.path.dirname(os.path.abspath(out_path))
     parts = [
         "# fardisk benchmarks\n",
@@ -241,6 +253,9 @@ def render(grouped, plots, out_path):
     ]
     for scenario, rows in grouped.items():
         parts.append(f"## {scenario}\n")
+        note = scenario_note(notes_dir, scenario)
+        if note:
+            parts.append(note)
         parts.append(params_line(rows) + scenario_table(rows) + "\n")
         for path in plots.get(scenario, []):
             rel = os.path.relpath(os.path.abspath(path), out_dir)
@@ -255,6 +270,7 @@ def parse_args(argv):
     p.add_argument("--out", default=os.path.join(root, "BENCHMARKS.md"))
     p.add_argument("--plots", default=os.path.join(root, "bench", "plots"))
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    p.add_argument("--notes", default=os.path.join(root, "bench", "notes"), help="per-scenario notes (<scenario>.md)")
     return p.parse_args(argv)
 
 
@@ -269,7 +285,7 @@ def main(argv):
             plt = import_pyplot()
             os.makedirs(args.plots, exist_ok=True)
             plots = {s: write_plots(plt, s, rows, args.plots) for s, rows in grouped.items()}
-        text = render(grouped, plots, args.out)
+        text = render(grouped, plots, args.out, args.notes)
     except (ResultError, OSError) as err:
         print(f"report.py: {err}", file=sys.stderr)
         return 1

@@ -1,13 +1,14 @@
 //! The engine under test: a fresh pool per run on its own prefix, one volume the size of the data
 //! set, sequential 1 MiB writes through `Pool::write` from several writers, txg syncs left to the
 //! engine's own syncer (default `txg_timeout` and dirty thresholds), a final `sync_txg`. Reads go
-//! through a fresh import with no block cache (cold).
+//! through a fresh import, either with no block cache at all or with an empty ARC (both cold).
 
 use crate::data::Dataset;
 use crate::progress::{Direction, Sampler};
 use crate::stats::{Requests, Sample};
 use anyhow::{anyhow, bail, Context, Result};
-use fardisk_engine::cache::NoCache;
+use fardisk_engine::arc_cache::ArcBlockCache;
+use fardisk_engine::cache::{BlockCache, NoCache};
 use fardisk_engine::clock::Clock;
 use fardisk_engine::objstore::open_store_url;
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
@@ -21,6 +22,24 @@ const VOLUME_NAME: &str = "v";
 /// After a fresh import the engine walks its space table in the background; its GETs are not
 /// part of the read workload, so the read starts after this pause.
 const IMPORT_SETTLE_MS: u64 = 1_000;
+
+/// The block cache a read-back import gets; both start empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadCache {
+    /// `NoCache`: every block comes from the store; readahead results are dropped.
+    None,
+    /// The daemon's cache: an ARC of this many bytes, no L2ARC.
+    Arc { max_bytes: u64 },
+}
+
+impl ReadCache {
+    fn build(self) -> Arc<dyn BlockCache> {
+        match self {
+            ReadCache::None => Arc::new(NoCache),
+            ReadCache::Arc { max_bytes } => Arc::new(ArcBlockCache::new(max_bytes, None)),
+        }
+    }
+}
 
 /// How a run drives the engine.
 #[derive(Debug, Clone)]
@@ -55,10 +74,10 @@ fn engine_err(what: &str) -> impl FnOnce(fardisk_engine::Error) -> anyhow::Error
     move |e| anyhow!("{what}: {e}")
 }
 
-async fn import(url: &str, drive: &Drive) -> Result<Pool> {
+async fn import(url: &str, drive: &Drive, cache: ReadCache) -> Result<Pool> {
     let store = open_store_url(url, false).map_err(engine_err("opening the pool's store"))?;
     let opts = ImportOptions { force: false, config: PoolConfig::default(), missing_log: false };
-    Pool::import(store, POOL_NAME, opts, drive.env(), Arc::new(NoCache)).await.map_err(engine_err("import"))
+    Pool::import(store, POOL_NAME, opts, drive.env(), cache.build()).await.map_err(engine_err("import"))
 }
 
 /// Creates a pool at `url` and writes `data` into one volume; the timed window runs from the
@@ -66,7 +85,7 @@ async fn import(url: &str, drive: &Drive) -> Result<Pool> {
 pub async fn write(url: &str, data: &Arc<Dataset>, drive: &Drive) -> Result<(Sample, WriteFacts)> {
     let store = open_store_url(url, true).map_err(engine_err("opening the store"))?;
     Pool::create(store, POOL_NAME, CreateOptions::default(), &drive.env()).await.map_err(engine_err("create"))?;
-    let pool = import(url, drive).await?;
+    let pool = import(url, drive, ReadCache::None).await?;
     let vol = pool.volume_create(VOLUME_NAME, data.total_bytes()).map_err(engine_err("volume create"))?;
     pool.sync_txg().await.map_err(engine_err("initial sync"))?; // The volume's own txg is not timed.
     let status0 = pool.status();
@@ -120,10 +139,10 @@ async fn run_writers(pool: &Pool, vol: u32, data: &Arc<Dataset>, drive: &Drive) 
     Ok(())
 }
 
-/// Imports the pool afresh with no block cache and reads the volume back sequentially in
+/// Imports the pool afresh with an empty `cache` and reads the volume back sequentially in
 /// `chunk_bytes` reads, checking every byte against `data`.
-pub async fn read(url: &str, data: &Dataset, drive: &Drive) -> Result<Sample> {
-    let pool = import(url, drive).await?;
+pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) -> Result<Sample> {
+    let pool = import(url, drive, cache).await?;
     let vol = pool.volume_id(VOLUME_NAME).ok_or_else(|| anyhow!("volume '{VOLUME_NAME}' missing after import"))?;
     drive.clock.sleep(Duration::from_millis(IMPORT_SETTLE_MS)).await;
     let stats = pool.store_stats();

@@ -147,6 +147,15 @@ fn say(what: &str, s: &Sample, write: bool) {
         s.logical_bytes as f64 / MIB, s.elapsed_s(), s.mib_per_s(), b as f64 / MIB, r.heads + r.lists + r.deletes + other, r.errors));
 }
 
+/// The ARC size a pool gets by default (the `arc_max` property), as the daemon would use.
+fn arc_max_bytes() -> u64 {
+    fardisk_engine::pool::POOL_PROPS
+        .iter()
+        .find(|(name, _)| *name == "arc_max")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(1 << 30)
+}
+
 async fn cleanup(url: &str) -> Result<()> {
     let store = fardisk_engine::objstore::open_store_url(url, false).map_err(|e| anyhow::anyhow!("{e}"))?;
     let n = raw::delete_all(&store).await?;
@@ -177,11 +186,14 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
         let (w, facts) = engine::write(&url, &data, &drive).await?;
         say(&format!("round {round} engine write"), &w, true);
         log(format!("round {round} engine: {facts:?}"));
-        let r = engine::read(&url, &data, &drive).await?;
-        say(&format!("round {round} engine read (cold)"), &r, false);
+        let r = engine::read(&url, &data, &drive, engine::ReadCache::None).await?;
+        say(&format!("round {round} engine read (cold, no cache)"), &r, false);
+        let arc = engine::read(&url, &data, &drive, engine::ReadCache::Arc { max_bytes: arc_max_bytes() }).await?;
+        say(&format!("round {round} engine read (cold, empty ARC)"), &arc, false);
         cleanup(&url).await?;
         runs.engine_writes.push((w, facts));
         runs.engine_reads.push(r);
+        runs.engine_reads_arc.push(arc);
     }
     drop(data); // Only one data set in memory at a time.
     if args.compressible_zero_percent > 0 {
@@ -199,6 +211,7 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
         upload_concurrency: args.concurrency(),
         read_concurrency: args.concurrency(),
         writers: args.writers,
+        arc_max_bytes: arc_max_bytes(),
         params: args.params(),
         notes: args.note.clone(),
     };

@@ -36,6 +36,7 @@ pub struct Runs {
     pub raw_reads: Vec<Sample>,
     pub engine_writes: Vec<(Sample, WriteFacts)>,
     pub engine_reads: Vec<Sample>,
+    pub engine_reads_arc: Vec<Sample>,
     pub compressible: Option<(Sample, WriteFacts, crate::data::DataKind)>,
 }
 
@@ -46,6 +47,7 @@ pub struct Knobs {
     pub upload_concurrency: usize,
     pub read_concurrency: usize,
     pub writers: usize,
+    pub arc_max_bytes: u64,
     pub params: BTreeMap<String, Value>,
     pub notes: String,
 }
@@ -61,7 +63,13 @@ impl Knobs {
 
 pub const ENGINE_WRITE_SETUP: &str = "fardisk engine seq write";
 pub const ENGINE_COMPRESSIBLE_SETUP: &str = "fardisk engine seq write (compressible data)";
-pub const ENGINE_READ_SETUP: &str = "fardisk engine seq read (cold)";
+pub const ENGINE_READ_SETUP: &str = "fardisk engine seq read (cold, no cache)";
+
+impl Knobs {
+    pub fn engine_read_arc_setup(&self) -> String {
+        format!("fardisk engine seq read (cold, empty {} MiB ARC)", self.arc_max_bytes >> 20)
+    }
+}
 
 fn rates(samples: &[Sample]) -> Vec<f64> {
     samples.iter().map(Sample::mib_per_s).collect()
@@ -146,7 +154,6 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
     let eng_samples: Vec<Sample> = runs.engine_writes.iter().map(|(s, _)| s.clone()).collect();
     let eng_w = rates(&eng_samples);
     let raw_r = rates(&runs.raw_reads);
-    let eng_r = rates(&runs.engine_reads);
     let raw_median = median(&raw_w).unwrap_or(0.0);
     let mut rows = Vec::new();
     let up = "uploaded (MiB)";
@@ -200,17 +207,27 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
     }
     rows.push(r);
 
-    let refs: Vec<&Sample> = runs.engine_reads.iter().collect();
-    let mut r = row(knobs, ENGINE_READ_SETUP.into(), 4, &refs, format!(
-        "Fresh import, no block cache (NoCache: readahead results are not kept), one reader of 1 MiB chunks, every byte checked; per-round MiB/s: {}.",
-        list(&eng_r)));
-    rate(&mut r.metrics, "read", &eng_r);
-    r.metrics.insert("ratio_to_raw_pct".into(), round3(paired_ratio_pct(&eng_r, &raw_r)));
-    request_metrics(&mut r.metrics, &refs, false);
-    if let Some(last) = runs.engine_reads.last() {
-        r.series.insert("downloaded_mib_over_time".into(), over_time(last, "downloaded (MiB)"));
+    let arc_note = format!("Fresh import with an empty ARC of {} MiB (the daemon's default cache, no L2ARC)", knobs.arc_max_bytes >> 20);
+    let reads = [
+        (ENGINE_READ_SETUP.to_string(), &runs.engine_reads, "Fresh import with NoCache (readahead results are not kept)".to_string()),
+        (knobs.engine_read_arc_setup(), &runs.engine_reads_arc, arc_note),
+    ];
+    for (order, (setup, samples, what)) in (4..).zip(reads) {
+        if samples.is_empty() {
+            continue;
+        }
+        let rates_r = rates(samples);
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let mut r = row(knobs, setup, order, &refs, format!(
+            "{what}, one reader of 1 MiB chunks, every byte checked; per-round MiB/s: {}.", list(&rates_r)));
+        rate(&mut r.metrics, "read", &rates_r);
+        r.metrics.insert("ratio_to_raw_pct".into(), round3(paired_ratio_pct(&rates_r, &raw_r)));
+        request_metrics(&mut r.metrics, &refs, false);
+        if let Some(last) = samples.last() {
+            r.series.insert("downloaded_mib_over_time".into(), over_time(last, "downloaded (MiB)"));
+        }
+        rows.push(r);
     }
-    rows.push(r);
     rows
 }
 
@@ -245,7 +262,7 @@ mod tests {
     }
 
     fn knobs() -> Knobs {
-        Knobs { object_bytes: 16 << 20, upload_concurrency: 8, read_concurrency: 8, writers: 4, params: BTreeMap::new(), notes: "shared machine".into() }
+        Knobs { object_bytes: 16 << 20, upload_concurrency: 8, read_concurrency: 8, writers: 4, arc_max_bytes: 1 << 30, params: BTreeMap::new(), notes: "shared machine".into() }
     }
 
     #[test]
@@ -264,11 +281,13 @@ mod tests {
             engine_writes: vec![(sample(1024, 8, 100, 0), WriteFacts { txgs: 10, ..Default::default() }),
                                 (sample(1024, 4, 90, 0), WriteFacts { txgs: 12, ..Default::default() })],
             engine_reads: vec![sample(1024, 4, 0, 1100), sample(1024, 4, 0, 1100)],
+            engine_reads_arc: vec![sample(1024, 2, 0, 300)],
             compressible: Some((sample(1024, 4, 50, 0), WriteFacts { compress_ratio: 1.8, ..Default::default() }, crate::data::DataKind::Compressible { zero_percent: 50 })),
         };
         let rows = build(&runs, &knobs());
         let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();
-        assert_eq!(setups, ["raw PUT 16 MiB objects x8", ENGINE_WRITE_SETUP, ENGINE_COMPRESSIBLE_SETUP, "raw GET 16 MiB objects x8", ENGINE_READ_SETUP]);
+        assert_eq!(setups, ["raw PUT 16 MiB objects x8", ENGINE_WRITE_SETUP, ENGINE_COMPRESSIBLE_SETUP, "raw GET 16 MiB objects x8", ENGINE_READ_SETUP,
+            "fardisk engine seq read (cold, empty 1024 MiB ARC)"]);
         let raw = &rows[0].metrics;
         assert_eq!(raw["write_mib_per_s"], 384.0, "median of 256 and 512");
         assert_eq!(raw["puts_per_gib"], 64.0);
@@ -283,6 +302,8 @@ mod tests {
         assert!(rows[2].params["data"].as_str().is_some_and(|d| d.contains("50% zeros")));
         assert_eq!(rows[4].metrics["gets_per_gib"], 1100.0);
         assert_eq!(rows[4].metrics["ratio_to_raw_pct"], 50.0);
+        assert_eq!((rows[5].metrics["read_mib_per_s"], rows[5].metrics["gets_per_gib"]), (512.0, 300.0));
+        assert_eq!(rows[5].order, 5);
         assert!(rows.iter().all(|r| r.notes.ends_with("Store request errors: 0. shared machine")), "{}", rows[0].notes);
         let json = serde_json::to_value(&rows[1]).expect("serializes");
         let names: Vec<&str> = json["metrics"].as_array().expect("pairs").iter().map(|p| p[0].as_str().expect("name")).collect();

@@ -31,7 +31,10 @@ struct JobResult {
 }
 
 fn fio(dir: &Path, rw: &str, extra: &[&str], runtime_s: u64) -> JobResult {
-    let filename = dir.join("fio.dat");
+    fio_on(&dir.join("fio.dat"), rw, extra, runtime_s)
+}
+
+fn fio_on(filename: &Path, rw: &str, extra: &[&str], runtime_s: u64) -> JobResult {
     let runtime = format!("--runtime={runtime_s}");
     let filename_arg = format!("--filename={}", filename.display());
     let mut args = vec![
@@ -133,6 +136,48 @@ fn caching_modes_under_fio() {
             for loop_direct_io in [true, false] {
                 measure(direct_io, writeback_cache, loop_direct_io, runtime_s);
             }
+        }
+    }
+}
+
+/// The front end alone: fio straight on the image (no loop device, no ext4), O_DIRECT.
+#[test]
+#[ignore = "minutes of fio; run explicitly for docs/design/0002-fuse-caching.md"]
+fn raw_image_under_fio() {
+    fuse_support::require_fuse();
+    let env_u64 = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(default)
+    };
+    let runtime_s = env_u64("FIO_RUNTIME_S", 10);
+    let rounds = env_u64("FUSE_BENCH_ROUNDS", 1);
+    println!("| direct_io | writeback_cache | randwrite fsync=1 IOPS | write lat µs | fsync lat µs | flushes per fsync | randread IOPS | read lat µs |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for _round in 0..rounds {
+        for (direct_io, writeback_cache) in [(true, false), (false, false), (false, true)] {
+            let options = FuseOptions {
+                direct_io,
+                writeback_cache,
+                ..FuseOptions::default()
+            };
+            let (mut mounted, device) = Mounted::with_mem_volume("raw", "vol", 256 << 20, options);
+            let image = mounted.image("vol");
+            let flushes_before = device.stats().flushes;
+            let write = fio_on(&image, "randwrite", &["--fsync=1", "--direct=1"], runtime_s);
+            let flushes = device.stats().flushes - flushes_before;
+            let read = fio_on(&image, "randread", &["--direct=1"], runtime_s);
+            println!(
+                "| {direct_io} | {writeback_cache} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} | {:.1} |",
+                write.iops,
+                write.latency_us,
+                write.fsync_us,
+                flushes as f64 / write.fsyncs.max(1) as f64,
+                read.iops,
+                read.latency_us,
+            );
+            mounted.unmount();
         }
     }
 }

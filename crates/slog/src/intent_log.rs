@@ -17,7 +17,7 @@ use crate::open::{assemble_vdev, open_vdev_legs, plan_merge, PoolId};
 use crate::record::LogRecord;
 use crate::stats::{LogStats, StatsCounters};
 use crate::status::VdevStatus;
-use crate::vdev::{Session, Vdev, WriteFailure};
+use crate::vdev::{Session, Vdev, WriteCtx, WriteFailure};
 use crate::writer::{run_writer, Queue, Waiter};
 
 /// What a successful commit tells its caller.
@@ -132,14 +132,19 @@ impl IntentLog {
 
     /// Space of records whose txg is <= `txg` becomes reusable (once the new head is
     /// durable, which the writer does in the background or before it needs the space).
-    /// Never waits for device I/O.
+    /// Never waits for device I/O. A record is released only once every record committed
+    /// before it is released too (see `Ring::release_before_seq`).
     pub fn release_through_txg(&self, txg: u64) {
+        // Read before the rings: a block being written now, or later, starts at or above it,
+        // so it cannot be released by mistake while the bound is applied.
+        let next_seq = self.shared.next_seq.load(Ordering::Acquire);
         let vdevs = self.shared.vdevs.read().clone();
+        let first_unpublished = vdevs.iter().filter_map(|v| v.ring.lock().first_seq_above_txg(txg)).min().unwrap_or(next_seq).min(next_seq);
         let mut moved = false;
         let mut finished = Vec::new();
         for vdev in &vdevs {
             let mut ring = vdev.ring.lock();
-            if ring.release_through_txg(txg) {
+            if ring.release_before_seq(first_unpublished) {
                 moved = true;
                 vdev.update_space(&ring);
             }
@@ -256,7 +261,13 @@ impl Shared {
     }
 
     /// Writes a block to the next vdev in round-robin order that takes it.
-    pub fn write_to_some_vdev(&self, first_seq: u64, records: &[&LogRecord], release_seq: u64) -> Result<u64, WriteFailure> {
+    /// Runs `f` with the context vdev writes need.
+    pub fn with_ctx<R>(&self, f: impl FnOnce(&WriteCtx<'_>) -> R) -> R {
+        let release_seq = || self.release_seq();
+        f(&WriteCtx { session: self.session, stats: &self.stats, release_seq: &release_seq })
+    }
+
+    pub fn write_to_some_vdev(&self, first_seq: u64, records: &[&LogRecord]) -> Result<u64, WriteFailure> {
         let vdevs = self.vdevs.read().clone();
         if vdevs.is_empty() {
             return Err(WriteFailure::AllLegsFailed);
@@ -269,7 +280,7 @@ impl Shared {
             if !vdev.accepts_writes(&inner) {
                 continue;
             }
-            match vdev.write_block(&mut inner, first_seq, records, release_seq, self.session, &self.stats) {
+            match self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, records, ctx)) {
                 Ok(_) => return Ok(vdev.guid),
                 Err(WriteFailure::AllLegsFailed) => failure = WriteFailure::AllLegsFailed,
                 Err(WriteFailure::NoSpace) => {}
@@ -302,11 +313,10 @@ impl Shared {
     /// Persists the head of every vdev whose in-memory head moved.
     pub fn persist_dirty_heads(&self) {
         let vdevs = self.vdevs.read().clone();
-        let release_seq = self.release_seq();
         for vdev in vdevs {
             let mut inner = vdev.inner.lock();
             if vdev.ring.lock().head_dirty() && vdev.accepts_writes(&inner) {
-                vdev.persist_head(&mut inner, release_seq, self.session, &self.stats);
+                self.with_ctx(|ctx| vdev.persist_head(&mut inner, ctx));
             }
         }
     }
@@ -316,11 +326,10 @@ impl Shared {
     fn write_epoch_markers(&self) {
         let vdevs = self.vdevs.read().clone();
         let first_seq = self.next_seq.load(Ordering::Acquire);
-        let release_seq = self.release_seq().min(first_seq);
         for vdev in vdevs {
             let mut inner = vdev.inner.lock();
             if vdev.accepts_writes(&inner) {
-                if let Err(failure) = vdev.write_block(&mut inner, first_seq, &[], release_seq, self.session, &self.stats) {
+                if let Err(failure) = self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, &[], ctx)) {
                     tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
                 }
             }

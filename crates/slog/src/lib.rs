@@ -13,6 +13,20 @@
 //! * space is released per txg once the engine has published it.
 //!
 //! The byte layouts are in docs/format/slog.md.
+//!
+//! # Contract with the engine
+//!
+//! * At import: `IntentLog::open`, then `replay(last_published_txg)`; apply the records in the
+//!   order returned and continue with txgs above `Replay::txg_max` (the replayed records stay
+//!   in the log until a `release_through_txg` covers their txg).
+//! * On a sync request: `commit(records written since the last commit)`; acknowledge the
+//!   request only after it returns `Ok`. Every earlier commit is durable by then too.
+//! * After txg T is published in the object store: `release_through_txg(T)`.
+//! * `LogFull`, `NoHealthyLeg` and `AwaitingRelease` all mean: make the data durable through a
+//!   txg sync instead (then release and retry). The records of a commit that returned an
+//!   error are not in the log; a later commit does not cover them.
+//! * A commit carries at most one block (< 4 GiB and no larger than the ring); split larger
+//!   sync requests or sync the txg.
 
 mod admin;
 mod aligned;

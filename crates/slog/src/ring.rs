@@ -140,11 +140,17 @@ impl Ring {
         self.live.push_back(extent);
     }
 
-    /// Releases blocks, oldest first, while all their records belong to txgs <= `txg`.
-    /// Returns true when the in-memory head moved.
-    pub fn release_through_txg(&mut self, txg: u64) -> bool {
+    /// Lowest sequence number of a live record whose txg is above `txg`.
+    pub fn first_seq_above_txg(&self, txg: u64) -> Option<u64> {
+        self.live.iter().filter(|e| e.record_count > 0 && e.txg_max > txg).map(|e| e.first_seq).min()
+    }
+
+    /// Releases blocks, oldest first, while every record in them is below `seq`. Releasing
+    /// by sequence number (not by txg) keeps the released records a prefix of the commit
+    /// order across all vdevs, which replay relies on. Returns true when the head moved.
+    pub fn release_before_seq(&mut self, seq: u64) -> bool {
         let mut moved = false;
-        while self.live.front().is_some_and(|e| e.txg_max <= txg) {
+        while self.live.front().is_some_and(|e| e.first_seq.saturating_add(e.record_count) <= seq) {
             self.live.pop_front();
             moved = true;
         }
@@ -191,7 +197,7 @@ mod tests {
         }
         assert_eq!(ring.used_bytes(), ring.len_bytes());
         assert_eq!(ring.place(4096, ring.durable_head), None, "full");
-        assert!(ring.release_through_txg(2));
+        assert!(ring.release_before_seq(3));
         assert_eq!(ring.used_bytes(), 3 * 8192);
         assert_eq!(ring.place(4096, ring.durable_head), None, "released space is not reusable before the head is durable");
         assert_eq!(ring.place(16384, ring.mem_head()), Some(START));
@@ -207,7 +213,7 @@ mod tests {
     fn block_that_does_not_fit_at_the_end_goes_to_the_start() {
         let mut ring = empty_ring();
         ring.append(extent(START, 7 * 4096, 1, 1));
-        ring.release_through_txg(1);
+        ring.release_before_seq(2);
         ring.durable_head = ring.mem_head();
         assert_eq!(ring.used_bytes(), 0);
         assert_eq!(ring.place(4 * 4096, ring.durable_head), Some(START));
@@ -215,15 +221,19 @@ mod tests {
     }
 
     #[test]
-    fn release_stops_at_a_newer_txg() {
+    fn release_is_a_prefix_of_sequence_numbers() {
         let mut ring = empty_ring();
         ring.append(extent(START, 4096, 1, 5));
         ring.append(extent(START + 4096, 4096, 2, 3));
-        assert!(!ring.release_through_txg(4), "oldest block belongs to txg 5");
+        // txg 3 is published but seq 2 sits behind seq 1 (txg 5): nothing may go yet.
+        let first_unpublished = ring.first_seq_above_txg(4).expect("seq 1 is in txg 5");
+        assert_eq!(first_unpublished, 1);
+        assert!(!ring.release_before_seq(first_unpublished));
         assert_eq!(ring.first_live_seq(), Some(1));
         assert_eq!(ring.txg_max_before(2), Some(5));
         assert_eq!(ring.txg_max_before(1), None);
-        assert!(ring.release_through_txg(5));
+        assert_eq!(ring.first_seq_above_txg(5), None);
+        assert!(ring.release_before_seq(u64::MAX));
         assert!(ring.live.is_empty());
         assert_eq!(ring.mem_head(), ring.tail);
     }

@@ -70,6 +70,16 @@ pub(crate) struct Vdev {
     space_total_bytes: AtomicU64,
 }
 
+/// What a write needs from the log as a whole.
+pub(crate) struct WriteCtx<'a> {
+    pub session: Session,
+    pub stats: &'a StatsCounters,
+    /// The global release point (every lower sequence number is released). It is read only
+    /// after the head position it goes with, so a head never moves past released records
+    /// while claiming a lower release point (which would look like a gap at replay).
+    pub release_seq: &'a dyn Fn() -> u64,
+}
+
 /// Why a block could not be written to a vdev.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WriteFailure {
@@ -170,15 +180,16 @@ impl Vdev {
         ok
     }
 
-    fn next_head(&self, inner: &mut VdevInner, release_seq: u64, session: Session) -> (LogHead, usize) {
+    fn next_head(&self, inner: &mut VdevInner, ctx: &WriteCtx<'_>) -> (LogHead, usize) {
         inner.head_generation += 1;
+        let point = self.ring.lock().mem_head();
         let head = LogHead {
             generation: inner.head_generation,
             vdev_guid: self.guid,
-            point: self.ring.lock().mem_head(),
-            release_seq,
-            writer_epoch: session.writer_epoch,
-            epoch_first_seq: session.epoch_first_seq,
+            point,
+            release_seq: (ctx.release_seq)(),
+            writer_epoch: ctx.session.writer_epoch,
+            epoch_first_seq: ctx.session.epoch_first_seq,
         };
         (head, inner.next_head_slot)
     }
@@ -189,10 +200,10 @@ impl Vdev {
     }
 
     /// Writes and flushes the in-memory head so the space behind it can be reused.
-    pub fn persist_head(&self, inner: &mut VdevInner, release_seq: u64, session: Session, stats: &StatsCounters) -> bool {
-        let (head, slot) = self.next_head(inner, release_seq, session);
+    pub fn persist_head(&self, inner: &mut VdevInner, ctx: &WriteCtx<'_>) -> bool {
+        let (head, slot) = self.next_head(inner, ctx);
         let buf = head.encode();
-        let ok = self.write_cycle(inner, &[(HEAD_SLOT_OFFSETS_BYTES[slot], &buf)], stats);
+        let ok = self.write_cycle(inner, &[(HEAD_SLOT_OFFSETS_BYTES[slot], &buf)], ctx.stats);
         if ok > 0 {
             self.head_written(inner, &head, slot);
         }
@@ -207,9 +218,7 @@ impl Vdev {
         inner: &mut VdevInner,
         first_seq: u64,
         records: &[&LogRecord],
-        release_seq: u64,
-        session: Session,
-        stats: &StatsCounters,
+        ctx: &WriteCtx<'_>,
     ) -> Result<Extent, WriteFailure> {
         if !self.accepts_writes(inner) {
             return Err(WriteFailure::AllLegsFailed);
@@ -222,22 +231,28 @@ impl Vdev {
         };
         let offset = match placed {
             Some(offset) => offset,
-            None => self.make_room(inner, len, release_seq, session, stats)?,
+            None => self.make_room(inner, len, ctx)?,
         };
         let (point, head_due) = {
             let ring = self.ring.lock();
             (ChainPoint { offset_bytes: offset, ..ring.tail }, ring.head_dirty())
         };
-        let ctx = BlockContext { vdev_guid: self.guid, point, release_seq, writer_epoch: session.writer_epoch, epoch_first_seq: session.epoch_first_seq };
-        let (buf, header) = encode_block(&ctx, first_seq, records);
-        let head = head_due.then(|| self.next_head(inner, release_seq, session));
+        let block_ctx = BlockContext {
+            vdev_guid: self.guid,
+            point,
+            release_seq: (ctx.release_seq)().min(first_seq),
+            writer_epoch: ctx.session.writer_epoch,
+            epoch_first_seq: ctx.session.epoch_first_seq,
+        };
+        let (buf, header) = encode_block(&block_ctx, first_seq, records);
+        let head = head_due.then(|| self.next_head(inner, ctx));
         let head_buf = head.map(|(h, _)| h.encode());
         let mut writes: Vec<LegWrite<'_>> = Vec::with_capacity(2);
         if let (Some((_, slot)), Some(hb)) = (head, head_buf.as_ref()) {
             writes.push((HEAD_SLOT_OFFSETS_BYTES[slot], hb));
         }
         writes.push((offset, &buf));
-        if self.write_cycle(inner, &writes, stats) == 0 {
+        if self.write_cycle(inner, &writes, ctx.stats) == 0 {
             return Err(WriteFailure::AllLegsFailed);
         }
         if let Some((h, slot)) = head {
@@ -256,13 +271,13 @@ impl Vdev {
         let mut ring = self.ring.lock();
         ring.append(extent.clone());
         self.update_space(&ring);
-        StatsCounters::add(&stats.bytes_logged, len);
+        StatsCounters::add(&ctx.stats.bytes_logged, len);
         Ok(extent)
     }
 
     /// Makes released space reusable by persisting the head first; `NoSpace` if even that
     /// would not make room.
-    fn make_room(&self, inner: &mut VdevInner, len: u64, release_seq: u64, session: Session, stats: &StatsCounters) -> Result<u64, WriteFailure> {
+    fn make_room(&self, inner: &mut VdevInner, len: u64, ctx: &WriteCtx<'_>) -> Result<u64, WriteFailure> {
         let fits_after_persist = {
             let ring = self.ring.lock();
             ring.place(len, ring.mem_head()).is_some()
@@ -270,7 +285,7 @@ impl Vdev {
         if !fits_after_persist {
             return Err(WriteFailure::NoSpace);
         }
-        if !self.persist_head(inner, release_seq, session, stats) {
+        if !self.persist_head(inner, ctx) {
             return Err(WriteFailure::AllLegsFailed);
         }
         let ring = self.ring.lock();
@@ -285,6 +300,10 @@ impl Vdev {
             match read_block_at(device.as_ref(), self.bounds(), extent.point()) {
                 Ok(block) if block.header.header_checksum == extent.header_checksum => return Some(block.records),
                 Ok(_) | Err(ReadBlockError::Block(_)) => {
+                    if std::env::var("SLOG_DEBUG").is_ok() {
+                        let why = match read_block_at(device.as_ref(), self.bounds(), extent.point()) { Ok(b) => format!("other block hdr {:?}", b.header), Err(ReadBlockError::Block(e)) => format!("{e:?}"), Err(ReadBlockError::Io(e)) => format!("io {e}") };
+                        eprintln!("READFAIL vdev {:#x} leg {} extent {:?} ring {:?} why {}", self.guid, leg.path.display(), extent, self.ring.lock(), why);
+                    }
                     tracing::warn!(path = %leg.path.display(), offset = extent.offset_bytes, "log block checksum error");
                     leg.health.add_checksum_errors(1);
                 }

@@ -160,10 +160,9 @@ fn refuse_full(shared: &Shared, waiters: Vec<Waiter>) {
 /// batch back only when no vdev had room.
 fn write_batch(shared: &Shared, batch: Vec<Waiter>) -> Result<(), Vec<Waiter>> {
     let first_seq = shared.next_seq.load(Ordering::Acquire);
-    let release_seq = shared.release_seq().min(first_seq);
     let records: Vec<&LogRecord> = batch.iter().flat_map(|w| w.records.iter()).collect();
     let count = records.len() as u64;
-    let outcome = shared.write_to_some_vdev(first_seq, &records, release_seq);
+    let outcome = shared.write_to_some_vdev(first_seq, &records);
     drop(records);
     match outcome {
         Ok(vdev_guid) => {

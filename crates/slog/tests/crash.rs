@@ -65,6 +65,11 @@ impl Model {
             last_seq = Some(replayed.seq);
         }
         let by_seq: BTreeMap<u64, &LogRecord> = replay.records.iter().map(|r| (r.seq, &r.record)).collect();
+        if self.durable.keys().any(|k| !by_seq.contains_key(k)) {
+            eprintln!("DIAG {context}: replay start {} end {} gap {:?} txg_max {} published {}", replay.start_seq, replay.end_seq, replay.gap_at_seq, replay.txg_max, self.published_txg);
+            eprintln!("DIAG replayed: {:?}", replay.records.iter().map(|r| (r.seq, r.record.txg)).collect::<Vec<_>>());
+            eprintln!("DIAG durable: {:?}", self.durable.iter().map(|(s, r)| (*s, r.txg)).collect::<Vec<_>>());
+        }
         for (seq, rec) in &self.durable {
             assert_eq!(by_seq.get(seq), Some(&rec), "{context}: durable record seq {seq} missing or changed");
         }
@@ -189,7 +194,12 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
 #[test]
 fn acknowledged_commits_survive_random_crashes() {
     let rt = runtime();
-    for seed in 0..300 {
+    // SLOG_CRASH_SEEDS=first..last (exclusive) reruns a range, e.g. to chase a failure.
+    let range = std::env::var("SLOG_CRASH_SEEDS").ok().and_then(|v| {
+        let (a, b) = v.split_once("..")?;
+        Some(a.parse::<u64>().ok()?..b.parse::<u64>().ok()?)
+    });
+    for seed in range.unwrap_or(0..300) {
         run_seed(&rt, seed);
     }
 }

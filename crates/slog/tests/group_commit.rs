@@ -9,7 +9,7 @@ use common::*;
 use fardisk_slog::{IntentLog, MemProvider, VdevSpec};
 
 fn wait_until(what: &str, condition: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !condition() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(1));
@@ -31,7 +31,7 @@ fn concurrent_committers_share_flushes() {
         let log = Arc::clone(&log);
         rt.spawn(async move { log.commit(vec![record(1, 0, 512)]).await })
     };
-    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(10)), "first flush reached the device");
+    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(30)), "first flush reached the device");
     // ...while the others arrive and queue behind it.
     let others: Vec<_> = (1..COMMITTERS)
         .map(|id| {
@@ -75,7 +75,7 @@ fn batches_respect_max_batch_bytes() {
         let log = Arc::clone(&log);
         rt.spawn(async move { log.commit(vec![record(1, 0, 4096)]).await })
     };
-    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(10)));
+    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(30)));
     let queued: Vec<_> = (1..=9)
         .map(|id| {
             let log = Arc::clone(&log);
@@ -107,7 +107,7 @@ fn waiters_are_bounded() {
         rt.spawn(async move { log.commit(vec![record(1, id, 100)]).await })
     };
     let mut handles = vec![spawn(0)];
-    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(10)));
+    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(30)));
     handles.extend((1..12).map(spawn));
     wait_until("the queue to fill", || log.queued_commits() == 3);
     std::thread::sleep(Duration::from_millis(50));

@@ -149,6 +149,49 @@ pub struct PoolStatus {
     pub pending_deletes: u64,
     pub map_cache_bytes: u64,
     pub store_requests: StoreStatsSnapshot,
+    /// Log vdevs, legs and ZIL-like counters; null without a log.
+    pub log: serde_json::Value,
+}
+
+/// The intent log in `status --json` (names as zpool status and zil kstats use them).
+fn log_json(inner: &super::Inner) -> serde_json::Value {
+    let Some(log) = &inner.intent.log else { return serde_json::Value::Null };
+    let vdevs: Vec<serde_json::Value> = log
+        .status()
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "guid": format!("{:016x}", v.vdev_guid),
+                "kind": format!("{:?}", v.kind).to_ascii_lowercase(),
+                "state": v.state.name(),
+                "space_used_bytes": v.space_used_bytes,
+                "space_total_bytes": v.space_total_bytes,
+                "legs": v.legs.iter().map(|l| serde_json::json!({
+                    "path": l.path, "state": l.state.name(), "read_errors": l.read_errors,
+                    "write_errors": l.write_errors, "checksum_errors": l.checksum_errors, "volatile": l.volatile,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let st = log.stats();
+    let healthy = log.status().iter().any(|v| matches!(v.state.name(), "ONLINE" | "DEGRADED"));
+    serde_json::json!({
+        "vdevs": vdevs,
+        "healthy": healthy,
+        "volatile": log.status().iter().flat_map(|v| v.legs.iter()).any(|l| l.volatile),
+        "sync_requests": inner.intent.sync_requests.load(Ordering::Relaxed),
+        "txg_fallbacks": inner.intent.fallbacks.load(Ordering::Relaxed),
+        "commits": st.sync_requests,
+        "device_writes": st.device_writes,
+        "group_commit_ratio": st.group_commit_ratio(),
+        "bytes_logged": st.bytes_logged,
+        "records_logged": st.records_logged,
+        "log_full_events": st.log_full_events,
+        "commit_errors": st.commit_errors,
+        "space_used_bytes": st.space_used_bytes,
+        "space_total_bytes": st.space_total_bytes,
+        "commit_latency_us": st.latency_histogram_us.iter().map(|b| serde_json::json!({"le_us": b.le_us, "count": b.count})).collect::<Vec<_>>(),
+    })
 }
 
 impl Pool {
@@ -200,6 +243,7 @@ impl Pool {
             pending_deletes: meta.pending_deletes.len() as u64,
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),
+            log: log_json(i),
         }
     }
 }

@@ -97,6 +97,53 @@ fn age_text(time_ms: u64) -> String {
     format!("{:.1}s ago", now_ms.saturating_sub(time_ms) as f64 / 1000.0)
 }
 
+/// The vdev tree in the shape of `zpool status`, then the volumes.
+fn print_config(v: &Value) {
+    let st = |x: &Value| x.as_str().unwrap_or("?").to_string();
+    println!("config:\n");
+    println!("\t{:<44} {:<9} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
+    println!("\t{:<44} {:<9}", v["name"].as_str().unwrap_or("?"), health_text(v).split(' ').next().unwrap_or(""));
+    println!("\t  {:<42} {:<9} {:>5} {:>5} {:>5}", format!("store {}", v["store"].as_str().unwrap_or("?")),
+        if v["health"]["state"] == "Suspended" { "SUSPENDED" } else { "ONLINE" },
+        v["store_requests"]["get"]["errors"].as_u64().unwrap_or(0), v["store_requests"]["put"]["errors"].as_u64().unwrap_or(0),
+        v["checksum_errors"].as_u64().unwrap_or(0));
+    if let Some(vdevs) = v["log"]["vdevs"].as_array() {
+        println!("\tlogs");
+        for (i, d) in vdevs.iter().enumerate() {
+            let legs = d["legs"].as_array().cloned().unwrap_or_default();
+            let indent = if d["kind"] == "mirror" {
+                println!("\t  {:<42} {:<9}", format!("mirror-{i}"), st(&d["state"]));
+                "    "
+            } else {
+                "  "
+            };
+            for l in legs {
+                println!("\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}", st(&l["path"]), st(&l["state"]),
+                    l["read_errors"].as_u64().unwrap_or(0), l["write_errors"].as_u64().unwrap_or(0), l["checksum_errors"].as_u64().unwrap_or(0),
+                    if l["volatile"] == true { "  (volatile)" } else { "" }, width = 44 - indent.len());
+            }
+        }
+    }
+    if let Some(devs) = v["cache"]["devices"].as_array() {
+        println!("\tcache");
+        for d in devs {
+            let state = d["state"].as_str().map(|s| s.to_ascii_uppercase()).unwrap_or_else(|| format!("{}", d["state"]).to_ascii_uppercase());
+            println!("\t  {:<42} {:<9} {:>5} {:>5} {:>5}", st(&d["path"]), state.trim_matches('"'), d["io_errors"].as_u64().unwrap_or(0),
+                "-", d["checksum_errors"].as_u64().unwrap_or(0));
+        }
+    }
+    println!("\n\t{:<24} {:>8} {:>8}", "VOLUME", "SIZE", "ALLOC");
+    for vol in v["volumes"].as_array().into_iter().flatten() {
+        println!("\t{:<24} {:>8} {:>8}", vol["name"].as_str().unwrap_or("?"), human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
+    }
+    if v["log"]["volatile"] == true {
+        println!("\nwarning: a log device is volatile (tmpfs or RAM disk): a power cut loses acknowledged writes.");
+    }
+    if v["log"].is_object() && v["log"]["healthy"] == false {
+        println!("\nwarning: no healthy log device: sync requests wait for txgs to reach the store (slow, still durable).");
+    }
+}
+
 fn print_status(v: &Value, verbose: bool) {
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     println!("  pool: {}", v["name"].as_str().unwrap_or("?"));
@@ -115,9 +162,12 @@ fn print_status(v: &Value, verbose: bool) {
     if let Some(m) = v["mount"].as_str() {
         println!(" mount: {m}");
     }
-    println!("config:\n\n\tNAME\tSIZE\tALLOC");
-    for vol in v["volumes"].as_array().into_iter().flatten() {
-        println!("\t{}\t{}\t{}", vol["name"].as_str().unwrap_or("?"), human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
+    print_config(v);
+    if verbose && v["log"].is_object() {
+        let l = &v["log"];
+        println!("\nintent log: {} sync requests, {} device writes (group commit {:.1}x), {} logged, {} txg fallbacks, {} of {} in use",
+            l["sync_requests"], l["device_writes"], l["group_commit_ratio"].as_f64().unwrap_or(0.0), human(l["bytes_logged"].as_u64().unwrap_or(0)),
+            l["txg_fallbacks"], human(l["space_used_bytes"].as_u64().unwrap_or(0)), human(l["space_total_bytes"].as_u64().unwrap_or(0)));
     }
     if verbose && v.get("store_requests").is_some() {
         let r = &v["store_requests"];

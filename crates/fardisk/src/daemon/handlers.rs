@@ -39,6 +39,7 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             let mut v = serde_json::to_value(pool.status()).map_err(|e| e.to_string())?;
             v["pid"] = json!(std::process::id());
             v["mount"] = json!(st.mount_dir);
+            v["cache"] = st.cache.stats_json()["l2arc"].clone();
             Ok(v)
         }
         "arcstat" => Ok(st.cache.stats_json()),

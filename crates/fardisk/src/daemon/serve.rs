@@ -67,6 +67,8 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let pool = Pool::import(store, &opts.pool, import, env, cache.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
     let exports = Arc::new(PoolExports { pool: pool.clone() });
+    // Image files show the import time (the engine's clock is injected; this is display only).
+    let import_time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(Env::system().clock.wall_ms());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut nbd_tasks = Vec::new();
     for l in &opts.nbd {
@@ -80,7 +82,8 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         });
     }
     let mount = match &opts.mount {
-        Some(dir) => Some(mount_fuse(dir, exports.clone())?),
+        // Mounting blocks its thread (fusermount3 and the kernel handshake).
+        Some(dir) => Some(tokio::task::block_in_place(|| mount_fuse(dir, exports.clone(), import_time))?),
         None => None,
     };
     let socket = crate::paths::control_socket(&opts.pool);
@@ -113,7 +116,8 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     for t in nbd_tasks {
         let _ = t.await;
     }
-    drop(mount);
+    // Unmounting blocks too (and waits for the kernel to let go of the images).
+    tokio::task::block_in_place(|| drop(mount));
     let result = pool.export().await;
     cache.shutdown();
     let waiting = state.exported.receiver_count() > 0;
@@ -175,10 +179,10 @@ fn clear_stale_mount(dir: &std::path::Path) {
     }
 }
 
-fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>) -> Result<crate::fuse::FuseMount> {
+fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>, import_time: std::time::SystemTime) -> Result<crate::fuse::FuseMount> {
     clear_stale_mount(dir);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create mount point {}", dir.display()))?;
-    crate::fuse::mount(dir, exports, tokio::runtime::Handle::current(), crate::fuse::FuseOptions::default())
+    crate::fuse::mount(dir, exports, tokio::runtime::Handle::current(), crate::fuse::FuseOptions { timestamp: import_time, ..Default::default() })
         .with_context(|| format!("cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)", dir.display()))
 }
 

@@ -203,7 +203,9 @@ impl VolumeFs {
             }
         }
         drop(inodes);
-        // The offset of an entry is its index + 1: the kernel resumes after it.
+        // The offset of an entry is its index + 1: the kernel resumes after it. A volume
+        // created or destroyed between two calls of one listing may shift the rest by one
+        // (skipped or repeated once); the next listing is exact.
         for (index, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(ino, index as u64 + 1, kind, name) {
                 break;

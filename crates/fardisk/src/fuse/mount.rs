@@ -32,7 +32,8 @@ pub struct FuseMount {
 /// size. Data requests run as tasks on `runtime`, which must be driven by its own worker
 /// threads (a multi-thread runtime): fuser's threads only spawn onto it. The call returns
 /// once the kernel has completed the FUSE handshake. Needs /dev/fuse, and root (or
-/// fusermount3 for a user mount). Must not be called from inside the runtime's tasks.
+/// fusermount3 for a user mount). `mount`, `unmount` and drop block their thread: call them
+/// from a plain or `spawn_blocking` thread, and drop the mount before the runtime.
 pub fn mount(
     dir: &Path,
     provider: Arc<dyn ExportProvider>,

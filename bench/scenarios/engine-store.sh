@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# about: pool engine seq write into MinIO vs raw 16 MiB PUTs of the same bytes; PUTs/GETs per GiB
+# Builds crates/bench in release mode, starts MinIO on loopback (scripts/minio.sh) unless this
+# run dir already has one, and runs `fardisk-bench engine-store`: rounds of (raw PUT + GET,
+# engine write + cold read) on the same seeded pseudo-random bytes, then one engine run on
+# compressible data. Every configuration becomes one result file (bench/lib/result.py).
+#
+#   bench/run.sh engine-store            full size: 2 GiB per run, 3 rounds
+#   bench/run.sh engine-store --quick    256 MiB, 2 rounds; results go to the scratch dir only,
+#                                        so a smoke run never replaces a published row
+# Env: FARDISK_ENGINE_STORE_MIB, FARDISK_ENGINE_STORE_ROUNDS, FARDISK_ENGINE_STORE_WRITERS,
+#      FARDISK_SEED (data and engine seed).
+set -euo pipefail
+FD_NAME=engine-store
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+
+WORK="$FARDISK_RUN_DIR/bench/engine-store"
+MIB="${FARDISK_ENGINE_STORE_MIB:-2048}"
+ROUNDS="${FARDISK_ENGINE_STORE_ROUNDS:-3}"
+WRITERS="${FARDISK_ENGINE_STORE_WRITERS:-4}"
+RESULTS="$FARDISK_BENCH_RESULTS"
+if [ "${1:-}" = --quick ]; then
+    MIB="${FARDISK_ENGINE_STORE_MIB:-256}"
+    ROUNDS="${FARDISK_ENGINE_STORE_ROUNDS:-2}"
+    RESULTS="$WORK/quick-results"
+elif [ -n "${1:-}" ]; then
+    fd_die "unknown argument '$1' (only --quick)"
+fi
+MINIO="$FARDISK_ROOT/scripts/minio.sh"
+
+rm -rf "$WORK/rows.json" "$WORK/series"
+mkdir -p "$WORK/series"
+
+fd_log "building fardisk-bench (release)"
+(cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk-bench) || fd_die "cargo build failed"
+BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk-bench"
+[ -x "$BIN" ] || fd_die "no binary at $BIN"
+
+# A MinIO this run dir already runs belongs to someone else: use it, leave it running.
+if "$MINIO" status >/dev/null 2>&1; then
+    fd_log "using the MinIO already running in $FARDISK_RUN_DIR"
+else
+    "$MINIO" start
+    trap '"$MINIO" stop' EXIT
+fi
+eval "$("$MINIO" env)"
+
+started_at="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+fs_type="$(df --output=fstype "$FARDISK_RUN_DIR" | tail -n 1 | tr -d ' ')"
+note="Shared 2-core machine (other engineers' cargo builds may run): load average $load_before at the start"
+fd_log "engine-store: $MIB MiB per run, $ROUNDS rounds, $WRITERS writers, results in $RESULTS"
+if ! "$BIN" engine-store --bucket "$FARDISK_BUCKET" --prefix "bench-$$" --total-mib "$MIB" \
+    --rounds "$ROUNDS" --writers "$WRITERS" --seed "${FARDISK_SEED:-1}" --out "$WORK/rows.json" \
+    --note "$note" 2>&1 | tee "$WORK/bench.log"; then
+    fd_die "fardisk-bench failed (log: $WORK/bench.log)"
+fi
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+# One result file per row; every row shares the run's start time.
+FARDISK_BENCH_STARTED_AT="$started_at" python3 - "$WORK/rows.json" "$WORK/series" "$RESULTS" \
+    "$FARDISK_ROOT/bench/lib/result.py" "load average $load_after at the end; MinIO single drive on loopback ($fs_type), same host; reads hit MinIO's warm page cache." <<'PY'
+import json, os, subprocess, sys
+rows_path, series_dir, results, result_py, extra = sys.argv[1:6]
+rows = json.load(open(rows_path))["rows"]
+for n, row in enumerate(rows):
+    args = [sys.executable, result_py, "--out-dir", results, "--scenario", "engine-store",
+            "--setup", row["setup"], "--order", str(row["order"]), "--duration-s", str(row["duration_s"]),
+            "--notes", f'{row["notes"]}; {extra}']
+    args += [f"--param={k}={v}" for k, v in row["params"].items()]
+    args += [f"--metric={k}={v}" for k, v in row["metrics"]]  # [name, value] pairs: column order
+    for name, s in row["series"].items():
+        path = os.path.join(series_dir, f"{n}-{name}.txt")
+        with open(path, "w") as f:
+            f.write(f'# {s["x_label"]}, {s["y_label"]}\n')
+            f.writelines(f"{x} {y}\n" for x, y in zip(s["x"], s["y"]))
+        args.append(f"--series={name}={path}")
+    subprocess.run(args, check=True)
+PY
+fd_log "done: $(ls "$RESULTS"/engine-store-* 2>/dev/null | wc -l) engine-store result files in $RESULTS"
