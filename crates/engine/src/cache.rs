@@ -11,6 +11,10 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug {
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool);
     /// A cached copy failed verification: drop it.
     fn invalidate(&self, ptr: &BlockPtr);
+    /// True when nothing is ever cached (readahead would only waste requests).
+    fn holds_nothing(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -22,4 +26,7 @@ impl BlockCache for NoCache {
     }
     fn insert(&self, _: &BlockPtr, _: Bytes, _: bool) {}
     fn invalidate(&self, _: &BlockPtr) {}
+    fn holds_nothing(&self) -> bool {
+        true
+    }
 }

@@ -336,3 +336,31 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     assert!(l2_hits >= 512, "most of the first pass is served locally: {l2_hits} L2 hits, {} GETs", pool.store_stats().snapshot().get.requests - before);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_reads_prefetch_without_fetching_anything_twice() {
+    use fardisk_engine::arc_cache::ArcBlockCache;
+    let e = env(10);
+    let (store, pool) = new_pool("memory://readahead", &e).await;
+    let vol = pool.volume_create("v", 64 << 20).expect("volume");
+    let data: Vec<u8> = (0..(16u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect();
+    pool.write(vol, 0, Bytes::from(data.clone())).await.expect("write");
+    pool.export().await.expect("export");
+    // A store 10 ms away, on the real clock, so prefetches are still in flight when the next
+    // demand read arrives.
+    let clock: Arc<dyn fardisk_engine::clock::Clock> = Arc::new(fardisk_engine::clock::SystemClock::default());
+    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(store, SimulateSpec::parse("latency=10").expect("spec"), clock.clone(), 10));
+    let cache = Arc::new(ArcBlockCache::new(256 << 20, None));
+    let e = Env { clock, seed: 10 };
+    let pool = Pool::import(far, "tank", ImportOptions { force: false, config: config(), missing_log: false }, e, cache).await.expect("import");
+    let vol = pool.volume_id("v").expect("v");
+    for i in 0..16u64 {
+        let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
+        assert!(got[..] == data[(i << 20) as usize..((i + 1) << 20) as usize], "MiB {i}");
+    }
+    let s = pool.status();
+    let fetched = s.store_requests.get.bytes;
+    assert!(s.readahead_blocks > 0, "sequential reads started readahead");
+    // Data (incompressible) plus the map pages; a block fetched twice would push this far over.
+    assert!(fetched < (16 << 20) + (2 << 20), "fetched {fetched} bytes to read 16 MiB");
+}

@@ -190,23 +190,7 @@ pub(crate) fn plan_merge(vdevs: &[(Vec<OpenedLeg>, DeviceLabel)]) -> MergePlan {
         .flat_map(|(legs, _)| legs.iter().filter_map(|l| l.scan.as_ref()))
         .map(|s| HeadSummary { release_seq: s.head.release_seq, writer_epoch: s.head.writer_epoch, epoch_first_seq: s.head.epoch_first_seq })
         .collect();
-    let result = plan(&chains, &heads);
-    if std::env::var("SLOG_DEBUG").is_ok() {
-        for (vi, (legs, _)) in vdevs.iter().enumerate() {
-            for (li, leg) in legs.iter().enumerate() {
-                if let Some(s) = &leg.scan {
-                    eprintln!("SCAN v{vi} l{li} head gen {} slot {} point {:?} R {} ep {} F {} end {:?}", s.head.generation, s.head_slot, (s.head.point.offset_bytes, s.head.point.block_seq), s.head.release_seq, s.head.writer_epoch, s.head.epoch_first_seq, s.end);
-                    for b in &s.blocks {
-                        eprintln!("   blk seq {} off {} len {} first {} n {} txg {} R {} ep {} F {}", b.extent.block_seq, b.extent.offset_bytes, b.extent.len_bytes, b.extent.first_seq, b.extent.record_count, b.extent.txg_max, b.release_seq, b.writer_epoch, b.epoch_first_seq);
-                    }
-                } else {
-                    eprintln!("SCAN v{vi} l{li} none state {:?}", leg.health.state());
-                }
-            }
-        }
-        eprintln!("PLAN {:?}", result);
-    }
-    result
+    plan(&chains, &heads)
 }
 
 /// Builds a runtime vdev from its opened legs: ring state from the best leg's chain cut to
@@ -235,12 +219,15 @@ pub(crate) fn assemble_vdev(config: &VdevConfig, legs: Vec<OpenedLeg>, label: De
 fn ring_from_scan(label: &DeviceLabel, scan: &LegScan, keep: usize, release_seq: u64) -> Ring {
     let kept = &scan.blocks[..keep.min(scan.blocks.len())];
     let tail = kept.last().map_or(scan.head.point, |b| b.extent.next_point());
+    // The first block may sit at the ring start rather than at the head's offset (see
+    // `Ring::append`): protect it where it really is.
+    let durable_head = kept.first().map_or(scan.head.point, |b| b.extent.point());
     let live: VecDeque<_> = kept
         .iter()
         .skip_while(|b| b.last_seq().is_none_or(|last| last < release_seq))
         .map(|b| b.extent.clone())
         .collect();
-    Ring::new(label.ring_start_bytes, label.ring_end_bytes, scan.head.point, tail, live)
+    Ring::new(label.ring_start_bytes, label.ring_end_bytes, durable_head, tail, live)
 }
 
 fn inert_ring(label: &DeviceLabel) -> Ring {

@@ -136,6 +136,12 @@ impl Ring {
 
     pub fn append(&mut self, extent: Extent) {
         debug_assert_eq!(extent.block_seq, self.tail.block_seq);
+        if extent.block_seq == self.durable_head.block_seq {
+            // The head was written while the ring was empty, naming the tail offset; this
+            // block may have gone to the ring start instead. Protect where it really is.
+            // (Replay finds it the same way: the head offset, then the ring start.)
+            self.durable_head.offset_bytes = extent.offset_bytes;
+        }
         self.tail = extent.next_point();
         self.live.push_back(extent);
     }
@@ -218,6 +224,32 @@ mod tests {
         assert_eq!(ring.used_bytes(), 0);
         assert_eq!(ring.place(4 * 4096, ring.durable_head), Some(START));
         assert_eq!(ring.max_block_bytes(), ring.len_bytes());
+    }
+
+    #[test]
+    fn block_wrapped_after_an_empty_head_stays_protected() {
+        let mut ring = empty_ring();
+        ring.append(extent(START, 7 * 4096, 1, 1));
+        ring.release_before_seq(u64::MAX);
+        // The head is persisted while empty: it names the tail, 7 units into the ring.
+        ring.durable_head = ring.mem_head();
+        assert_eq!(ring.durable_head.offset_bytes, START + 7 * 4096);
+        // The next block does not fit before the end and goes to the start.
+        let at = ring.place(4 * 4096, ring.durable_head).expect("empty ring");
+        assert_eq!(at, START);
+        ring.append(extent(at, 4 * 4096, 2, 2));
+        // Until released, nothing may overwrite [START, START + 4 units).
+        let at = ring.place(4096, ring.durable_head).expect("room after the block");
+        assert_eq!(at, START + 4 * 4096);
+        ring.append(extent(at, 4096, 3, 2));
+        let mut tail_blocks = 0;
+        while let Some(at) = ring.place(4096, ring.durable_head) {
+            assert!(at >= START + 4 * 4096, "block 2 at the ring start was overwritten");
+            ring.append(extent(at, 4096, 4 + tail_blocks, 2));
+            tail_blocks += 1;
+            assert!(tail_blocks < 10);
+        }
+        assert_eq!(ring.used_bytes(), ring.len_bytes());
     }
 
     #[test]

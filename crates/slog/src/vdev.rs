@@ -300,10 +300,6 @@ impl Vdev {
             match read_block_at(device.as_ref(), self.bounds(), extent.point()) {
                 Ok(block) if block.header.header_checksum == extent.header_checksum => return Some(block.records),
                 Ok(_) | Err(ReadBlockError::Block(_)) => {
-                    if std::env::var("SLOG_DEBUG").is_ok() {
-                        let why = match read_block_at(device.as_ref(), self.bounds(), extent.point()) { Ok(b) => format!("other block hdr {:?}", b.header), Err(ReadBlockError::Block(e)) => format!("{e:?}"), Err(ReadBlockError::Io(e)) => format!("io {e}") };
-                        eprintln!("READFAIL vdev {:#x} leg {} extent {:?} ring {:?} why {}", self.guid, leg.path.display(), extent, self.ring.lock(), why);
-                    }
                     tracing::warn!(path = %leg.path.display(), offset = extent.offset_bytes, "log block checksum error");
                     leg.health.add_checksum_errors(1);
                 }

@@ -102,6 +102,9 @@ pub(crate) struct Inner {
     pub counters: status::Counters,
     pub readahead: Mutex<BTreeMap<u32, read::SeqDetector>>,
     pub intent: intent::Intent,
+    /// Blocks being prefetched, by location: a demand read of one waits for it instead of
+    /// fetching it a second time.
+    pub prefetching: Mutex<std::collections::HashMap<(u64, u32), tokio::sync::watch::Receiver<bool>>>,
 }
 
 impl Inner {

@@ -174,6 +174,7 @@ impl Pool {
             counters: Default::default(),
             readahead: Default::default(),
             intent: super::intent::Intent::new(log),
+            prefetching: Default::default(),
             env,
         });
         let pool = Pool::from_inner(inner.clone());

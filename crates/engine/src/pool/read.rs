@@ -124,6 +124,9 @@ impl Pool {
     }
 
     fn maybe_readahead(&self, volume_id: u32, first: u64, last: u64) {
+        if self.inner.blocks.holds_nothing() {
+            return; // Prefetched blocks would have nowhere to go.
+        }
         let (window_blocks, tree) = {
             let max = self.inner.config.read().readahead_bytes_max / BLOCK_BYTES;
             let mut ra = self.inner.readahead.lock();
@@ -179,6 +182,9 @@ async fn fetch_blocks(inner: &Arc<Inner>, sources: &[Source], prefetch: bool) ->
             },
         });
     }
+    if !prefetch && !wanted.is_empty() {
+        wanted = wait_for_prefetches(inner, wanted, &mut out).await;
+    }
     let max_req = inner.config.read().read_request_bytes_max;
     let concurrency = inner.config.read().read_concurrency;
     let groups = coalesce(&wanted, max_req);
@@ -215,7 +221,59 @@ fn coalesce(wanted: &[(usize, BlockPtr)], max_req: u64) -> Vec<Vec<(usize, Block
     groups
 }
 
+/// Demand blocks that a prefetch is already fetching: wait for it (bounded), then take them from
+/// the cache. Returns the blocks still to fetch.
+async fn wait_for_prefetches(inner: &Arc<Inner>, wanted: Vec<(usize, BlockPtr)>, out: &mut [Option<Bytes>]) -> Vec<(usize, BlockPtr)> {
+    let pending: Vec<tokio::sync::watch::Receiver<bool>> = {
+        let map = inner.prefetching.lock();
+        wanted.iter().filter_map(|(_, p)| map.get(&(p.segment_id, p.offset_bytes)).cloned()).collect()
+    };
+    if pending.is_empty() {
+        return wanted;
+    }
+    for mut rx in pending {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx.wait_for(|done| *done)).await;
+    }
+    let mut still = Vec::new();
+    for (i, p) in wanted {
+        match inner.blocks.get(&p, false).and_then(|phys| verify_decode(inner, &p, &phys).ok()) {
+            Some(b) => out[i] = Some(b),
+            None => still.push((i, p)),
+        }
+    }
+    still
+}
+
 async fn fetch_group(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch: bool) -> Result<Vec<(usize, Bytes)>> {
+    if !prefetch {
+        return fetch_group_now(inner, g, false).await;
+    }
+    // Register the blocks so demand reads wait for this fetch instead of repeating it.
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let keys: Vec<(u64, u32)> = {
+        let mut map = inner.prefetching.lock();
+        let mut mine = Vec::new();
+        for (_, p) in &g {
+            let k = (p.segment_id, p.offset_bytes);
+            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(k) {
+                e.insert(rx.clone());
+                mine.push(k);
+            }
+        }
+        mine
+    };
+    let r = fetch_group_now(inner, g, true).await;
+    {
+        let mut map = inner.prefetching.lock();
+        for k in keys {
+            map.remove(&k);
+        }
+    }
+    let _ = tx.send(true);
+    r
+}
+
+async fn fetch_group_now(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch: bool) -> Result<Vec<(usize, Bytes)>> {
     let start = g[0].1.range().start;
     let end = g[g.len() - 1].1.range().end;
     let bytes = get_segment_range(inner, g[0].1.segment_id, start..end).await?;
