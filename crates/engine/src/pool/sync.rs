@@ -115,62 +115,72 @@ impl SpaceDelta {
     }
 }
 
-struct Packed {
-    finished: Vec<(u64, Vec<u8>)>,
-    builder: SegmentBuilder,
-    counter: u64,
+/// One full data segment, packed off the async workers.
+struct PackedSegment {
+    id: u64,
+    bytes: Vec<u8>,
+    written_bytes: u64,
     updates: Vec<(u32, u64, BlockPtr)>,
-    written: BTreeMap<u64, u64>,
 }
 
-/// Compresses and packs data blocks (CPU work, off the async workers).
-fn pack(guid: u128, epoch: u64, mut counter: u64, txg: u64, cfg_target: usize, algo: crate::compress::Compression,
-        mut blocks: Vec<((u32, u64), Dirty)>) -> Packed {
-    blocks.sort_by_key(|(k, _)| *k);
-    let mut builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
-    counter += 1;
-    let mut finished = Vec::new();
+/// Compresses `blocks` into one segment (CPU work: runs in `spawn_blocking`).
+fn pack_into(mut builder: SegmentBuilder, blocks: Vec<((u32, u64), Bytes)>, algo: crate::compress::Compression)
+    -> (SegmentBuilder, Vec<(u32, u64, BlockPtr)>) {
     let mut updates = Vec::with_capacity(blocks.len());
-    let mut written = BTreeMap::new();
-    for ((vol, block), d) in blocks {
-        let ptr = match d {
-            Dirty::Zero => BlockPtr::HOLE,
-            Dirty::Data(b) => {
-                if builder.len_bytes() >= cfg_target {
-                    let full = std::mem::replace(&mut builder, SegmentBuilder::new(guid, segment_id(epoch, counter), txg));
-                    counter += 1;
-                    finish_into(full, &mut finished, &mut written);
-                }
-                builder.add(BlockOwner::Data { tree_id: vol, block }, &b, algo)
-            }
-        };
-        updates.push((vol, block, ptr));
+    for ((vol, block), b) in blocks {
+        updates.push((vol, block, builder.add(BlockOwner::Data { tree_id: vol, block }, &b, algo)));
     }
-    Packed { finished, builder, counter, updates, written }
+    (builder, updates)
 }
 
-fn finish_into(b: SegmentBuilder, finished: &mut Vec<(u64, Vec<u8>)>, written: &mut BTreeMap<u64, u64>) {
+fn finish_segment(b: SegmentBuilder, updates: Vec<(u32, u64, BlockPtr)>) -> PackedSegment {
     let id = b.segment_id();
     let (bytes, entries) = b.finish();
-    written.insert(id, entries.iter().map(|e| e.ptr.physical_bytes as u64).sum());
-    finished.push((id, bytes));
+    PackedSegment { id, bytes, written_bytes: entries.iter().map(|e| e.ptr.physical_bytes as u64).sum(), updates }
 }
 
 async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending: PendingMeta) -> Result<()> {
     let cfg = inner.config.read().clone();
     let counter0 = inner.meta.read().root.next_segment_counter;
-    let blocks: Vec<((u32, u64), Dirty)> = set.blocks.iter().map(|(k, v)| (*k, v.clone())).collect();
-    let (guid, epoch, target, algo) = (inner.guid, inner.epoch, cfg.segment_bytes_target, cfg.compression);
-    let packed = tokio::task::spawn_blocking(move || pack(guid, epoch, counter0, txg, target, algo, blocks))
-        .await
-        .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
-    let Packed { finished, mut builder, counter, mut updates, mut written } = packed;
-    // Data segments upload while the maps are updated.
+    let (guid, epoch, algo) = (inner.guid, inner.epoch, cfg.compression);
+    let mut data: Vec<((u32, u64), Bytes)> = Vec::with_capacity(set.blocks.len());
+    let mut updates: Vec<(u32, u64, BlockPtr)> = Vec::new();
+    for (k, d) in &set.blocks {
+        match d {
+            Dirty::Data(b) => data.push((*k, b.clone())),
+            Dirty::Zero => updates.push((k.0, k.1, BlockPtr::HOLE)),
+        }
+    }
+    data.sort_unstable_by_key(|(k, _)| *k);
+    // Full segments are packed one at a time and start uploading as soon as each is packed, so
+    // compression of the next overlaps the upload of the previous; the last, partial one becomes
+    // the meta segment that also takes this txg's map pages.
+    let blocks_per_segment = (cfg.segment_bytes_target / BLOCK_BYTES as usize).max(1);
+    let mut counter = counter0;
     let mut uploads = tokio::task::JoinSet::new();
     let limit = Arc::new(tokio::sync::Semaphore::new(cfg.upload_concurrency.max(1)));
-    for (id, bytes) in finished {
-        spawn_upload(&mut uploads, inner, &limit, id, Bytes::from(bytes));
+    let mut written: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut rest = data;
+    while rest.len() > blocks_per_segment {
+        let tail = rest.split_off(blocks_per_segment);
+        let chunk = std::mem::replace(&mut rest, tail);
+        let builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
+        counter += 1;
+        let seg = tokio::task::spawn_blocking(move || {
+            let (b, u) = pack_into(builder, chunk, algo);
+            finish_segment(b, u)
+        })
+        .await
+        .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
+        written.insert(seg.id, seg.written_bytes);
+        updates.extend(seg.updates);
+        spawn_upload(&mut uploads, inner, &limit, seg.id, Bytes::from(seg.bytes));
     }
+    let meta_builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
+    let (mut builder, meta_updates) = tokio::task::spawn_blocking(move || pack_into(meta_builder, rest, algo))
+        .await
+        .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
+    updates.extend(meta_updates);
     let mut delta = SpaceDelta::default();
     relocate(inner, set, &pending, &mut builder, &mut updates).await?;
     let mut volumes = inner.meta.read().volumes.clone();

@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# PostgreSQL 15 on ext4 on a fardisk volume whose durable home is MinIO behind toxiproxy (20 ms
+# each way), with the intent log and the cache on local files:
+#   1. setup: create, import --mount, volume, loop device, mkfs.ext4, initdb, pgbench -i, TPC-B.
+#   2. crash: SIGKILL the daemon in the middle of a TPC-B run and a client that records every
+#      INSERT whose COMMIT returned, then SIGKILL PostgreSQL. Import again (no --force), the ext4
+#      journal replays, e2fsck -fn is clean, WAL recovery runs, the TPC-B invariant holds and
+#      every acknowledged transaction (acked ids, pgbench's processed count) is there.
+#   3. export, replace the cache file with a new blank one, import: the data is intact.
+#   4. commits, SIGKILL, the log file deleted: import refuses and names the recovery point;
+#      --missing-log imports there and the database is consistent (the newest commits may be
+#      lost; everything before the last export may not).
+#
+# Env: FARDISK_BIN=PATH uses that binary instead of building target/release/fardisk;
+#      E2E50_TPCB_S (default 20) is the length of the first TPC-B run.
+E2E_NAME=50_postgres_minio
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+umask 022 # PostgreSQL runs as postgres and must reach what is made here
+cd "$E2E_ROOT" || exit 1
+
+LATENCY_MS=20          # each way: a 40 ms round trip to the store
+TPCB_S="${E2E50_TPCB_S:-20}"
+CRASH_AFTER_S=8        # how long the crash-phase clients run before the daemon is killed
+CRASH_RUN_MAX_S=60     # the crash-phase pgbench would stop by itself after this
+ACKED_MAX=20000        # the acked client stops by itself after this many rows
+LATE_ROWS=50           # committed rows written just before the log is lost (phase 4)
+GONE_TRIES=100         # x 0.1 s: bound on waiting for a killed process to disappear
+CLIENT_EXIT_TRIES=300  # x 0.1 s: bound on waiting for clients to notice the crash
+POOL=pgtank
+W="$FARDISK_RUN_DIR" # 0755, removed by common.sh on success, kept on failure
+export FARDISK_HOME="$W/home"
+MNT="$W/mnt"
+FS="$W/fs"
+DATA="$FS/data"
+LOGDEV="$W/log0"
+CACHEDEV="$W/cache0"
+PG="$SCRIPTS/postgres.sh"
+PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+LOOP=""
+PM_PID=""
+DAEMON_PIDS=()
+CLIENT_PIDS=()
+
+info() { echo "INFO $E2E_NAME: $*"; }
+
+# ---- processes -------------------------------------------------------------------------------
+
+# is_ours PID WORD: PID runs and its command line contains WORD (guards against recycled pids).
+is_ours() {
+    [ -n "$1" ] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
+}
+
+# wait_gone TRIES PID...: true once none of the PIDs runs (zombies count as gone).
+wait_gone() {
+    local tries="$1" i p alive
+    shift
+    for ((i = 0; i < tries; i++)); do
+        alive=0
+        for p in "$@"; do
+            if [ -e "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null; then alive=1; fi
+        done
+        [ "$alive" -eq 0 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+daemon_pid() {
+    "$B" status "$POOL" --json 2>/dev/null \
+        | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null
+}
+
+# kill_daemon: SIGKILL the pool's daemon, as a crash of the host would.
+kill_daemon() {
+    local pid
+    pid="$(daemon_pid)"
+    is_ours "$pid" fardisk || { echo "no live daemon (pid '$pid')" >&2; return 1; }
+    kill -KILL "$pid"
+    wait_gone "$GONE_TRIES" "$pid"
+}
+
+# kill_postgres: SIGKILL the postmaster and all its children at once (no shutdown checkpoint).
+kill_postgres() {
+    [ -n "$PM_PID" ] || return 0
+    if is_ours "$PM_PID" postgres; then
+        local kids
+        kids="$(ps -o pid= --ppid "$PM_PID" | tr -s ' \n' ' ')"
+        # shellcheck disable=SC2086 # one pid per word
+        kill -KILL "$PM_PID" $kids 2>/dev/null
+        # shellcheck disable=SC2086
+        wait_gone "$GONE_TRIES" "$PM_PID" $kids || echo "postgres processes still there after SIGKILL" >&2
+    fi
+    PM_PID=""
+}
+
+# wait_clients: bounded wait for the background clients, then SIGKILL the ones still there.
+wait_clients() {
+    local p
+    wait_gone "$CLIENT_EXIT_TRIES" "${CLIENT_PIDS[@]}" || echo "clients did not exit by themselves" >&2
+    for p in "${CLIENT_PIDS[@]}"; do
+        if is_ours "$p" psql || is_ours "$p" pgbench; then kill -KILL "$p" 2>/dev/null; fi
+        wait "$p" 2>/dev/null
+    done
+    CLIENT_PIDS=()
+}
+
+# ---- pool, block device, file system ---------------------------------------------------------
+
+# import_pool [ARGS]: import with the FUSE mount and remember the daemon's pid for cleanup.
+import_pool() {
+    local pid
+    "$B" import "$POOL" --mount "$MNT" --wait 120 "$@" || return 1
+    pid="$(daemon_pid)"
+    [ -n "$pid" ] || { echo "import: no daemon pid in status" >&2; return 1; }
+    DAEMON_PIDS+=("$pid")
+}
+
+attach_loop() { LOOP="$(losetup --direct-io=on -f --show "$MNT/pg")"; }
+
+detach_loop() {
+    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
+    LOOP=""
+    return 0
+}
+
+# teardown_crashed: what a reboot does to the mounts of a crashed storage stack.
+teardown_crashed() {
+    mountpoint -q "$FS" && umount -l "$FS"
+    detach_loop
+    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; fi
+    return 0
+}
+
+# fsck_clean: e2fsck -fn exits 0 and has nothing to fix; prints its report when it does.
+fsck_clean() {
+    local out rc
+    out="$(e2fsck -fn "$LOOP" 2>&1)"
+    rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -q '? no$' <<<"$out"; then return 0; fi
+    printf 'e2fsck -fn %s exited %s:\n%s\n' "$LOOP" "$rc" "$out" >&2
+    return 1
+}
+
+# replay_then_fsck: mount (the ext4 journal replays), unmount, then e2fsck -fn must be clean.
+replay_then_fsck() { mount "$LOOP" "$FS" && umount "$FS" && fsck_clean; }
+
+# ---- PostgreSQL ------------------------------------------------------------------------------
+
+pg_start() {
+    "$PG" start "$DATA" || return 1
+    PM_PID="$(head -n 1 "$DATA/postmaster.pid")"
+    eval "$("$PG" env "$DATA")" # PGHOST/PGPORT/PGUSER for the clients started directly
+}
+
+pg_stop() { "$PG" stop "$DATA" && PM_PID=""; }
+
+sql() { "$PG" psql "$DATA" -X -At -v ON_ERROR_STOP=1 -c "$1"; }
+
+history_rows() { sql 'SELECT count(*) FROM pgbench_history'; }
+
+# acked_sql FIRST LAST: one autocommit INSERT per id, each followed by an echo of that id, which
+# psql prints only after the COMMIT returned.
+acked_sql() {
+    local i
+    echo 'SET synchronous_commit = on;'
+    for ((i = $1; i <= $2; i++)); do
+        printf 'INSERT INTO acked(id) VALUES (%d);\n\\echo acked %d\n' "$i" "$i"
+    done
+}
+
+# acked_client FIRST LAST OUT: appends "acked N" to OUT for every committed id; stops at the
+# first error (ON_ERROR_STOP). Line-buffered so a crash loses no acknowledged id.
+acked_client() {
+    stdbuf -oL "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres < <(acked_sql "$1" "$2") >>"$3" 2>>"$W/acked.err"
+}
+
+# acked_client_bg FIRST LAST OUT: the same in the background ($! is psql itself: stdbuf execs it).
+acked_client_bg() {
+    stdbuf -oL "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres < <(acked_sql "$1" "$2") >>"$3" 2>>"$W/acked.err" &
+    CLIENT_PIDS+=("$!")
+}
+
+acked_ids() { sed -n 's/^acked \([0-9]*\)$/\1/p' "$@"; }
+
+# all_acked_present FILE...: every id the client saw committed is in the table.
+all_acked_present() {
+    local missing
+    missing="$(comm -23 <(acked_ids "$@" | sort -u) <(sql 'SELECT id FROM acked' | sort -u) | wc -l)"
+    [ "$missing" -eq 0 ] || { echo "$missing acknowledged ids are missing" >&2; return 1; }
+}
+
+# The daemon log (colour codes removed) from line FIRST on; log_lines tells where it ends now.
+daemon_log_from() { tail -n +"$1" "$FARDISK_HOME/log/$POOL.log" | sed 's/\x1b\[[0-9;]*m//g'; }
+log_lines() { wc -l <"$FARDISK_HOME/log/$POOL.log"; }
+
+tx_processed() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1" | head -n 1; }
+
+# ---- cleanup ---------------------------------------------------------------------------------
+
+cleanup_all() {
+    local p
+    for p in "${CLIENT_PIDS[@]}"; do
+        if is_ours "$p" psql || is_ours "$p" pgbench; then kill -KILL "$p" 2>/dev/null; fi
+    done
+    kill_postgres
+    mountpoint -q "$FS" && umount -l "$FS"
+    detach_loop
+    [ -n "${B:-}" ] && timeout 120 "$B" export "$POOL" >/dev/null 2>&1
+    for p in "${DAEMON_PIDS[@]}"; do
+        is_ours "$p" fardisk && kill -KILL "$p" 2>/dev/null
+    done
+    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; fi
+    return 0
+}
+
+# ---- 0. services and binary ------------------------------------------------------------------
+
+t_start=$SECONDS
+if [ -n "${FARDISK_BIN:-}" ]; then
+    B="$FARDISK_BIN"
+else
+    require "cargo build --release -p fardisk" cargo build --release -q -p fardisk
+    B="$E2E_ROOT/target/release/fardisk"
+fi
+require "minio.sh start" "$SCRIPTS/minio.sh" start
+on_exit '"$SCRIPTS/minio.sh" stop'
+require "toxiproxy.sh start" "$SCRIPTS/toxiproxy.sh" start
+on_exit '"$SCRIPTS/toxiproxy.sh" stop'
+on_exit cleanup_all
+require "store ${LATENCY_MS} ms away each way" "$SCRIPTS/toxiproxy.sh" latency "$LATENCY_MS"
+eval "$("$SCRIPTS/toxiproxy.sh" env)"
+mkdir -p "$FS"
+
+# ---- 1. setup and a first TPC-B run ----------------------------------------------------------
+
+t=$SECONDS
+require "create on s3:// with a log and a cache file" \
+    "$B" create "$POOL" "s3://$FARDISK_BUCKET/e2e50" log "$LOGDEV" cache "$CACHEDEV"
+require "import --mount" import_pool
+require "volume create 4G" "$B" volume create "$POOL/pg" 4G
+require "losetup --direct-io=on over the image" attach_loop
+require "mkfs.ext4" mkfs.ext4 -q "$LOOP"
+require "mount ext4" mount "$LOOP" "$FS"
+require "initdb" env PG_INITDB_NOSYNC=1 "$PG" init "$DATA"
+require "start PostgreSQL" pg_start
+t0="$(date +%s.%N)"
+require "pgbench -i -s 1" "$PG" pgbench "$DATA" -i -q -s 1 postgres
+info "pgbench -i -s 1 took $(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$t0" "$(date +%s.%N)") s"
+"$PG" pgbench "$DATA" -c4 -j2 -T "$TPCB_S" postgres >"$W/tpcb1.out" 2>&1
+tx1="$(tx_processed "$W/tpcb1.out")"
+info "TPC-B ${TPCB_S} s: $(grep -E '^(tps|latency average)' "$W/tpcb1.out" | tr '\n' ' ')"
+require "TPC-B run committed transactions (${tx1:-none})" test "${tx1:-0}" -gt 0
+require "TPC-B invariant after the first run" "$PG" check "$DATA" postgres
+check "history rows = transactions processed ($tx1)" test "$(history_rows)" = "$tx1"
+info "phase 1 (setup + TPC-B) took $((SECONDS - t)) s"
+
+# ---- 2. crash of the whole storage stack in the middle of a run -------------------------------
+
+t=$SECONDS
+require "create table acked" sql 'CREATE TABLE acked(id int PRIMARY KEY)'
+acked_client_bg 1 "$ACKED_MAX" "$W/acked2.out"
+# -n: no vacuum and, above all, no TRUNCATE of pgbench_history, so the invariant spans both runs.
+"$PG_BIN/pgbench" -n -c4 -j2 -T "$CRASH_RUN_MAX_S" postgres >"$W/tpcb2.out" 2>&1 &
+CLIENT_PIDS+=("$!")
+sleep "$CRASH_AFTER_S"
+acked_before="$(acked_ids "$W/acked2.out" | wc -l)"
+require "the acked client commits before the crash ($acked_before rows)" test "$acked_before" -gt 0
+require "SIGKILL the fardisk daemon" kill_daemon
+sleep 2 # PostgreSQL meets the I/O errors (its WAL fsync PANICs) before it is killed too
+kill_postgres
+wait_clients
+teardown_crashed
+tx2="$(tx_processed "$W/tpcb2.out")"
+acked2="$(acked_ids "$W/acked2.out" | wc -l)"
+info "before the crash: pgbench processed ${tx2:-?} transactions, the acked client saw $acked2 commits"
+info "pgbench: $(grep -m1 -E 'error|abort' "$W/tpcb2.out")"
+from="$(($(log_lines) + 1))"
+require "import after SIGKILL needs no --force" import_pool
+replayed="$(daemon_log_from "$from" | sed -n 's/.*intent log replayed records=\([0-9]*\).*/\1/p' | head -n 1)"
+check "the intent log replayed records (${replayed:-none})" test "${replayed:-0}" -gt 0
+require "losetup after the crash" attach_loop
+check "mount (journal replay), umount, e2fsck -fn clean" replay_then_fsck
+require "mount ext4 after the crash" mount "$LOOP" "$FS"
+require "PostgreSQL starts (WAL crash recovery)" pg_start
+check "TPC-B invariant after the crash" "$PG" check "$DATA" postgres
+check "every acknowledged acked id is there ($acked2)" all_acked_present "$W/acked2.out"
+rows2="$(history_rows)"
+check "history rows $rows2 >= pgbench's committed transactions $tx1 + ${tx2:-?}" \
+    test "$rows2" -ge $((tx1 + ${tx2:-0}))
+info "phase 2 (crash and recovery) took $((SECONDS - t)) s"
+
+# ---- 3. export, a new blank cache device, import ---------------------------------------------
+
+t=$SECONDS
+rows3_before="$(history_rows)"
+acked3_before="$(sql 'SELECT count(*) FROM acked')"
+require "stop PostgreSQL" pg_stop
+require "umount ext4" umount "$FS"
+detach_loop
+require "export" "$B" export "$POOL"
+check "status shows EXPORTED" bash -c "'$B' status '$POOL' | grep -q EXPORTED"
+check "the FUSE mount is gone after export" bash -c "! grep -q ' $MNT ' /proc/mounts"
+rm -f "$CACHEDEV"
+truncate -s 1G "$CACHEDEV" # a new, blank device in place of the old one
+from="$(($(log_lines) + 1))"
+require "import with a blank cache file" import_pool
+info "daemon log about the cache: $(daemon_log_from "$from" | grep -i 'cache device' | head -n 2)"
+info "cache devices in service: $("$B" status "$POOL" --json | python3 -c 'import json, sys; c = json.load(sys.stdin)["pools"][0]["cache"]; print([(d["path"], d["state"]) for d in c["devices"]])')"
+require "losetup" attach_loop
+check "e2fsck -fn clean after export/import" fsck_clean
+require "mount ext4" mount "$LOOP" "$FS"
+require "start PostgreSQL" pg_start
+check "TPC-B invariant after export/import" "$PG" check "$DATA" postgres
+check "history rows unchanged ($rows3_before)" test "$(history_rows)" = "$rows3_before"
+check "acked rows unchanged ($acked3_before)" test "$(sql 'SELECT count(*) FROM acked')" = "$acked3_before"
+check "every acknowledged acked id is there" all_acked_present "$W/acked2.out"
+info "phase 3 (export, blank cache, import) took $((SECONDS - t)) s"
+
+# ---- 4. the log device is lost after a crash -------------------------------------------------
+
+t=$SECONDS
+acked_client 100001 $((100000 + LATE_ROWS)) "$W/acked4.out"
+late="$(acked_ids "$W/acked4.out" | wc -l)"
+check "the late client committed $late of $LATE_ROWS rows" test "$late" -eq "$LATE_ROWS"
+require "SIGKILL the fardisk daemon" kill_daemon
+kill_postgres
+teardown_crashed
+rm -f "$LOGDEV"
+out="$("$B" import "$POOL" --mount "$MNT" --wait 120 2>&1)"
+rc=$?
+echo "$out"
+check "import without the log file is refused" test "$rc" -ne 0
+check "the refusal names the recovery point and --missing-log" \
+    bash -c 'grep -q "recovery point" <<<"$1" && grep -q -- "--missing-log" <<<"$1"' _ "$out"
+require "import --missing-log" import_pool --missing-log
+"$B" status "$POOL" -v
+require "losetup at the recovery point" attach_loop
+check "mount (journal replay), umount, e2fsck -fn clean at the recovery point" replay_then_fsck
+require "mount ext4 at the recovery point" mount "$LOOP" "$FS"
+require "PostgreSQL starts at the recovery point" pg_start
+check "TPC-B invariant at the recovery point" "$PG" check "$DATA" postgres
+check "every id acknowledged before the export is there" all_acked_present "$W/acked2.out"
+kept="$(sql "SELECT count(*) FROM acked WHERE id > 100000")"
+info "of the $late rows committed just before the crash, $kept survived without the log (the rest were only in it)"
+check "history rows $(history_rows) >= before the export ($rows3_before)" test "$(history_rows)" -ge "$rows3_before"
+require "stop PostgreSQL" pg_stop
+require "umount ext4" umount "$FS"
+detach_loop
+check "export without the log device" "$B" export "$POOL"
+info "phase 4 (lost log) took $((SECONDS - t)) s; whole test $((SECONDS - t_start)) s"
+e2e_finish
