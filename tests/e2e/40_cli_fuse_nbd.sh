@@ -8,8 +8,9 @@ E2E_NAME=40_cli_fuse_nbd
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
 cd "$E2E_ROOT"
-require "cargo build --release -p fardisk" cargo build --release -q -p fardisk
-B="$E2E_ROOT/target/release/fardisk"
+# The debug build `cargo test --workspace` already made (deps are optimised in dev: Cargo.toml).
+require "cargo build -p fardisk" cargo build -q -p fardisk
+B="$E2E_ROOT/target/debug/fardisk"
 W="$(mktemp -d /tmp/fardisk-e2e40.XXXXXX)"
 export FARDISK_HOME="$W/home" FARDISK_RUN_DIR="$W/run"
 SOCK="$W/nbd.sock"
