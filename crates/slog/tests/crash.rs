@@ -36,10 +36,14 @@ impl Model {
 
     fn make_batch(&mut self, rng: &mut SplitMix64) -> Vec<LogRecord> {
         let count = 1 + rng.below(4);
+        // Now and then a record of the previous (still open) txg arrives after newer ones, as
+        // with concurrent committers: releases must still only free a prefix of the log.
+        let late_txg = (self.current_txg - 1).max(self.published_txg + 1);
         (0..count)
             .map(|_| {
                 let len = if rng.chance(1, 5) { 0 } else { 1 + rng.below(5000) as usize };
-                let rec = record(self.current_txg, self.next_id, len);
+                let txg = if rng.chance(1, 6) { late_txg } else { self.current_txg };
+                let rec = record(txg, self.next_id, len);
                 self.submitted.insert(self.next_id, rec.clone());
                 self.next_id += 1;
                 rec
