@@ -13,5 +13,5 @@ eval "$("$SCRIPTS/toxiproxy.sh" env)"
 export FARDISK_TOXIPROXY="$SCRIPTS/toxiproxy.sh"
 cd "$E2E_ROOT"
 check "engine tests against MinIO (cargo test --test s3_minio -- --ignored)" \
-    cargo test -q -p fardisk-engine --test s3_minio -- --ignored --test-threads=1
+    cargo test -q --workspace --test s3_minio -- --ignored --test-threads=1
 e2e_finish

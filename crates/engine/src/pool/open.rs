@@ -238,7 +238,12 @@ fn open_log(root: &Root, missing_ok: bool, env: &Env) -> Result<Option<Arc<fardi
     // Only a vdev with no leg left means acknowledged writes are gone.
     let whole_vdev_missing = configs.iter().any(|c| c.legs.iter().all(|p| !p.exists()));
     let mut o = fardisk_slog::OpenOptions::default();
-    o.missing = if missing_ok || !whole_vdev_missing { fardisk_slog::MissingPolicy::Degrade } else { fardisk_slog::MissingPolicy::Refuse };
+    // After a clean export every acknowledged write is in the store: a missing log loses nothing.
+    let clean_export = !root.holder.active;
+    if whole_vdev_missing && clean_export {
+        tracing::warn!("a log device is missing, but the pool was exported cleanly: nothing is lost");
+    }
+    o.missing = if missing_ok || !whole_vdev_missing || clean_export { fardisk_slog::MissingPolicy::Degrade } else { fardisk_slog::MissingPolicy::Refuse };
     o.writer_epoch = root.epoch + 1;
     match fardisk_slog::IntentLog::open(&root.pool_name, root.pool_guid, &configs, &o) {
         Ok(l) => Ok(Some(Arc::new(l))),

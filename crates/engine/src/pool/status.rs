@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[serde(tag = "state", content = "reason")]
 pub enum PoolHealth {
     Online,
+    /// Serving with reduced redundancy or speed: a log leg or device is unavailable.
+    Degraded(String),
     /// The store is unreachable: commits wait and retry; writes continue up to the dirty limit.
     Suspended(String),
     /// Another importer took the pool over.
@@ -196,7 +198,23 @@ fn log_json(inner: &super::Inner) -> serde_json::Value {
 
 impl Pool {
     pub fn health(&self) -> PoolHealth {
-        self.inner.health.lock().health.clone()
+        let h = self.inner.health.lock().health.clone();
+        if h != PoolHealth::Online {
+            return h;
+        }
+        // A log vdev that is not ONLINE makes the pool DEGRADED, as zpool status says.
+        if let Some(log) = &self.inner.intent.log {
+            let bad: Vec<String> = log
+                .status()
+                .iter()
+                .filter(|v| v.state.name() != "ONLINE")
+                .map(|v| format!("log vdev {:016x} is {}", v.vdev_guid, v.state.name()))
+                .collect();
+            if !bad.is_empty() {
+                return PoolHealth::Degraded(bad.join(", "));
+            }
+        }
+        h
     }
 
     pub fn status(&self) -> PoolStatus {

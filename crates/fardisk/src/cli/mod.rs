@@ -60,6 +60,14 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    if !matches!(&cli.command, Command::Import(a) if a.foreground) {
+        // Like any Unix tool, end quietly when the reader of our output goes away
+        // (`fardisk status | head`). The daemon keeps Rust's default (ignored) so a client
+        // hanging up never kills it.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let result = match cli.command {
