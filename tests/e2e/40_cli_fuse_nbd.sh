@@ -64,6 +64,8 @@ for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 umount -l "$W/fs"; losetup -d "$LOOP" 2>/dev/null; LOOP=""
 # The dead daemon's FUSE mount is left as a user would find it: import must cope with it.
 require "import after SIGKILL needs no --force" "$B" import tank --mount "$W/mnt" --nbd "unix:$SOCK"
+check "an NBD client reconnecting after the restart reads the same data" qemu-io -f raw -c 'read -P 0x5a 32M 1M' "$URI"
+check "arcstat answers" bash -c "'$B' arcstat tank | grep -q hits"
 check "every synced raw write is there" bash -c "cmp <(dd if='$W/mnt/raw' bs=64k skip=256 count=128 status=none) '$W/synced'"
 check "the log was replayed" grep -q "intent log replayed" "$FARDISK_HOME/log/tank.log"
 LOOP="$(losetup --direct-io=on -f --show "$W/mnt/v")"

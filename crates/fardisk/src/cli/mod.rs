@@ -49,6 +49,13 @@ pub enum Command {
     Set(query::SetArgs),
     /// Commit the open txg to the store now and wait for it
     Sync { pool: String },
+    /// ARC and L2ARC statistics, as /proc/spl/kstat/zfs/arcstats (`--json` for all counters)
+    #[command(after_help = "Example:\n  fardisk arcstat tank")]
+    Arcstat {
+        pool: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -111,6 +118,7 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
         Command::Volume(v) => volume::run(v).await,
         Command::Get(a) => query::get(a).await,
         Command::Set(a) => query::set(a).await,
+        Command::Arcstat { pool, json } => query::arcstat(&pool, json).await,
         Command::Sync { pool } => {
             let v = query::call(&pool, "sync", serde_json::Value::Null).await?;
             println!("pool '{pool}' synced at txg {}", v["txg"]);

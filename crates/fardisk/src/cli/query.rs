@@ -287,3 +287,46 @@ pub async fn set(a: SetArgs) -> Result<()> {
     call(pool, "set", json!({"property": k, "value": v})).await?;
     Ok(())
 }
+
+pub async fn arcstat(pool: &str, as_json: bool) -> Result<()> {
+    let v = call(pool, "arcstat", Value::Null).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let a = &v["arc"];
+    let u = |x: &Value, k: &str| x[k].as_u64().unwrap_or(0);
+    let ratio = |h: u64, m: u64| if h + m == 0 { 0.0 } else { 100.0 * h as f64 / (h + m) as f64 };
+    println!("{:<22} {:>14}", "name", "value");
+    for (k, val) in [
+        ("hits", u(a, "hits").to_string()),
+        ("misses", u(a, "misses").to_string()),
+        ("hit_ratio_pct", format!("{:.1}", ratio(u(a, "hits"), u(a, "misses")))),
+        ("demand_hits", u(a, "demand_hits").to_string()),
+        ("prefetch_hits", u(a, "prefetch_hits").to_string()),
+        ("mru_ghost_hits", u(a, "mru_ghost_hits").to_string()),
+        ("mfu_ghost_hits", u(a, "mfu_ghost_hits").to_string()),
+        ("size", human(u(a, "size_bytes"))),
+        ("c", human(u(a, "c_bytes"))),
+        ("c_max", human(u(a, "c_max_bytes"))),
+        ("p", human(u(a, "p_bytes"))),
+        ("mru_size", human(u(a, "mru_bytes"))),
+        ("mfu_size", human(u(a, "mfu_bytes"))),
+    ] {
+        println!("{k:<22} {val:>14}");
+    }
+    let l = &v["l2arc"];
+    if l.is_object() {
+        for (k, val) in [
+            ("l2_hits", u(l, "hits").to_string()),
+            ("l2_misses", u(l, "misses").to_string()),
+            ("l2_size", human(u(l, "size_bytes"))),
+            ("l2_write_bytes", human(u(l, "bytes_written"))),
+            ("l2_cksum_bad", u(l, "checksum_errors").to_string()),
+            ("l2_io_error", u(l, "io_errors").to_string()),
+        ] {
+            println!("{k:<22} {val:>14}");
+        }
+    }
+    Ok(())
+}
