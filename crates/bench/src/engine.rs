@@ -76,7 +76,7 @@ fn engine_err(what: &str) -> impl FnOnce(fardisk_engine::Error) -> anyhow::Error
 
 async fn import(url: &str, drive: &Drive, cache: ReadCache) -> Result<Pool> {
     let store = open_store_url(url, false).map_err(engine_err("opening the pool's store"))?;
-    let opts = ImportOptions { force: false, config: PoolConfig::default(), missing_log: false };
+    let opts = ImportOptions { force: false, config: PoolConfig::default(), missing_log: false, ..Default::default() };
     Pool::import(store, POOL_NAME, opts, drive.env(), cache.build()).await.map_err(engine_err("import"))
 }
 

@@ -90,3 +90,13 @@ impl BlockCache for ArcBlockCache {
         }
     }
 }
+
+// Replaced by the cache-warmup branch's run-time device management when it merges.
+impl ArcBlockCache {
+    pub fn add_device(&self, path: &std::path::Path, _pool_guid: u128, _size_bytes_if_new: u64, _force: bool) -> Result<(), String> {
+        Err(format!("cannot add cache device {} to a running pool yet: export, 'fardisk create' it in, or re-import", path.display()))
+    }
+    pub fn remove_device(&self, _path: &std::path::Path) -> Result<(), String> {
+        Ok(())
+    }
+}

@@ -24,7 +24,7 @@ fn config() -> PoolConfig {
 async fn new_pool(url: &str, e: &Env) -> (Arc<dyn Store>, Pool) {
     let store = open_store_url(url, true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), e).await.expect("create");
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false }, e.clone(), Arc::new(NoCache))
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache))
         .await
         .expect("import");
     (store, pool)
@@ -38,13 +38,13 @@ async fn second_importer_is_refused_and_forced_import_fences_the_first() {
     a.write(vol, 0, Bytes::from(vec![1u8; 4096])).await.expect("write");
     a.sync_txg().await.expect("sync");
 
-    let err = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false }, e.clone(), Arc::new(NoCache))
+    let err = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache))
         .await
         .expect_err("a second import must be refused");
     let msg = err.to_string();
     assert!(msg.contains("is imported by host") && msg.contains("--force"), "message names the holder: {msg}");
 
-    let b = Pool::import(store.clone(), "tank", ImportOptions { force: true, config: config(), missing_log: false }, e.clone(), Arc::new(NoCache))
+    let b = Pool::import(store.clone(), "tank", ImportOptions { force: true, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache))
         .await
         .expect("forced import");
     a.write(vol, 4096, Bytes::from(vec![2u8; 4096])).await.expect("write is buffered");
@@ -95,7 +95,7 @@ async fn lost_responses_and_transient_errors_are_retried_and_verified() {
     let store: Arc<dyn Store> = faulty.clone();
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
     let cfg = PoolConfig { sync_attempts_max: None, ..config() };
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: cfg.clone(), missing_log: false }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: cfg.clone(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
     let vol = pool.volume_create("v", 8 << 20).expect("volume");
     faulty.set_plan(FaultPlan { lost_response_rate: 0.3, error_rate: 0.2, ..FaultPlan::default() });
     for i in 0..40u64 {
@@ -107,7 +107,7 @@ async fn lost_responses_and_transient_errors_are_retried_and_verified() {
     pool.sync_txg().await.expect("sync");
     faulty.set_plan(FaultPlan::default());
     pool.export().await.expect("export");
-    let again = Pool::import(store, "tank", ImportOptions { force: false, config: cfg, missing_log: false }, e, Arc::new(NoCache)).await.expect("reimport");
+    let again = Pool::import(store, "tank", ImportOptions { force: false, config: cfg, missing_log: false, ..Default::default() }, e, Arc::new(NoCache)).await.expect("reimport");
     let vol = again.volume_id("v").expect("v");
     for i in 0..40u64 {
         let off = (i * 7919 * 4096) % (8 << 20);
@@ -148,7 +148,7 @@ async fn import_cost_does_not_grow_with_data() {
             pool.write(vol, b * 4096, Bytes::from(vec![(b % 251 + 1) as u8; 4096])).await.expect("write");
         }
         pool.export().await.expect("export");
-        let again = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false }, e.clone(), Arc::new(NoCache)).await.expect("import");
+        let again = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
         let s = again.store_stats().snapshot();
         counts.push((s.get.requests, s.put.requests, s.head.requests));
     }
@@ -188,7 +188,7 @@ async fn reads_never_wait_behind_uploads() {
     let gate = Arc::new(GatedPuts { inner: base, open: AtomicBool::new(true), notify: Default::default() });
     let store: Arc<dyn Store> = gate.clone();
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
-    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false }, e, Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, Arc::new(NoCache)).await.expect("import");
     let vol = pool.volume_create("v", 1 << 20).expect("volume");
     pool.write(vol, 0, Bytes::from(vec![1u8; 4096])).await.expect("write");
     pool.sync_txg().await.expect("stored block");
@@ -220,7 +220,7 @@ async fn an_outage_suspends_commits_stalls_writers_at_the_limit_and_resumes_by_i
     let mut cfg = PoolConfig { sync_attempts_max: None, dirty_bytes_max: 1 << 20, dirty_sync_bytes: 256 << 10, ..config() };
     cfg.retry.budget_ms = 200;
     cfg.retry.backoff_max_ms = 50;
-    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: cfg, missing_log: false }, e, Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: cfg, missing_log: false, ..Default::default() }, e, Arc::new(NoCache)).await.expect("import");
     let vol = pool.volume_create("v", 16 << 20).expect("volume");
     pool.sync_txg().await.expect("sync");
     sim.set_outage(true);
@@ -286,7 +286,7 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     let e = env(9);
     let store = open_store_url("memory://arc", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
     let vol = pool.volume_create("v", 64 << 20).expect("volume");
     let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
     pool.write(vol, 0, Bytes::from(data.clone())).await.expect("write");
@@ -302,7 +302,7 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     l2.add_device(&dev, Some(64 << 20)).expect("format cache device");
     // An ARC far smaller than the data: most blocks are evicted into the L2ARC feed.
     let cache = Arc::new(ArcBlockCache::new(512 << 10, Some(l2)));
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false }, e.clone(), cache.clone()).await.expect("import");
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), cache.clone()).await.expect("import");
     let vol = pool.volume_id("v").expect("v");
     let got = pool.read(vol, 0, 4 << 20).await.expect("cold read");
     assert!(got[..] == data[..]);
@@ -327,7 +327,7 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cache = Arc::new(ArcBlockCache::new(512 << 10, Some(l2)));
-    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false }, e, cache.clone()).await.expect("import");
+    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, cache.clone()).await.expect("import");
     let vol = pool.volume_id("v").expect("v");
     let before = pool.store_stats().snapshot().get.requests;
     let got = pool.read(vol, 0, 4 << 20).await.expect("first read after restart");
@@ -352,7 +352,7 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(store, SimulateSpec::parse("latency=10").expect("spec"), clock.clone(), 10));
     let cache = Arc::new(ArcBlockCache::new(256 << 20, None));
     let e = Env { clock, seed: 10 };
-    let pool = Pool::import(far, "tank", ImportOptions { force: false, config: config(), missing_log: false }, e, cache).await.expect("import");
+    let pool = Pool::import(far, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, cache).await.expect("import");
     let vol = pool.volume_id("v").expect("v");
     for i in 0..16u64 {
         let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");

@@ -51,7 +51,7 @@ async fn fixture(name: &str, seed: u64) -> Fixture {
 }
 
 async fn import(f: &Fixture, missing_log: bool) -> fardisk_engine::Result<Pool> {
-    Pool::import(f.store.clone(), "tank", ImportOptions { force: true, config: config(), missing_log }, f.env.clone(), Arc::new(NoCache)).await
+    Pool::import(f.store.clone(), "tank", ImportOptions { force: true, config: config(), missing_log, ..Default::default() }, f.env.clone(), Arc::new(NoCache)).await
 }
 
 /// Writes at random, acknowledging with sync requests; returns the acknowledged image.
@@ -141,4 +141,61 @@ async fn a_destroyed_mirror_leg_loses_nothing_and_a_missing_log_is_refused() {
     // writes acknowledged after it (`more`) lived only on the destroyed log.
     assert!(published_state[..] == acked[..], "the pool opens exactly at its recovery point");
     assert!(more[..] != acked[..] && recovery[..] != acked[..], "the workload changed the image");
+}
+
+/// `fardisk add/replace/remove` on a running pool: a log added to a pool that had none takes the
+/// sync requests at once and is replayed after a crash; a leg replaced while DEGRADED is
+/// resilvered with records only the surviving leg held (the import reads the new leg alone);
+/// removing the last log vdev drains it, and the pool then imports with no log device at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_devices_added_replaced_and_removed_at_run_time_lose_nothing() {
+    let dir = std::env::temp_dir().join(format!("fardisk-intent-admin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let env = Env { clock: Arc::new(ManualClock::default()), seed: 21 };
+    let store = open_store_url("memory://intent-admin", true).expect("store");
+    Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
+    let f = Fixture { dir: dir.clone(), store, env, legs: vec![dir.join("log-a"), dir.join("log-b"), dir.join("log-c")] };
+    let rng = Rng::new(21);
+    let mut image = vec![0u8; VOL_BYTES as usize];
+
+    let pool = import(&f, false).await.expect("import");
+    assert!(pool.log().is_none(), "created without a log");
+    pool.volume_create("v", VOL_BYTES).expect("volume");
+    workload(&pool, &rng, &mut image, 3).await;
+    let mut fo = FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), 21);
+    fo.size_bytes = 64 << 20;
+    let mirror = f.legs[..2].to_vec();
+    let cfg = IntentLog::format("tank", pool.guid(), &VdevSpec::Mirror(mirror.clone()), &fo).expect("format");
+    let paths: Vec<String> = mirror.iter().map(|p| p.display().to_string()).collect();
+    pool.add_log_vdev(VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths: paths.clone() }).await.expect("add log");
+    assert!(pool.check_device_unused(&paths[0]).is_err(), "a device in use is refused");
+    let acked = workload(&pool, &rng, &mut image, 10).await;
+    assert!(pool.log().expect("log attached").stats().sync_requests >= 9, "sync requests went to the new log");
+    drop(pool);
+    let pool = import(&f, false).await.expect("import replays the added log");
+    assert_image(&pool, &acked, "after a crash with the added log").await;
+
+    std::fs::remove_file(&f.legs[1]).expect("lose leg b");
+    let acked = workload(&pool, &rng, &mut image, 6).await;
+    let (b, c) = (f.legs[1].display().to_string(), f.legs[2].display().to_string());
+    pool.replace_log_leg(&b, &c, false).await.expect("replace leg b by c");
+    let legs: Vec<String> = pool.vdevs().iter().flat_map(|v| v.paths.clone()).collect();
+    assert_eq!(legs, vec![paths[0].clone(), c.clone()], "the root names the new leg");
+    drop(pool);
+    std::fs::remove_file(&f.legs[0]).expect("lose leg a: only the resilvered leg is left");
+    let pool = import(&f, false).await.expect("import from the resilvered leg");
+    assert_image(&pool, &acked, "records copied by the resilver").await;
+
+    let acked = workload(&pool, &rng, &mut image, 4).await;
+    let removed = pool.remove_device(&c).await.expect("remove the last log vdev");
+    assert_eq!(removed.role, "log");
+    assert!(pool.log().is_none() && pool.vdevs().is_empty(), "no log left");
+    assert_image(&pool, &acked, "after removing the log").await;
+    let acked = workload(&pool, &rng, &mut image, 3).await;
+    drop(pool);
+    std::fs::remove_file(&f.legs[2]).expect("the removed device can go");
+    let pool = import(&f, false).await.expect("import without any log device");
+    assert_image(&pool, &acked, "sync requests without a log went to the store").await;
+    assert!(pool.remove_device("/no/such/device").await.is_err(), "an unknown device is refused");
 }

@@ -35,7 +35,7 @@ fn config() -> PoolConfig {
 }
 
 async fn import(store: Arc<dyn Store>, env: &Env) -> Pool {
-    let opts = ImportOptions { force: true, config: config(), missing_log: false };
+    let opts = ImportOptions { force: true, config: config(), missing_log: false, ..Default::default() };
     Pool::import(store, "model", opts, env.clone(), Arc::new(NoCache)).await.expect("import")
 }
 
@@ -162,7 +162,7 @@ async fn run_seed(seed: u64, ops: usize) {
     model.big_durable = model.big_current.clone();
     pool.compact_now().await.expect("final compaction");
     pool.export().await.expect("export");
-    let pool = Pool::import(store.clone(), "model", ImportOptions { force: false, config: config(), missing_log: false }, env.clone(), Arc::new(NoCache))
+    let pool = Pool::import(store.clone(), "model", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, env.clone(), Arc::new(NoCache))
         .await
         .expect("import after export needs no force");
     check_all(&pool, &model, true, &format!("seed {seed} after export/import")).await;

@@ -5,3 +5,4 @@ pub mod daemon;
 pub mod device;
 pub mod fuse;
 pub mod paths;
+pub mod vdev_format;

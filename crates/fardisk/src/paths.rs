@@ -67,3 +67,29 @@ pub fn all_records() -> Vec<PoolRecord> {
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
+
+/// What the daemon last saw of its intent log, kept on this host so that an import refused for a
+/// missing log device can say how much acknowledged data the missing device held.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogState {
+    /// Bytes of log records whose txg was not yet published in the store.
+    pub unpublished_bytes: u64,
+    pub published_txg: u64,
+    pub seen_ms: u64,
+}
+
+fn log_state_path(pool: &str) -> PathBuf {
+    home_dir().join("pools").join(format!("{pool}.logstate"))
+}
+
+pub fn save_log_state(pool: &str, s: &LogState) -> Result<()> {
+    let p = log_state_path(pool);
+    let tmp = p.with_extension("logstate.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(s)?).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
+    Ok(())
+}
+
+pub fn load_log_state(pool: &str) -> Option<LogState> {
+    serde_json::from_slice(&std::fs::read(log_state_path(pool)).ok()?).ok()
+}

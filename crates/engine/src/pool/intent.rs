@@ -30,7 +30,8 @@ struct State {
 
 #[derive(Default)]
 pub(crate) struct Intent {
-    pub log: Option<Arc<IntentLog>>,
+    /// Swapped only by `fardisk add/remove` (pool/vdevs.rs); read on every write.
+    log: parking_lot::RwLock<Option<Arc<IntentLog>>>,
     state: Mutex<State>,
     finished: Notify,
     pub fallbacks: AtomicU64,
@@ -39,19 +40,41 @@ pub(crate) struct Intent {
 
 impl std::fmt::Debug for Intent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Intent").field("log", &self.log.is_some()).finish()
+        f.debug_struct("Intent").field("log", &self.log.read().is_some()).finish()
     }
 }
 
 impl Intent {
     pub fn new(log: Option<Arc<IntentLog>>) -> Intent {
-        Intent { log, ..Default::default() }
+        Intent { log: parking_lot::RwLock::new(log), ..Default::default() }
+    }
+
+    pub fn log(&self) -> Option<Arc<IntentLog>> {
+        self.log.read().clone()
+    }
+
+    /// Starts logging into `log` (the pool had none). Call with the txg lock held: writes
+    /// acknowledged before this were never recorded, so the next sync requests wait for
+    /// `open_txg` (which holds them, or a later txg does) to reach the store.
+    pub fn attach(&self, log: Arc<IntentLog>, open_txg: u64) {
+        let mut st = self.state.lock();
+        st.unlogged_txg = st.unlogged_txg.max(open_txg);
+        *self.log.write() = Some(log);
+    }
+
+    /// Stops logging (the last log vdev is being removed); returns the log that was in use.
+    /// Call with the txg lock held. From now on sync requests wait for the txg, which covers
+    /// every record that was pending.
+    pub fn detach(&self) -> Option<Arc<IntentLog>> {
+        let mut st = self.state.lock();
+        st.pending.clear();
+        self.log.write().take()
     }
 
     /// Records an acknowledged write. Called with the txg lock held, so records are in the same
     /// order as the dirty-set updates they describe.
     pub fn record_write(&self, txg: u64, volume_id: u32, offset: u64, data: &bytes::Bytes, logbias_throughput: bool) {
-        if self.log.is_none() {
+        if self.log.read().is_none() {
             return;
         }
         let mut st = self.state.lock();
@@ -70,7 +93,7 @@ impl Intent {
     }
 
     pub fn record_zero(&self, txg: u64, volume_id: u32, offset: u64, len: u64) {
-        if self.log.is_none() {
+        if self.log.read().is_none() {
             return;
         }
         let mut st = self.state.lock();
@@ -86,7 +109,7 @@ impl Intent {
     /// Drops records of txgs now in the store and frees their log space.
     pub fn published(&self, txg: u64) {
         self.state.lock().pending.retain(|r| r.txg > txg);
-        if let Some(log) = &self.log {
+        if let Some(log) = self.log() {
             log.release_through_txg(txg);
         }
     }
@@ -120,7 +143,7 @@ impl Intent {
 pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
     let intent = &inner.intent;
     intent.sync_requests.fetch_add(1, Ordering::Relaxed);
-    let Some(log) = intent.log.clone() else {
+    let Some(log) = intent.log() else {
         return sync::wait_for_open_writes(inner).await;
     };
     let published = *inner.published.borrow();
@@ -157,7 +180,7 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
 /// Replays the log after import: records newer than the last published txg, in order, into the
 /// open txg; then syncs them to the store and releases the log. Returns the records applied.
 pub(crate) async fn replay(inner: &Arc<Inner>, pool: &super::Pool, after_txg: u64) -> Result<usize> {
-    let Some(log) = inner.intent.log.clone() else { return Ok(0) };
+    let Some(log) = inner.intent.log() else { return Ok(0) };
     let replay = log.replay(after_txg).map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
     if let Some(seq) = replay.gap_at_seq {
         tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");

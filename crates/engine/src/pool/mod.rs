@@ -9,12 +9,14 @@ mod open;
 mod read;
 mod status;
 mod sync;
+mod vdevs;
 mod volume;
 mod write;
 
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
+pub use vdevs::RemovedVdev;
 
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{BlockSource, PageCache};
@@ -195,7 +197,7 @@ impl Pool {
 
     /// Status and statistics of the log devices (None without a log).
     pub fn log(&self) -> Option<Arc<fardisk_slog::IntentLog>> {
-        self.inner.intent.log.clone()
+        self.inner.intent.log()
     }
 
     pub(crate) fn from_inner(inner: Arc<Inner>) -> Pool {

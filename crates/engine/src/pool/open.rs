@@ -31,6 +31,9 @@ pub struct ImportOptions {
     /// Import even though log devices are missing (`zpool import -m`): the pool opens at its
     /// last published txg plus whatever the remaining log legs hold.
     pub missing_log: bool,
+    /// What the last daemon saw of the log before it stopped: (bytes of records not yet in the
+    /// store, wall-clock ms when seen). Only used to tell the operator what a missing log costs.
+    pub log_unpublished_hint: Option<(u64, u64)>,
 }
 
 fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
@@ -135,7 +138,7 @@ impl Pool {
         let mut config = opts.config.clone();
         config.apply_props(&latest.props)?;
         // The log is opened before the pool is claimed: a refused import changes nothing.
-        let log = open_log(&latest, opts.missing_log, &env)?;
+        let log = open_log(&latest, &opts, &env)?;
         let me = holder(&env, &rng, true);
         let claim = Root {
             txg: latest.txg + 1,
@@ -229,7 +232,8 @@ pub fn log_configs(root: &Root) -> Vec<fardisk_slog::VdevConfig> {
         .collect()
 }
 
-fn open_log(root: &Root, missing_ok: bool, env: &Env) -> Result<Option<Arc<fardisk_slog::IntentLog>>> {
+fn open_log(root: &Root, opts: &ImportOptions, env: &Env) -> Result<Option<Arc<fardisk_slog::IntentLog>>> {
+    let missing_ok = opts.missing_log;
     let configs = log_configs(root);
     if configs.is_empty() {
         return Ok(None);
@@ -248,10 +252,19 @@ fn open_log(root: &Root, missing_ok: bool, env: &Env) -> Result<Option<Arc<fardi
     match fardisk_slog::IntentLog::open(&root.pool_name, root.pool_guid, &configs, &o) {
         Ok(l) => Ok(Some(Arc::new(l))),
         Err(fardisk_slog::LogError::Missing { path, .. }) => {
-            let age_s = env.clock.wall_ms().saturating_sub(root.time_ms) / 1000;
+            let now_ms = env.clock.wall_ms();
+            let age_s = now_ms.saturating_sub(root.time_ms) / 1000;
+            let loss = match opts.log_unpublished_hint {
+                Some((bytes, seen_ms)) => format!(
+                    "the log held {} of records not yet in the store when this host last looked, {} s ago",
+                    human_bytes(bytes),
+                    now_ms.saturating_sub(seen_ms) / 1000
+                ),
+                None => "how much is unknown without the device".to_string(),
+            };
             Err(Error::Unavailable(format!(
                 "log device {} is missing; without it the pool opens at its recovery point, txg {} (published {age_s} s ago), \
-                 and writes acknowledged after that are lost (how many is unknown without the device). \
+                 and writes acknowledged after that are lost ({loss}). \
                  Bring the device back, or import with --missing-log to accept that",
                 path.display(),
                 root.txg
@@ -259,4 +272,15 @@ fn open_log(root: &Root, missing_ok: bool, env: &Env) -> Result<Option<Arc<fardi
         }
         Err(e) => Err(Error::Unavailable(format!("log devices: {e}"))),
     }
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[unit]) }
 }

@@ -157,7 +157,7 @@ pub struct PoolStatus {
 
 /// The intent log in `status --json` (names as zpool status and zil kstats use them).
 fn log_json(inner: &super::Inner) -> serde_json::Value {
-    let Some(log) = &inner.intent.log else { return serde_json::Value::Null };
+    let Some(log) = inner.intent.log() else { return serde_json::Value::Null };
     let vdevs: Vec<serde_json::Value> = log
         .status()
         .iter()
@@ -203,7 +203,7 @@ impl Pool {
             return h;
         }
         // A log vdev that is not ONLINE makes the pool DEGRADED, as zpool status says.
-        if let Some(log) = &self.inner.intent.log {
+        if let Some(log) = self.inner.intent.log() {
             let bad: Vec<String> = log
                 .status()
                 .iter()

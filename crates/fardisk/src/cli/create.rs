@@ -5,10 +5,9 @@ use crate::daemon::serve::open_store;
 use crate::paths::{save_record, PoolRecord};
 use anyhow::{bail, Result};
 use fardisk_engine::objstore::SimulateSpec;
-use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::pool::CreateOptions;
 use fardisk_engine::root::VdevEntry;
-use fardisk_slog::{FormatOptions, IntentLog, VdevSpec};
+use crate::vdev_format::{format_cache_device, format_log_vdev};
 use fardisk_engine::{Env, Pool};
 use std::collections::BTreeMap;
 
@@ -31,36 +30,17 @@ pub struct CreateArgs {
     pub force: bool,
 }
 
-/// Size of a log device file created because it did not exist.
-pub const LOG_FILE_BYTES_DEFAULT: u64 = 1 << 30;
-/// Size of a cache device file created because it did not exist.
-pub const CACHE_FILE_BYTES_DEFAULT: u64 = 4 << 30;
-
 /// Labels log and cache devices for the pool `guid`; returns their configuration entries.
 pub fn format_vdevs(pool: &str, guid: u128, vdevs: &[super::vdev_spec::VdevArg], force: bool) -> Result<Vec<VdevEntry>> {
     let env = Env::system();
     let mut out = Vec::new();
     for v in vdevs {
-        let paths: Vec<std::path::PathBuf> = v.paths.iter().map(std::path::PathBuf::from).collect();
-        for p in &paths {
-            if !p.is_absolute() {
-                bail!("device '{}' must be an absolute path", p.display());
-            }
-        }
-        if v.role == "log" {
-            let spec = if v.mirror { VdevSpec::Mirror(paths.clone()) } else { VdevSpec::Single(paths[0].clone()) };
-            let mut o = FormatOptions::new(std::sync::Arc::new(fardisk_slog::FileProvider::default()), env.seed ^ out.len() as u64);
-            o.size_bytes = LOG_FILE_BYTES_DEFAULT;
-            o.force = force;
-            let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| anyhow::anyhow!("log device: {e}"))?;
-            out.push(VdevEntry { role: "log".into(), mirror: v.mirror, guid: cfg.vdev_guid, paths: v.paths.clone() });
+        let seed = env.seed ^ out.len() as u64;
+        out.push(if v.role == "log" {
+            format_log_vdev(pool, guid, v, force, seed)?
         } else {
-            let l2 = L2Arc::new(L2ArcConfig::default(), guid, std::sync::Arc::new(MonotonicClock::new()), env.seed ^ 0xcace)
-                .map_err(|e| anyhow::anyhow!("cache device: {e}"))?;
-            let size = if paths[0].exists() { None } else { Some(CACHE_FILE_BYTES_DEFAULT) };
-            l2.add_device(&paths[0], size).map_err(|e| anyhow::anyhow!("cache device {}: {e}", paths[0].display()))?;
-            out.push(VdevEntry { role: "cache".into(), mirror: false, guid: 0, paths: v.paths.clone() });
-        }
+            format_cache_device(guid, &v.paths[0], env.seed ^ 0xcace)?
+        });
     }
     Ok(out)
 }

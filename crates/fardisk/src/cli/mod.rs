@@ -5,8 +5,11 @@ mod create;
 mod import;
 mod query;
 mod size;
+mod vdev_cmds;
 mod vdev_spec;
 mod volume;
+
+pub use vdev_spec::VdevArg;
 
 use clap::{Parser, Subcommand};
 
@@ -49,6 +52,15 @@ pub enum Command {
     Set(query::SetArgs),
     /// Commit the open txg to the store now and wait for it
     Sync { pool: String },
+    /// Add log or cache devices to an imported pool: `add POOL log [mirror] DEV... | cache DEV...`
+    #[command(after_help = "Examples:\n  fardisk add tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1\n  fardisk add tank cache /dev/nvme0n1p2\n  fardisk add tank log /var/lib/fardisk/log1     # a file, created at 1 GiB if missing")]
+    Add(vdev_cmds::AddArgs),
+    /// Remove a log vdev (after its records reach the store) or a cache device
+    #[command(after_help = "Examples:\n  fardisk remove tank /dev/nvme0n1p2\n  fardisk remove tank /var/lib/fardisk/log0   # a mirror goes whole: name any leg")]
+    Remove(vdev_cmds::RemoveArgs),
+    /// Replace a log leg and resilver it (or bring a repaired leg back: omit NEW_DEVICE)
+    #[command(after_help = "Examples:\n  fardisk replace tank /dev/nvme1n1p1 /dev/nvme2n1p1\n  fardisk replace tank /var/lib/fardisk/log1")]
+    Replace(vdev_cmds::ReplaceArgs),
     /// ARC and L2ARC statistics, as /proc/spl/kstat/zfs/arcstats (`--json` for all counters)
     #[command(after_help = "Example:\n  fardisk arcstat tank")]
     Arcstat {
@@ -119,6 +131,9 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
         Command::Get(a) => query::get(a).await,
         Command::Set(a) => query::set(a).await,
         Command::Arcstat { pool, json } => query::arcstat(&pool, json).await,
+        Command::Add(a) => vdev_cmds::add(a).await,
+        Command::Remove(a) => vdev_cmds::remove(a).await,
+        Command::Replace(a) => vdev_cmds::replace(a).await,
         Command::Sync { pool } => {
             let v = query::call(&pool, "sync", serde_json::Value::Null).await?;
             println!("pool '{pool}' synced at txg {}", v["txg"]);

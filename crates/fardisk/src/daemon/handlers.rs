@@ -19,7 +19,7 @@ pub struct DaemonState {
     pub replied: tokio::sync::Notify,
 }
 
-fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+pub(super) fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
     args.get(key).and_then(|v| v.as_str()).ok_or_else(|| format!("missing argument '{key}'"))
 }
 
@@ -90,6 +90,9 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             pool.sync_txg().await.map_err(|e| e.to_string())?;
             Ok(Value::Null)
         }
+        "vdev_add" => super::vdev_requests::add(st, a).await,
+        "vdev_remove" => super::vdev_requests::remove(st, a).await,
+        "vdev_replace" => super::vdev_requests::replace(st, a).await,
         other => Err(format!("unknown request '{other}'")),
     }
 }

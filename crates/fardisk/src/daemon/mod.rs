@@ -5,6 +5,7 @@
 pub mod control;
 mod handlers;
 pub mod serve;
+mod vdev_requests;
 
 
 pub use serve::{run, DaemonOptions, NbdListen};

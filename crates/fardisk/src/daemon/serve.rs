@@ -61,12 +61,14 @@ pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create:
 pub async fn run(opts: DaemonOptions) -> Result<()> {
     let env = Env::system();
     let store = open_store(&opts.store_url, &opts.simulate, &env, false)?;
-    let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log };
+    let log_hint = crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
+    let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint };
     let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     let cache = Arc::new(build_cache(&root, &env));
     let pool = Pool::import(store, &opts.pool, import, env, cache.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
     let exports = Arc::new(PoolExports { pool: pool.clone() });
+    let log_watch = tokio::spawn(watch_log_state(pool.clone(), opts.pool.clone()));
     // Image files show the import time (the engine's clock is injected; this is display only).
     let import_time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(Env::system().clock.wall_ms());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -118,8 +120,10 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     }
     // Unmounting blocks too (and waits for the kernel to let go of the images).
     tokio::task::block_in_place(|| drop(mount));
+    log_watch.abort();
     let result = pool.export().await;
     cache.shutdown();
+    record_log_state(&pool, &opts.pool);
     let waiting = state.exported.receiver_count() > 0;
     let replied = state.replied.notified();
     state.exported.send_replace(Some(result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string())));
@@ -134,6 +138,37 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
             Ok(())
         }
         Err(e) => bail!("export failed: {e}"),
+    }
+}
+
+/// How often the daemon notes how much of its log is not yet in the store.
+const LOG_STATE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn record_log_state(pool: &Pool, name: &str) -> Option<crate::paths::LogState> {
+    let log = pool.log()?;
+    let state = crate::paths::LogState {
+        unpublished_bytes: log.space_used_bytes(),
+        published_txg: pool.published_txg(),
+        seen_ms: Env::system().clock.wall_ms(),
+    };
+    if let Err(e) = crate::paths::save_log_state(name, &state) {
+        tracing::debug!(error = %e, "cannot record the log state");
+    }
+    Some(state)
+}
+
+/// Keeps the host's note of the log's unpublished bytes current (written only when it changes),
+/// for the message of an import that finds the log device gone.
+async fn watch_log_state(pool: Pool, name: String) {
+    let mut last: Option<(u64, u64)> = None;
+    loop {
+        tokio::time::sleep(LOG_STATE_INTERVAL).await;
+        let Some(log) = pool.log() else { continue };
+        let now = (log.space_used_bytes(), pool.published_txg());
+        if last != Some(now) {
+            last = Some(now);
+            record_log_state(&pool, &name);
+        }
     }
 }
 

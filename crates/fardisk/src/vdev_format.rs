@@ -1,0 +1,46 @@
+//! Labelling log and cache devices for a pool, shared by `create` (before the pool exists) and
+//! the daemon's `add` (while it runs).
+
+use crate::cli::VdevArg;
+use anyhow::{bail, Result};
+use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
+use fardisk_engine::root::VdevEntry;
+use fardisk_slog::{FormatOptions, IntentLog, VdevSpec};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Size of a log device file created because it did not exist.
+pub const LOG_FILE_BYTES_DEFAULT: u64 = 1 << 30;
+/// Size of a cache device file created because it did not exist.
+pub const CACHE_FILE_BYTES_DEFAULT: u64 = 4 << 30;
+
+pub fn check_absolute(paths: &[String]) -> Result<()> {
+    for p in paths {
+        if !std::path::Path::new(p).is_absolute() {
+            bail!("device '{p}' must be an absolute path");
+        }
+    }
+    Ok(())
+}
+
+/// Labels one log vdev (a single device or a mirror) for pool `name`/`guid`.
+pub fn format_log_vdev(pool: &str, guid: u128, v: &VdevArg, force: bool, seed: u64) -> Result<VdevEntry> {
+    check_absolute(&v.paths)?;
+    let paths: Vec<PathBuf> = v.paths.iter().map(PathBuf::from).collect();
+    let spec = if v.mirror { VdevSpec::Mirror(paths.clone()) } else { VdevSpec::Single(paths[0].clone()) };
+    let mut o = FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
+    o.size_bytes = LOG_FILE_BYTES_DEFAULT;
+    o.force = force;
+    let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| anyhow::anyhow!("log device: {e}"))?;
+    Ok(VdevEntry { role: "log".into(), mirror: v.mirror, guid: cfg.vdev_guid, paths: v.paths.clone() })
+}
+
+/// Labels one cache device (a file is created at the default size when missing).
+pub fn format_cache_device(guid: u128, path: &str, seed: u64) -> Result<VdevEntry> {
+    check_absolute(&[path.to_string()])?;
+    let p = PathBuf::from(path);
+    let l2 = L2Arc::new(L2ArcConfig::default(), guid, Arc::new(MonotonicClock::new()), seed).map_err(|e| anyhow::anyhow!("cache device: {e}"))?;
+    let size = if p.exists() { None } else { Some(CACHE_FILE_BYTES_DEFAULT) };
+    l2.add_device(&p, size).map_err(|e| anyhow::anyhow!("cache device {path}: {e}"))?;
+    Ok(VdevEntry { role: "cache".into(), mirror: false, guid: 0, paths: vec![path.to_string()] })
+}
