@@ -15,6 +15,12 @@ const PROBE_ROOTS_MAX: u64 = 100_000;
 /// The newest published root, or None when the store holds no pool.
 pub async fn find_latest_root(store: &dyn Store) -> Result<Option<Root>> {
     let start = match store.get(HEAD_KEY).await {
+        Ok(b) if crate::objstore::is_encrypted_object(&b) => {
+            return Err(Error::BadInput(format!(
+                "the pool in {} is encrypted: give its key with --key-file PATH (or FARDISK_KEY_FILE)",
+                store.describe()
+            )))
+        }
         Ok(b) => decode_head(&b)?,
         Err(e) if e.is_not_found() => match first_root_txg(store).await? {
             Some(t) => t,

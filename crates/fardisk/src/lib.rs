@@ -4,5 +4,6 @@ pub mod cli;
 pub mod daemon;
 pub mod device;
 pub mod fuse;
+pub mod keys;
 pub mod paths;
 pub mod vdev_format;

@@ -22,12 +22,15 @@ pub fn log_file(pool: &str) -> PathBuf {
 }
 
 /// What `import` needs to find a pool again without the user repeating it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct PoolRecord {
     pub name: String,
     pub store_url: String,
     #[serde(default)]
     pub simulate: Option<String>,
+    /// Path of the pool's encryption key file (never the key).
+    #[serde(default)]
+    pub key_file: Option<String>,
 }
 
 fn record_path(pool: &str) -> PathBuf {

@@ -1,8 +1,9 @@
 //! The object store as the engine sees it: a narrow trait ([`Store`]) over the `object_store` crate,
 //! with decorators that compose (as object_store's own `throttle.rs`/`limit.rs` do): simulated
-//! distance, retries, instrumentation and fault injection.
+//! distance, retries, instrumentation, fault injection and client-side encryption.
 
 mod backend;
+mod encrypted;
 mod faulty;
 mod instrumented;
 mod retry;
@@ -10,6 +11,7 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
+pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
 pub use faulty::{FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot};
 pub use retry::{RetryPolicy, RetryingStore};

@@ -28,6 +28,10 @@ pub struct CreateArgs {
     /// Reformat log or cache devices that carry another pool's label
     #[arg(short = 'f', long)]
     pub force: bool,
+    /// Encrypt everything the pool stores with the key in this file (64 hex digits); a missing
+    /// file gets a new random key (mode 0600). Also FARDISK_KEY / FARDISK_KEY_FILE
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// Labels log and cache devices for the pool `guid`; returns their configuration entries.
@@ -61,12 +65,18 @@ pub async fn run(a: CreateArgs) -> Result<()> {
     let simulate = a.simulate.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
     let env = Env::system();
     fardisk_engine::pool::check_pool_name(&a.pool).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let store = open_store(&a.store_url, &simulate, &env, true)?;
+    let key = match &a.key_file {
+        Some(p) => Some(crate::keys::ResolvedKey { key: crate::keys::load_or_generate(p)?, file: Some(p.clone()) }),
+        None => crate::keys::resolve(None, None)?,
+    };
+    let store = open_store(&a.store_url, &simulate, &env, true, key.as_ref().map(|k| &k.key))?;
     let guid = fardisk_engine::rng::Rng::from_entropy().next_u128();
     let entries = format_vdevs(&a.pool, guid, &vdevs, a.force)?;
     let opts = CreateOptions { props, vdevs: entries, pool_guid: Some(guid) };
     let root = Pool::create(store, &a.pool, opts, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    save_record(&PoolRecord { name: a.pool.clone(), store_url: a.store_url.clone(), simulate: a.simulate.clone() })?;
-    println!("created pool '{}' in {} (guid {:032x})", a.pool, a.store_url, root.pool_guid);
+    let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
+    save_record(&PoolRecord { name: a.pool.clone(), store_url: a.store_url.clone(), simulate: a.simulate.clone(), key_file })?;
+    let encrypted = key.map(|k| format!(", encrypted with key {:016x}", k.key.fingerprint())).unwrap_or_default();
+    println!("created pool '{}' in {} (guid {:032x}{encrypted})", a.pool, a.store_url, root.pool_guid);
     Ok(())
 }

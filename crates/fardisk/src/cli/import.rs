@@ -31,6 +31,10 @@ pub struct ImportArgs {
     /// Put the store "far away": latency=MS[,jitter=MS][,bandwidth=BYTES_PER_S]
     #[arg(long, value_name = "SPEC")]
     pub simulate: Option<String>,
+    /// The pool's encryption key file (default: FARDISK_KEY, FARDISK_KEY_FILE, or the file
+    /// recorded on this host at create/import)
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
@@ -46,7 +50,9 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
     let simulate_text = a.simulate.clone().or_else(|| known.as_ref().and_then(|r| r.simulate.clone()));
     let simulate = simulate_text.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
     let nbd = a.nbd.iter().map(|s| NbdListen::parse(s)).collect::<Result<Vec<_>>>()?;
-    let record = PoolRecord { name: a.pool.clone(), store_url: store_url.clone(), simulate: simulate_text };
+    let key = crate::keys::resolve(a.key_file.as_deref(), known.as_ref().and_then(|r| r.key_file.as_deref()))?;
+    let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
+    let record = PoolRecord { name: a.pool.clone(), store_url: store_url.clone(), simulate: simulate_text, key_file };
     let opts = DaemonOptions {
         pool: a.pool.clone(),
         store_url,
@@ -56,6 +62,7 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         force: a.force,
         missing_log: a.missing_log,
         config: PoolConfig::default(),
+        key: key.map(|k| k.key),
     };
     Ok((record, opts))
 }

@@ -72,7 +72,8 @@ async fn pool_status(pool: &str) -> Result<Value> {
     let rec = load_record(pool).with_context(|| format!("no pool named '{pool}' is known on this host"))?;
     let env = Env::system();
     let simulate = rec.simulate.as_deref().map(fardisk_engine::objstore::SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let store = open_store(&rec.store_url, &simulate, &env, false)?;
+    let key = crate::keys::resolve(None, rec.key_file.as_deref())?.map(|k| k.key);
+    let store = open_store(&rec.store_url, &simulate, &env, false, key.as_ref())?;
     let root = Pool::peek(store, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(json!({
         "name": root.pool_name, "guid": format!("{:032x}", root.pool_guid),

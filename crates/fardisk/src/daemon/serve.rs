@@ -7,7 +7,7 @@ use crate::device::PoolExports;
 use anyhow::{bail, Context, Result};
 use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::arc_cache::ArcBlockCache;
-use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
+use fardisk_engine::objstore::{open_store_url, EncryptedStore, EncryptionKey, SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::pool::ImportOptions;
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::os::unix::fs::PermissionsExt;
@@ -46,10 +46,17 @@ pub struct DaemonOptions {
     pub force: bool,
     pub missing_log: bool,
     pub config: PoolConfig,
+    pub key: Option<EncryptionKey>,
 }
 
-pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create: bool) -> Result<Arc<dyn Store>> {
+/// The pool's store: the backend for `url`, encrypted with `key` when given, then made far away
+/// by `simulate` (encryption runs on this host, before the bytes travel).
+pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create: bool, key: Option<&EncryptionKey>) -> Result<Arc<dyn Store>> {
     let store = open_store_url(url, create).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let store: Arc<dyn Store> = match key {
+        Some(k) => Arc::new(EncryptedStore::new(store, k, env.seed)),
+        None => store,
+    };
     Ok(match simulate {
         Some(spec) => Arc::new(SimulatedStore::new(store, spec.clone(), env.clock.clone(), env.seed)),
         None => store,
@@ -60,7 +67,7 @@ pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create:
 /// is up (the CLI's background import waits for the control socket instead).
 pub async fn run(opts: DaemonOptions) -> Result<()> {
     let env = Env::system();
-    let store = open_store(&opts.store_url, &opts.simulate, &env, false)?;
+    let store = open_store(&opts.store_url, &opts.simulate, &env, false, opts.key.as_ref())?;
     let log_hint = crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
     let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint };
     let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
