@@ -6,8 +6,10 @@
 use crate::blkptr::BlockPtr;
 use crate::cache::BlockCache;
 use bytes::Bytes;
-use fardisk_arc::{AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, WriterHandle};
-use parking_lot::Mutex;
+use fardisk_arc::{AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock, WriterHandle};
+use parking_lot::{Mutex, RwLock};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the L2ARC writer drains the eviction feed.
@@ -15,13 +17,17 @@ const L2_TICK: Duration = Duration::from_millis(100);
 
 pub struct ArcBlockCache {
     arc: AdaptiveCache,
-    l2: Option<L2Arc>,
+    /// Swapped in when the first cache device is added to a pool that had none (`fardisk add`).
+    l2: RwLock<Option<L2Arc>>,
     writer: Mutex<Option<WriterHandle>>,
+    /// For an L2ARC created at run time: its write rate and guid seed.
+    l2_config: L2ArcConfig,
+    seed: u64,
 }
 
 impl std::fmt::Debug for ArcBlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArcBlockCache").field("l2", &self.l2.is_some()).finish()
+        f.debug_struct("ArcBlockCache").field("l2", &self.l2.read().is_some()).finish()
     }
 }
 
@@ -33,17 +39,53 @@ impl ArcBlockCache {
     /// An ARC of at most `arc_max_bytes` (at least an eighth of that is kept when shrinking), with
     /// an optional L2ARC whose writer starts at once.
     pub fn new(arc_max_bytes: u64, l2: Option<L2Arc>) -> ArcBlockCache {
+        Self::with_l2_config(arc_max_bytes, l2, L2ArcConfig::default(), 0)
+    }
+
+    /// `new`, with the configuration an L2ARC created later by `add_device` uses.
+    pub fn with_l2_config(arc_max_bytes: u64, l2: Option<L2Arc>, l2_config: L2ArcConfig, seed: u64) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
-        ArcBlockCache { arc, l2, writer: Mutex::new(writer) }
+        ArcBlockCache { arc, l2: RwLock::new(l2), writer: Mutex::new(writer), l2_config, seed }
     }
 
     pub fn arc(&self) -> &AdaptiveCache {
         &self.arc
     }
 
-    pub fn l2(&self) -> Option<&L2Arc> {
-        self.l2.as_ref()
+    /// The L2ARC (a shared handle), if the pool has cache devices.
+    pub fn l2(&self) -> Option<L2Arc> {
+        self.l2.read().clone()
+    }
+
+    /// Formats `path` as a cache device of pool `pool_guid` and puts it in service at once,
+    /// creating the L2ARC (and its writer) if the pool had none. A missing file is created at
+    /// `size_bytes_if_new`.
+    pub fn add_device(&self, path: &Path, pool_guid: u128, size_bytes_if_new: u64) -> Result<(), String> {
+        let size = if path.exists() { None } else { Some(size_bytes_if_new) };
+        let mut slot = self.l2.write();
+        if let Some(l2) = slot.as_ref() {
+            return l2.add_device(path, size).map(|_| ()).map_err(|e| format!("cache device {}: {e}", path.display()));
+        }
+        let l2 = L2Arc::new(self.l2_config.clone(), pool_guid, Arc::new(MonotonicClock::new()), self.seed).map_err(|e| format!("L2ARC: {e}"))?;
+        l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
+        *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
+        *slot = Some(l2);
+        Ok(())
+    }
+
+    /// Takes the cache device at `path` out of service at once: its entries are forgotten and
+    /// their blocks are read from the store again.
+    pub fn remove_device(&self, path: &Path) -> Result<(), String> {
+        let l2 = self.l2().ok_or_else(|| format!("{} is not a cache device in service", path.display()))?;
+        let id = l2
+            .stats()
+            .devices
+            .iter()
+            .find(|d| d.path == path)
+            .map(|d| d.id)
+            .ok_or_else(|| format!("{} is not a cache device in service", path.display()))?;
+        l2.remove_device(id).map_err(|e| format!("removing cache device {}: {e}", path.display()))
     }
 
     /// Stops the L2ARC writer and makes what it wrote durable (export).
@@ -51,7 +93,7 @@ impl ArcBlockCache {
         if let Some(w) = self.writer.lock().take() {
             w.stop();
         }
-        if let Some(l2) = &self.l2 {
+        if let Some(l2) = self.l2() {
             l2.sync();
         }
     }
@@ -59,7 +101,7 @@ impl ArcBlockCache {
     pub fn stats_json(&self) -> serde_json::Value {
         serde_json::json!({
             "arc": self.arc.stats(),
-            "l2arc": self.l2.as_ref().map(|l| l.stats()),
+            "l2arc": self.l2().map(|l| l.stats()),
         })
     }
 }
@@ -71,7 +113,7 @@ impl BlockCache for ArcBlockCache {
         if hit.is_some() {
             return hit;
         }
-        let from_l2 = self.l2.as_ref()?.get(&k, ptr.checksum)?;
+        let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.checksum)?;
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
         self.arc.insert(k, from_l2.clone(), kind);
         Some(from_l2)
@@ -85,18 +127,9 @@ impl BlockCache for ArcBlockCache {
     fn invalidate(&self, ptr: &BlockPtr) {
         let k = key(ptr);
         self.arc.remove(&k);
-        if let Some(l2) = &self.l2 {
+        if let Some(l2) = self.l2.read().as_ref() {
             l2.remove(&k);
         }
     }
 }
 
-// Replaced by the cache-warmup branch's run-time device management when it merges.
-impl ArcBlockCache {
-    pub fn add_device(&self, path: &std::path::Path, _pool_guid: u128, _size_bytes_if_new: u64, _force: bool) -> Result<(), String> {
-        Err(format!("cannot add cache device {} to a running pool yet: export, 'fardisk create' it in, or re-import", path.display()))
-    }
-    pub fn remove_device(&self, _path: &std::path::Path) -> Result<(), String> {
-        Ok(())
-    }
-}

@@ -184,14 +184,14 @@ async fn watch_log_state(pool: Pool, name: String) {
 fn build_cache(root: &fardisk_engine::root::Root, env: &Env) -> ArcBlockCache {
     let arc_max = root.props.get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
     let paths: Vec<PathBuf> = root.vdevs.iter().filter(|v| v.role == "cache").flat_map(|v| v.paths.iter().map(PathBuf::from)).collect();
+    let mut cfg = L2ArcConfig::default();
+    if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
+        cfg.write_max_bytes_per_s = rate;
+    }
     let l2 = if paths.is_empty() {
         None
     } else {
-        let mut cfg = L2ArcConfig::default();
-        if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
-            cfg.write_max_bytes_per_s = rate;
-        }
-        match L2Arc::open(cfg, root.pool_guid, Arc::new(MonotonicClock::new()), env.seed, &paths) {
+        match L2Arc::open(cfg.clone(), root.pool_guid, Arc::new(MonotonicClock::new()), env.seed, &paths) {
             Ok((l2, failures)) => {
                 for (p, e) in failures {
                     tracing::warn!(device = %p.display(), error = %e, "cache device unavailable; reads go to the store");
@@ -204,7 +204,7 @@ fn build_cache(root: &fardisk_engine::root::Root, env: &Env) -> ArcBlockCache {
             }
         }
     };
-    ArcBlockCache::new(arc_max, l2)
+    ArcBlockCache::with_l2_config(arc_max, l2, cfg, env.seed)
 }
 
 /// A daemon killed while mounted leaves a dead FUSE mount ("Transport endpoint is not

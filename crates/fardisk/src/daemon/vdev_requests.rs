@@ -39,7 +39,7 @@ pub async fn add(st: &DaemonState, a: &Value) -> Result<Value, String> {
         "cache" => {
             for p in &paths {
                 let (cache, guid, path) = (st.cache.clone(), st.pool.guid(), std::path::PathBuf::from(p));
-                tokio::task::spawn_blocking(move || cache.add_device(&path, guid, CACHE_FILE_BYTES_DEFAULT, force))
+                tokio::task::spawn_blocking(move || cache.add_device(&path, guid, CACHE_FILE_BYTES_DEFAULT))
                     .await
                     .map_err(|e| format!("cache task failed: {e}"))??;
                 st.pool.add_cache_vdev(p).await.map_err(|e| e.to_string())?;
