@@ -88,7 +88,8 @@ pub fn main() -> i32 {
         }
     }
     let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
     let result = match cli.command {
         // The daemon builds its own runtime after daemonizing.
         Command::Import(a) => import::run(a),
