@@ -13,6 +13,7 @@ mod progress;
 mod raw;
 mod rows;
 mod stats;
+mod sync_writes;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -36,6 +37,30 @@ struct Cli {
 enum Command {
     /// Engine sequential write and cold read vs raw PUT/GET of the same bytes (S3 env: AWS_*).
     EngineStore(EngineStoreArgs),
+    /// 4 KiB sync writes: raw fdatasync vs the pool with a log vs without (store made far away).
+    SyncWrites(SyncWritesArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct SyncWritesArgs {
+    /// Scratch directory on the local disk under test (raw file, log device, store).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    /// Seconds per (configuration, writer count).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Simulated store round trip, ms.
+    #[arg(long, default_value_t = 40)]
+    latency_ms: u64,
+    /// Concurrent writer counts, comma-separated (1 must be among them).
+    #[arg(long, default_value = "1,8,64", value_delimiter = ',')]
+    writers: Vec<usize>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -222,9 +247,16 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
     Ok(())
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::EngineStore(args) => engine_store(args).await,
+        Command::SyncWrites(a) => {
+            if !a.writers.contains(&1) {
+                bail!("--writers must include 1 (the latency distribution comes from it)");
+            }
+            let args = sync_writes::Args { dir: a.dir, seconds: a.seconds, latency_ms: a.latency_ms, writer_counts: a.writers, seed: a.seed };
+            sync_writes::run(args, &a.out, &a.note).await
+        }
     }
 }

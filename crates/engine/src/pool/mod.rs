@@ -4,6 +4,7 @@
 
 mod config;
 mod gc;
+mod hotset;
 mod intent;
 mod open;
 mod read;
@@ -107,6 +108,9 @@ pub(crate) struct Inner {
     /// Blocks being prefetched, by location: a demand read of one waits for it instead of
     /// fetching it a second time.
     pub prefetching: Mutex<std::collections::HashMap<(u64, u32), tokio::sync::watch::Receiver<bool>>>,
+    /// Demand reads per region, for the hot set saved at export (hotset.rs).
+    pub hot: hotset::HotTracker,
+    pub warmup: hotset::WarmupCounters,
 }
 
 impl Inner {

@@ -178,6 +178,8 @@ impl Pool {
             readahead: Default::default(),
             intent: super::intent::Intent::new(log),
             prefetching: Default::default(),
+            hot: Default::default(),
+            warmup: Default::default(),
             env,
         });
         let pool = Pool::from_inner(inner.clone());

@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use std::sync::Arc;
 
-enum Source {
+pub(super) enum Source {
     Mem(Bytes),
     Zero,
     Ptr(BlockPtr),
@@ -46,6 +46,7 @@ impl Pool {
         }
         let first = offset / BLOCK_BYTES;
         let last = (offset + len as u64 - 1) / BLOCK_BYTES;
+        self.inner.hot.touch(volume_id, first, last);
         let sources = self.resolve(volume_id, tree, first, last).await?;
         let blocks = fetch_blocks(&self.inner, &sources, false).await?;
         let mut out = BytesMut::with_capacity(len as usize);
@@ -91,7 +92,7 @@ impl Pool {
     }
 
     /// Where each block of `first..=last` comes from, as of now.
-    async fn resolve(&self, volume_id: u32, tree: crate::blockmap::TreeRef, first: u64, last: u64) -> Result<Vec<Source>> {
+    pub(super) async fn resolve(&self, volume_id: u32, tree: crate::blockmap::TreeRef, first: u64, last: u64) -> Result<Vec<Source>> {
         let mut out: Vec<Option<Source>> = Vec::with_capacity((last - first + 1) as usize);
         {
             let t = self.inner.txg.lock();
@@ -162,6 +163,11 @@ impl Pool {
             }
         });
     }
+}
+
+/// Brings the blocks of `sources` into the block cache as prefetches (warm-up).
+pub(super) async fn prefetch_sources(inner: &Arc<Inner>, sources: &[Source]) -> Result<()> {
+    fetch_blocks(inner, sources, true).await.map(|_| ())
 }
 
 /// Logical bytes for every source, fetching what is needed from the cache or the store.

@@ -153,6 +153,8 @@ pub struct PoolStatus {
     pub store_requests: StoreStatsSnapshot,
     /// Log vdevs, legs and ZIL-like counters; null without a log.
     pub log: serde_json::Value,
+    /// Warm-up of the saved hot set after import: regions total/done/skipped, regions tracked.
+    pub warmup: serde_json::Value,
 }
 
 /// The intent log in `status --json` (names as zpool status and zil kstats use them).
@@ -262,6 +264,7 @@ impl Pool {
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),
             log: log_json(i),
+            warmup: super::hotset::warmup_json(i),
         }
     }
 }

@@ -133,6 +133,23 @@ fn pack_into(mut builder: SegmentBuilder, blocks: Vec<((u32, u64), Bytes)>, algo
     (builder, updates)
 }
 
+/// Puts the data blocks a txg wrote into segment `id` in the block cache, as ZFS keeps written
+/// buffers in the ARC: a database reads back what it just wrote, and without this every such read
+/// would cross to the store once the dirty data is freed. Each block is copied out of the segment
+/// buffer (a slice would keep the whole segment alive for as long as any block stays cached). The
+/// keys are the blocks' new locations, which nothing references before the root is published.
+fn cache_written(inner: &Inner, id: u64, segment: &[u8], updates: &[(u32, u64, BlockPtr)]) {
+    if inner.blocks.holds_nothing() {
+        return;
+    }
+    for (_, _, p) in updates.iter().filter(|(_, _, p)| !p.is_hole() && p.segment_id == id) {
+        let range = p.offset_bytes as usize..p.offset_bytes as usize + p.physical_bytes as usize;
+        if let Some(physical) = segment.get(range) {
+            inner.blocks.insert(p, Bytes::copy_from_slice(physical), false);
+        }
+    }
+}
+
 fn finish_segment(b: SegmentBuilder, updates: Vec<(u32, u64, BlockPtr)>) -> PackedSegment {
     let id = b.segment_id();
     let (bytes, entries) = b.finish();
@@ -173,6 +190,7 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         .await
         .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
         written.insert(seg.id, seg.written_bytes);
+        cache_written(inner, seg.id, &seg.bytes, &seg.updates);
         updates.extend(seg.updates);
         spawn_upload(&mut uploads, inner, &limit, seg.id, Bytes::from(seg.bytes));
     }
@@ -208,6 +226,7 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     written.insert(meta_id, meta_written);
     let (root, deletes) = update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
     let (bytes, _) = builder.finish();
+    cache_written(inner, meta_id, &bytes, &updates);
     spawn_upload(&mut uploads, inner, &limit, meta_id, Bytes::from(bytes));
     while let Some(r) = uploads.join_next().await {
         r.map_err(|e| Error::Bug(format!("upload task failed: {e}")))??;

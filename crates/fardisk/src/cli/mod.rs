@@ -52,6 +52,10 @@ pub enum Command {
     Set(query::SetArgs),
     /// Commit the open txg to the store now and wait for it
     Sync { pool: String },
+    /// Save the pool's hot set now (it is also saved at export and every 5 minutes); the next
+    /// import reads it back into the cache in the background
+    #[command(after_help = "Example:\n  fardisk hotset tank")]
+    Hotset { pool: String },
     /// Add log or cache devices to an imported pool: `add POOL log [mirror] DEV... | cache DEV...`
     #[command(after_help = "Examples:\n  fardisk add tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1\n  fardisk add tank cache /dev/nvme0n1p2\n  fardisk add tank log /var/lib/fardisk/log1     # a file, created at 1 GiB if missing")]
     Add(vdev_cmds::AddArgs),
@@ -132,6 +136,11 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
         Command::Get(a) => query::get(a).await,
         Command::Set(a) => query::set(a).await,
         Command::Arcstat { pool, json } => query::arcstat(&pool, json).await,
+        Command::Hotset { pool } => {
+            let v = query::call(&pool, "hotset_save", serde_json::Value::Null).await?;
+            println!("pool '{pool}': hot set of {} regions (64 KiB each) saved", v["regions"]);
+            Ok(())
+        }
         Command::Add(a) => vdev_cmds::add(a).await,
         Command::Remove(a) => vdev_cmds::remove(a).await,
         Command::Replace(a) => vdev_cmds::replace(a).await,

@@ -42,7 +42,15 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             v["cache"] = st.cache.stats_json()["l2arc"].clone();
             Ok(v)
         }
-        "arcstat" => Ok(st.cache.stats_json()),
+        "arcstat" => {
+            let mut v = st.cache.stats_json();
+            v["warmup"] = pool.status().warmup;
+            Ok(v)
+        }
+        "hotset_save" => {
+            let budget = pool.props().get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
+            pool.save_hot_set(budget).await.map(|n| json!({"regions": n})).map_err(|e| e.to_string())
+        }
         "sync" => pool.sync_txg().await.map(|t| json!({"txg": t})).map_err(|e| e.to_string()),
         "export" => {
             let mut rx = st.exported.subscribe();

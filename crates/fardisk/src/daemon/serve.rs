@@ -72,10 +72,14 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint };
     let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     let cache = Arc::new(build_cache(&root, &env));
+    let hot_set_budget = arc_max_bytes(&root);
     let pool = Pool::import(store, &opts.pool, import, env, cache.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
     let exports = Arc::new(PoolExports { pool: pool.clone() });
     let log_watch = tokio::spawn(watch_log_state(pool.clone(), opts.pool.clone()));
+    // The hot set saved at the last export (or periodic save) is read back in the background.
+    pool.warm_up();
+    let hot_saver = tokio::spawn(save_hot_set_periodically(pool.clone(), hot_set_budget));
     // Image files show the import time (the engine's clock is injected; this is display only).
     let import_time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(Env::system().clock.wall_ms());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -128,6 +132,10 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     // Unmounting blocks too (and waits for the kernel to let go of the images).
     tokio::task::block_in_place(|| drop(mount));
     log_watch.abort();
+    hot_saver.abort();
+    if let Err(e) = pool.save_hot_set(hot_set_budget).await {
+        tracing::warn!(error = %e, "could not save the hot set; the next import starts cold");
+    }
     let result = pool.export().await;
     cache.shutdown();
     record_log_state(&pool, &opts.pool);
@@ -179,10 +187,27 @@ async fn watch_log_state(pool: Pool, name: String) {
     }
 }
 
+/// How often the hot set is saved while serving, so an import after a crash warms up too.
+const HOT_SET_SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
+
+async fn save_hot_set_periodically(pool: Pool, budget_bytes: u64) {
+    loop {
+        tokio::time::sleep(HOT_SET_SAVE_INTERVAL).await;
+        match pool.save_hot_set(budget_bytes).await {
+            Ok(n) => tracing::debug!(regions = n, "hot set saved"),
+            Err(e) => tracing::warn!(error = %e, "could not save the hot set"),
+        }
+    }
+}
+
+fn arc_max_bytes(root: &fardisk_engine::root::Root) -> u64 {
+    root.props.get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30)
+}
+
 /// The ARC sized by the pool's `arc_max`, with the L2ARC over its cache devices. A cache device
 /// that cannot be opened is left out (reads go to the store) and logged, never fatal.
 fn build_cache(root: &fardisk_engine::root::Root, env: &Env) -> ArcBlockCache {
-    let arc_max = root.props.get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
+    let arc_max = arc_max_bytes(root);
     let paths: Vec<PathBuf> = root.vdevs.iter().filter(|v| v.role == "cache").flat_map(|v| v.paths.iter().map(PathBuf::from)).collect();
     let mut cfg = L2ArcConfig::default();
     if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
