@@ -163,6 +163,12 @@ fn print_status(v: &Value, verbose: bool) {
     if let Some(m) = v["mount"].as_str() {
         println!(" mount: {m}");
     }
+    let w = &v["warmup"];
+    if w["regions_total"].as_u64().unwrap_or(0) > 0 {
+        let (total, done, skipped) = (w["regions_total"].as_u64().unwrap_or(0), w["regions_done"].as_u64().unwrap_or(0), w["regions_skipped"].as_u64().unwrap_or(0));
+        let state = if done + skipped >= total { "finished" } else { "in progress" };
+        println!("warmup: {state}, {done} of {total} hot regions read back into the cache ({skipped} skipped)");
+    }
     print_config(v);
     if verbose && v["log"].is_object() {
         let l = &v["log"];
