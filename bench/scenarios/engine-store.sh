@@ -58,23 +58,6 @@ fi
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # One result file per row; every row shares the run's start time.
-FARDISK_BENCH_STARTED_AT="$started_at" python3 - "$WORK/rows.json" "$WORK/series" "$RESULTS" \
-    "$FARDISK_ROOT/bench/lib/result.py" "load average $load_after at the end; MinIO single drive on loopback ($fs_type), same host; reads hit MinIO's warm page cache." <<'PY'
-import json, os, subprocess, sys
-rows_path, series_dir, results, result_py, extra = sys.argv[1:6]
-rows = json.load(open(rows_path))["rows"]
-for n, row in enumerate(rows):
-    args = [sys.executable, result_py, "--out-dir", results, "--scenario", "engine-store",
-            "--setup", row["setup"], "--order", str(row["order"]), "--duration-s", str(row["duration_s"]),
-            "--notes", f'{row["notes"]}; {extra}']
-    args += [f"--param={k}={v}" for k, v in row["params"].items()]
-    args += [f"--metric={k}={v}" for k, v in row["metrics"]]  # [name, value] pairs: column order
-    for name, s in row["series"].items():
-        path = os.path.join(series_dir, f"{n}-{name}.txt")
-        with open(path, "w") as f:
-            f.write(f'# {s["x_label"]}, {s["y_label"]}\n')
-            f.writelines(f"{x} {y}\n" for x, y in zip(s["x"], s["y"]))
-        args.append(f"--series={name}={path}")
-    subprocess.run(args, check=True)
-PY
+FARDISK_BENCH_STARTED_AT="$started_at" python3 "$FARDISK_ROOT/bench/lib/rows_to_results.py" "$WORK/rows.json" "$WORK/series" "$RESULTS" engine-store \
+    "load average $load_after at the end; MinIO single drive on loopback ($fs_type), same host; reads hit MinIO's warm page cache."
 fd_log "done: $(ls "$RESULTS"/engine-store-* 2>/dev/null | wc -l) engine-store result files in $RESULTS"

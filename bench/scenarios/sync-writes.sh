@@ -35,22 +35,6 @@ fd_log "sync-writes: $SECONDS_PER_RUN s per run, writers $WRITERS, store round t
     || fd_die "fardisk-bench failed (log: $WORK/bench.log)"
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-FARDISK_BENCH_STARTED_AT="$started_at" python3 - "$WORK/rows.json" "$WORK/series" "$RESULTS" \
-    "$FARDISK_ROOT/bench/lib/result.py" "load average $load_after at the end" <<'PY'
-import json, os, subprocess, sys
-rows_path, series_dir, results, result_py, extra = sys.argv[1:6]
-for n, row in enumerate(json.load(open(rows_path))["rows"]):
-    args = [sys.executable, result_py, "--out-dir", results, "--scenario", "sync-writes",
-            "--setup", row["setup"], "--order", str(row["order"]), "--duration-s", str(row["duration_s"]),
-            "--durable", "yes" if row["durable"] else "no", "--notes", f'{row["notes"]}; {extra}']
-    args += [f"--param={k}={v}" for k, v in row["params"].items()]
-    args += [f"--metric={k}={v}" for k, v in row["metrics"]]
-    for name, s in row["series"].items():
-        path = os.path.join(series_dir, f"{n}-{name}.txt")
-        with open(path, "w") as f:
-            f.write(f'# {s["x_label"]}, {s["y_label"]}\n')
-            f.writelines(f"{x} {y}\n" for x, y in zip(s["x"], s["y"]))
-        args.append(f"--series={name}={path}")
-    subprocess.run(args, check=True)
-PY
+FARDISK_BENCH_STARTED_AT="$started_at" python3 "$FARDISK_ROOT/bench/lib/rows_to_results.py" "$WORK/rows.json" "$WORK/series" "$RESULTS" sync-writes \
+    "load average $load_after at the end"
 fd_log "done: $(ls "$RESULTS"/sync-writes-* 2>/dev/null | wc -l) sync-writes result files in $RESULTS"

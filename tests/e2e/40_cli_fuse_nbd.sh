@@ -76,16 +76,6 @@ check "e2fsck -fn clean after the crash" e2fsck -fn "$LOOP"
 losetup -d "$LOOP"; LOOP=""
 
 # Bad input: one line, non-zero exit, nothing changed.
-expect_error() { # expect_error WHAT PATTERN CMD...
-    local what="$1" pattern="$2"; shift 2
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then
-        pass "$what: $out"
-    else
-        fail "$what (exit $rc): $out"
-    fi
-}
 expect_error "bad size" "unknown unit" "$B" volume create tank/w 12Q
 expect_error "existing volume" "already exists" "$B" volume create tank/v 1G
 expect_error "second import" "already imported" "$B" import tank --mount "$W/mnt2"

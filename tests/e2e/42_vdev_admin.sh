@@ -14,26 +14,8 @@ W="$(mktemp -d /tmp/fardisk-e2e42.XXXXXX)"
 export FARDISK_HOME="$W/home" FARDISK_RUN_DIR="$W/run"
 SOCK="$W/nbd.sock"
 URI="nbd+unix:///v?socket=$SOCK"
-daemon_pid() { "$B" status tank --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0].get("pid",""))'; }
-kill_daemon() {
-    local pid
-    pid="$(daemon_pid)"
-    [ -n "$pid" ] || return 1
-    kill -9 "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-    return 1
-}
+kill_daemon() { fardisk_kill tank; }
 on_exit '"$B" export tank >/dev/null 2>&1; kill_daemon; rm -rf "$W"'
-expect_error() { # expect_error WHAT PATTERN CMD...
-    local what="$1" pattern="$2"; shift 2
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then
-        pass "$what: $out"
-    else
-        fail "$what (exit $rc): $out"
-    fi
-}
 # pattern OFFSET_MIB BYTE: qemu-io writes 1 MiB of BYTE at OFFSET and flushes (a sync request).
 write_synced() { qemu-io -f raw -c "write -P $2 $(($1))M 1M" -c flush "$URI" >/dev/null; }
 read_is() { qemu-io -f raw -c "read -P $2 $(($1))M 1M" "$URI" | grep -q "read 1048576/1048576"; }

@@ -14,16 +14,6 @@ W="$(mktemp -d /tmp/fardisk-e2e44.XXXXXX)"
 export FARDISK_HOME="$W/home" FARDISK_RUN_DIR="$W/run"
 SOCK="$W/nbd.sock"
 on_exit '"$B" export secret >/dev/null 2>&1; "$B" export plain >/dev/null 2>&1; rm -rf "$W"'
-expect_error() { # expect_error WHAT PATTERN CMD...
-    local what="$1" pattern="$2"; shift 2
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then
-        pass "$what: $out"
-    else
-        fail "$what (exit $rc): $out"
-    fi
-}
 # 4 MiB of random bytes with a text marker every 64 KiB (compression off: the marker would be
 # found verbatim in a plain pool's segments).
 MARK="fardisk-e2e44-marker-$RANDOM$RANDOM"

@@ -26,15 +26,7 @@ OPS_MAX=20000        # a writer stops by itself after this many writes
 KILL_MS_MIN=700      # a kill comes 0.7 to 3.2 s into a round
 KILL_MS_SPAN=2500
 WRITER_PID=""
-daemon_pid() { "$B" status tank --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0].get("pid",""))'; }
-kill_daemon() {
-    local pid
-    pid="$(daemon_pid)"
-    [ -n "$pid" ] || return 1
-    kill -9 "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-    return 1
-}
+kill_daemon() { fardisk_kill tank; }
 stop_writer() {
     [ -n "$WRITER_PID" ] || return 0
     for _ in $(seq 100); do kill -0 "$WRITER_PID" 2>/dev/null || break; sleep 0.1; done

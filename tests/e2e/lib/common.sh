@@ -62,3 +62,32 @@ json_field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.a
 
 # float_ge A B: A >= B for decimal numbers.
 float_ge() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"; }
+
+# expect_error WHAT PATTERN CMD...: PASS when CMD fails with exactly one line of output that
+# matches PATTERN (the project's rule for bad input).
+expect_error() {
+    local what="$1" pattern="$2"; shift 2
+    local out rc
+    out="$("$@" 2>&1)"; rc=$?
+    if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then
+        pass "$what: $out"
+    else
+        fail "$what (exit $rc): $out"
+    fi
+}
+
+# fardisk_daemon_pid POOL: the pid of the daemon serving POOL (the binary is $B), or nothing.
+fardisk_daemon_pid() {
+    "$B" status "$1" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null
+}
+
+# fardisk_kill POOL: SIGKILL the pool's daemon, as a crash would, and wait (10 s at most) until
+# it is gone.
+fardisk_kill() {
+    local pid
+    pid="$(fardisk_daemon_pid "$1")"
+    [ -n "$pid" ] || return 1
+    kill -9 "$pid" || return 1
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    return 1
+}
