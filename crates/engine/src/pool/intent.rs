@@ -63,11 +63,13 @@ impl Intent {
     }
 
     /// Stops logging (the last log vdev is being removed); returns the log that was in use.
-    /// Call with the txg lock held. From now on sync requests wait for the txg, which covers
-    /// every record that was pending.
-    pub fn detach(&self) -> Option<Arc<IntentLog>> {
+    /// Call with the txg lock held. The pending records are dropped, so a sync request that
+    /// still holds the log must wait for `open_txg` (which holds their writes) to reach the
+    /// store instead; requests that find no log wait for the open writes anyway.
+    pub fn detach(&self, open_txg: u64) -> Option<Arc<IntentLog>> {
         let mut st = self.state.lock();
         st.pending.clear();
+        st.unlogged_txg = st.unlogged_txg.max(open_txg);
         self.log.write().take()
     }
 

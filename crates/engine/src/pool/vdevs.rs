@@ -132,8 +132,8 @@ impl Pool {
 
     async fn remove_last_log(&self, log: Arc<IntentLog>, entry: &VdevEntry) -> Result<()> {
         {
-            let _txg = self.inner.txg.lock();
-            self.inner.intent.detach();
+            let txg = self.inner.txg.lock();
+            self.inner.intent.detach(txg.open_txg);
         }
         // This one root both holds every write acknowledged through the log and stops listing
         // it: a crash before it replays the log, a crash after it needs no log.
