@@ -7,6 +7,7 @@
 //! engine-store: sustained sequential write through the pool engine vs raw PUTs of the same bytes,
 //! alternating raw and engine runs; PUTs and GETs per GiB written and read (cold read back).
 
+mod cache_reads;
 mod data;
 mod engine;
 mod progress;
@@ -39,6 +40,35 @@ enum Command {
     EngineStore(EngineStoreArgs),
     /// 4 KiB sync writes: raw fdatasync vs the pool with a log vs without (store made far away).
     SyncWrites(SyncWritesArgs),
+    /// Random reads: local O_DIRECT vs the pool's ARC + L2ARC; first pass after re-import; scan resistance.
+    CacheReads(CacheReadsArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct CacheReadsArgs {
+    /// Scratch directory on the local disk (local file, cache device, store).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    #[arg(long, default_value_t = 64)]
+    arc_mib: u64,
+    #[arg(long, default_value_t = 192)]
+    working_set_mib: u64,
+    #[arg(long, default_value_t = 512)]
+    l2_mib: u64,
+    #[arg(long, default_value_t = 16)]
+    readers: usize,
+    /// Seconds of the timed random-read runs.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Simulated store round trip, ms.
+    #[arg(long, default_value_t = 40)]
+    latency_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -251,6 +281,11 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
 async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::EngineStore(args) => engine_store(args).await,
+        Command::CacheReads(a) => {
+            let args = cache_reads::Args { dir: a.dir, arc_mib: a.arc_mib, working_set_mib: a.working_set_mib, l2_mib: a.l2_mib,
+                readers: a.readers, seconds: a.seconds, latency_ms: a.latency_ms, seed: a.seed };
+            cache_reads::run(args, &a.out, &a.note).await
+        }
         Command::SyncWrites(a) => {
             if !a.writers.contains(&1) {
                 bail!("--writers must include 1 (the latency distribution comes from it)");
