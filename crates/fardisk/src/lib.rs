@@ -6,4 +6,5 @@ pub mod device;
 pub mod fuse;
 pub mod keys;
 pub mod paths;
+pub mod progress;
 pub mod vdev_format;

@@ -7,6 +7,8 @@
 //! 8192   slot 0 | slot 1 | ... | slot (slot_count - 1)      each log_block_bytes
 //! ```
 //! All I/O is positioned (`pread`/`pwrite`), so readers and the writer share one file handle.
+//! Reads go around the page cache (O_DIRECT, a second handle) where the file system allows it:
+//! see `direct.rs`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -16,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use super::direct::{drop_cached_range, is_direct_refusal, DirectReader};
 use super::error::L2Error;
 use super::label::{Label, LABEL_SLOT_BYTES, RING_OFFSET_BYTES};
 use super::log_block::BlockPlace;
@@ -47,6 +50,8 @@ pub(crate) struct CacheDevice {
     pub(crate) id: DeviceId,
     pub(crate) path: PathBuf,
     file: File,
+    /// The O_DIRECT read handle; `None` when the file system refuses O_DIRECT.
+    direct: Mutex<Option<std::sync::Arc<DirectReader>>>,
     identity: FileIdentity,
     is_regular_file: bool,
     pub(crate) label: Label,
@@ -204,6 +209,7 @@ impl CacheDevice {
             id,
             path: path.to_path_buf(),
             file,
+            direct: Mutex::new(DirectReader::open(path).map(std::sync::Arc::new)),
             identity,
             is_regular_file,
             label,
@@ -246,12 +252,39 @@ impl CacheDevice {
 
     /// Reads exactly `len` bytes; a short read (a truncated device) is an error.
     pub(crate) fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset)?;
+        let direct = self.direct.lock().clone();
+        let buf = match direct.map(|d| d.read_exact_at(offset, len)) {
+            Some(Ok(buf)) => buf,
+            Some(Err(err)) if is_direct_refusal(&err) => {
+                tracing::warn!(path = %self.path.display(), "O_DIRECT read refused; cache device reads go through the page cache from now on");
+                *self.direct.lock() = None;
+                self.read_buffered(offset, len)?
+            }
+            Some(Err(err)) => return Err(err),
+            None => self.read_buffered(offset, len)?,
+        };
         self.counters
             .bytes_read
             .fetch_add(len as u64, Ordering::Relaxed);
         Ok(buf)
+    }
+
+    fn read_buffered(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
+    /// True while reads bypass the page cache.
+    pub(crate) fn direct_reads(&self) -> bool {
+        self.direct.lock().is_some()
+    }
+
+    /// A finished log block leaves the page cache (reads of it are direct); advisory only.
+    pub(crate) fn drop_cached(&self, offset: u64, len: u64) {
+        if self.direct_reads() {
+            drop_cached_range(&self.file, offset, len);
+        }
     }
 
     pub(crate) fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
@@ -349,6 +382,7 @@ impl CacheDevice {
             state: status.state,
             fault_reason: status.fault_reason.clone(),
             capacity_bytes: self.capacity_bytes,
+            direct_reads: self.direct_reads(),
             log_block_bytes: self.label.log_block_bytes,
             slot_count: self.label.slot_count,
             bytes_written: load(&self.counters.bytes_written),

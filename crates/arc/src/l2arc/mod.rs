@@ -17,6 +17,7 @@
 
 mod config;
 mod device;
+mod direct;
 mod error;
 mod health;
 mod index;

@@ -36,6 +36,8 @@ pub struct DeviceStats {
     pub state: DeviceState,
     pub fault_reason: Option<String>,
     pub capacity_bytes: u64,
+    /// Reads bypass the page cache (O_DIRECT); false where the file system refuses it.
+    pub direct_reads: bool,
     pub log_block_bytes: u32,
     pub slot_count: u32,
     pub bytes_written: u64,

@@ -258,6 +258,8 @@ fn write_out(shared: &Shared, w: &mut WriterState, close: bool, report: &mut Wri
         .fetch_add(1, Ordering::Relaxed);
     report.block_writes += 1;
     if close {
+        let base = open.device.slot_offset(open.slot);
+        open.device.drop_cached(base, u64::from(open.device.block_bytes()));
         w.open = None;
     }
 }

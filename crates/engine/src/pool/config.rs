@@ -75,6 +75,7 @@ pub const POOL_PROPS: &[(&str, &str)] = &[
     ("arc_max", "1073741824"),
     ("l2arc_write_max", "8388608"),
     ("roots_kept", "8"),
+    ("scrub_rate_max", "67108864"),
 ];
 
 pub fn parse_u64(name: &str, v: &str) -> Result<u64> {
@@ -101,7 +102,7 @@ pub fn validate_prop(name: &str, value: &str) -> Result<()> {
             "latency" | "throughput" => Ok(()),
             _ => Err(Error::BadInput("logbias must be latency or throughput".into())),
         },
-        "arc_max" | "l2arc_write_max" | "roots_kept" => parse_u64(name, value).map(|_| ()),
+        "arc_max" | "l2arc_write_max" | "roots_kept" | "scrub_rate_max" => parse_u64(name, value).map(|_| ()),
         _ => Err(Error::BadInput(format!(
             "unknown property '{name}'; known: {}",
             POOL_PROPS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")

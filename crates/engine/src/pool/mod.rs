@@ -4,10 +4,12 @@
 
 mod config;
 mod gc;
+mod history;
 mod hotset;
 mod intent;
 mod open;
 mod read;
+mod scrub;
 mod status;
 mod sync;
 mod vdevs;
@@ -16,6 +18,8 @@ mod write;
 
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
+pub use history::{this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
+pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
 
@@ -111,6 +115,8 @@ pub(crate) struct Inner {
     /// Demand reads per region, for the hot set saved at export (hotset.rs).
     pub hot: hotset::HotTracker,
     pub warmup: hotset::WarmupCounters,
+    /// The current or last scrub (scrub.rs).
+    pub scrub: scrub::ScrubControl,
 }
 
 impl Inner {

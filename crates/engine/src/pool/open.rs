@@ -180,6 +180,7 @@ impl Pool {
             prefetching: Default::default(),
             hot: Default::default(),
             warmup: Default::default(),
+            scrub: Default::default(),
             env,
         });
         let pool = Pool::from_inner(inner.clone());

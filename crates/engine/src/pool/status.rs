@@ -155,6 +155,8 @@ pub struct PoolStatus {
     pub log: serde_json::Value,
     /// Warm-up of the saved hot set after import: regions total/done/skipped, regions tracked.
     pub warmup: serde_json::Value,
+    /// The current or last scrub since import (state "none" before the first).
+    pub scrub: super::ScrubProgress,
 }
 
 /// The intent log in `status --json` (names as zpool status and zil kstats use them).
@@ -265,6 +267,7 @@ impl Pool {
             store_requests: i.store_stats.snapshot(),
             log: log_json(i),
             warmup: super::hotset::warmup_json(i),
+            scrub: self.scrub_progress(),
         }
     }
 }

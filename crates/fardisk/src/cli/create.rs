@@ -73,7 +73,16 @@ pub async fn run(a: CreateArgs) -> Result<()> {
     let guid = fardisk_engine::rng::Rng::from_entropy().next_u128();
     let entries = format_vdevs(&a.pool, guid, &vdevs, a.force)?;
     let opts = CreateOptions { props, vdevs: entries, pool_guid: Some(guid) };
-    let root = Pool::create(store, &a.pool, opts, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root = Pool::create(store.clone(), &a.pool, opts, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let event = fardisk_engine::pool::HistoryEvent {
+        time_ms: env.clock.wall_ms(),
+        txg: root.txg,
+        host: fardisk_engine::pool::this_host(),
+        event: crate::daemon::control::command_line(),
+    };
+    if let Err(e) = fardisk_engine::pool::write_history_event(&store, &event, guid as u32).await {
+        tracing::warn!(error = %e, "could not record the create in the pool history");
+    }
     let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
     save_record(&PoolRecord { name: a.pool.clone(), store_url: a.store_url.clone(), simulate: a.simulate.clone(), key_file })?;
     let encrypted = key.map(|k| format!(", encrypted with key {:016x}", k.key.fingerprint())).unwrap_or_default();

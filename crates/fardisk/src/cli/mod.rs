@@ -4,6 +4,7 @@
 mod create;
 mod import;
 mod query;
+mod scrub_cmds;
 mod size;
 mod vdev_cmds;
 mod vdev_spec;
@@ -65,6 +66,18 @@ pub enum Command {
     /// Replace a log leg and resilver it (or bring a repaired leg back: omit NEW_DEVICE)
     #[command(after_help = "Examples:\n  fardisk replace tank /dev/nvme1n1p1 /dev/nvme2n1p1\n  fardisk replace tank /var/lib/fardisk/log1")]
     Replace(vdev_cmds::ReplaceArgs),
+    /// Verify every block the pool references against its checksum, reading it back from the
+    /// store; repair from the cache where a good copy exists. `--pause` and `--stop`; run again to resume
+    #[command(after_help = "Examples:\n  fardisk scrub tank            # start (or resume a paused scrub)\n  fardisk scrub tank -w         # start and wait, with progress; exit 3 on unrepaired errors\n  fardisk scrub tank --pause\n  fardisk scrub tank --stop\n  fardisk set scrub_rate_max=16777216 tank   # bytes/s read from the store (0 = no limit)")]
+    Scrub(scrub_cmds::ScrubArgs),
+    /// Commands that changed the pool, and events such as import, export and scrub results,
+    /// kept in the pool's store (the newest 1000)
+    #[command(after_help = "Examples:\n  fardisk history tank\n  fardisk history tank -n 10 --json")]
+    History(scrub_cmds::HistoryArgs),
+    /// Wait until background work of an imported pool ends (scrub, L2ARC rebuild, warm-up),
+    /// with progress on a terminal
+    #[command(after_help = "Example:\n  fardisk wait tank")]
+    Wait { pool: String },
     /// ARC and L2ARC statistics, as /proc/spl/kstat/zfs/arcstats (`--json` for all counters)
     #[command(after_help = "Example:\n  fardisk arcstat tank")]
     Arcstat {
@@ -97,6 +110,10 @@ pub fn main() -> i32 {
     let result = match cli.command {
         // The daemon builds its own runtime after daemonizing.
         Command::Import(a) => import::run(a),
+        Command::Scrub(a) => match runtime().and_then(|rt| rt.block_on(scrub_cmds::scrub(a))) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         other => runtime().and_then(|rt| rt.block_on(dispatch(other))),
     };
     match result {
@@ -141,6 +158,9 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
             println!("pool '{pool}': hot set of {} regions (64 KiB each) saved", v["regions"]);
             Ok(())
         }
+        Command::Scrub(_) => unreachable!("handled before dispatch (it has its own exit code)"),
+        Command::History(a) => scrub_cmds::history(a).await,
+        Command::Wait { pool } => scrub_cmds::wait(&pool).await,
         Command::Add(a) => vdev_cmds::add(a).await,
         Command::Remove(a) => vdev_cmds::remove(a).await,
         Command::Replace(a) => vdev_cmds::replace(a).await,

@@ -169,7 +169,13 @@ fn print_status(v: &Value, verbose: bool) {
         let state = if done + skipped >= total { "finished" } else { "in progress" };
         println!("warmup: {state}, {done} of {total} hot regions read back into the cache ({skipped} skipped)");
     }
+    if let Some(scrub) = v.get("scrub") {
+        println!("  scan: {}", super::scrub_cmds::scan_text(scrub));
+    }
     print_config(v);
+    if let Some(scrub) = v.get("scrub") {
+        println!("\nerrors: {}", super::scrub_cmds::errors_text(scrub));
+    }
     if verbose && v["log"].is_object() {
         let l = &v["log"];
         println!("\nintent log: {} sync requests, {} device writes (group commit {:.1}x), {} logged, {} txg fallbacks, {} of {} in use",

@@ -16,6 +16,10 @@ pub struct Request {
     pub cmd: String,
     #[serde(default)]
     pub args: Value,
+    /// The client's command line, recorded in the pool history when the request changes the
+    /// pool (`fardisk history`).
+    #[serde(default)]
+    pub cmdline: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,7 +44,7 @@ impl Reply {
 pub async fn call(socket: &Path, cmd: &str, args: Value) -> Result<Value> {
     let stream = UnixStream::connect(socket).await.with_context(|| format!("cannot reach the daemon at {}", socket.display()))?;
     let (r, mut w) = stream.into_split();
-    let mut line = serde_json::to_vec(&Request { cmd: cmd.to_string(), args })?;
+    let mut line = serde_json::to_vec(&Request { cmd: cmd.to_string(), args, cmdline: command_line() })?;
     line.push(b'\n');
     w.write_all(&line).await?;
     let mut reader = BufReader::new(r);
@@ -55,6 +59,13 @@ pub async fn call(socket: &Path, cmd: &str, args: Value) -> Result<Value> {
     } else {
         bail!("{}", reply.error)
     }
+}
+
+/// This process's command line as the user typed it (program name shortened to `fardisk`).
+pub fn command_line() -> String {
+    let mut args = std::env::args();
+    let _program = args.next();
+    std::iter::once("fardisk".to_string()).chain(args).collect::<Vec<_>>().join(" ")
 }
 
 /// True when a daemon answers on `socket`.

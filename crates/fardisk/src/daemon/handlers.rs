@@ -23,8 +23,15 @@ pub(super) fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String>
     args.get(key).and_then(|v| v.as_str()).ok_or_else(|| format!("missing argument '{key}'"))
 }
 
+/// Requests that change the pool: recorded in its history when they succeed.
+const HISTORY_CMDS: &[&str] = &["set", "volume_create", "volume_destroy", "volume_resize", "vdev_add", "vdev_remove", "vdev_replace", "scrub"];
+
 pub async fn handle(st: &DaemonState, req: Request) -> Reply {
-    match dispatch(st, &req).await {
+    let result = dispatch(st, &req).await;
+    if result.is_ok() && HISTORY_CMDS.contains(&req.cmd.as_str()) && !req.cmdline.is_empty() {
+        st.pool.log_history(&req.cmdline).await;
+    }
+    match result {
         Ok(v) => Reply::ok(v),
         Err(e) => Reply::err(e),
     }
@@ -97,6 +104,21 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             pool.set_prop(arg_str(a, "property")?, arg_str(a, "value")?).map_err(|e| e.to_string())?;
             pool.sync_txg().await.map_err(|e| e.to_string())?;
             Ok(Value::Null)
+        }
+        "scrub" => {
+            match a.get("action").and_then(|v| v.as_str()).unwrap_or("start") {
+                "start" => pool.scrub_start(),
+                "pause" => pool.scrub_pause(),
+                "stop" => pool.scrub_stop(),
+                other => return Err(format!("unknown scrub action '{other}' (start, pause or stop)")),
+            }
+            .map_err(|e| e.to_string())?;
+            serde_json::to_value(pool.scrub_progress()).map_err(|e| e.to_string())
+        }
+        "history" => {
+            let limit = a.get("limit").and_then(|v| v.as_u64()).unwrap_or(fardisk_engine::pool::HISTORY_KEPT as u64) as usize;
+            let events = pool.history(limit).await.map_err(|e| e.to_string())?;
+            serde_json::to_value(events).map_err(|e| e.to_string())
         }
         "vdev_add" => super::vdev_requests::add(st, a).await,
         "vdev_remove" => super::vdev_requests::remove(st, a).await,

@@ -75,6 +75,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let hot_set_budget = arc_max_bytes(&root);
     let pool = Pool::import(store, &opts.pool, import, env, cache.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
+    pool.log_history(&super::control::command_line().replace(" --foreground", "")).await;
     let exports = Arc::new(PoolExports { pool: pool.clone() });
     let log_watch = tokio::spawn(watch_log_state(pool.clone(), opts.pool.clone()));
     // The hot set saved at the last export (or periodic save) is read back in the background.
@@ -112,6 +113,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     });
     let mut stop_rx2 = stop_rx.clone();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let stop_reason;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -120,9 +122,9 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
                     tokio::spawn(async move { serve_client(stream, st).await });
                 }
             }
-            _ = stop_rx2.changed() => break,
-            _ = term.recv() => { tracing::info!("SIGTERM: exporting"); break }
-            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: exporting"); break }
+            _ = stop_rx2.changed() => { stop_reason = "fardisk export"; break }
+            _ = term.recv() => { tracing::info!("SIGTERM: exporting"); stop_reason = "SIGTERM"; break }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: exporting"); stop_reason = "SIGINT"; break }
         }
     }
     let _ = state.stop.send(true);
@@ -136,6 +138,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     if let Err(e) = pool.save_hot_set(hot_set_budget).await {
         tracing::warn!(error = %e, "could not save the hot set; the next import starts cold");
     }
+    pool.log_history(&format!("export ({stop_reason})")).await;
     let result = pool.export().await;
     cache.shutdown();
     record_log_state(&pool, &opts.pool);
