@@ -3,6 +3,7 @@
 
 mod create;
 mod import;
+mod iostat;
 mod query;
 mod scrub_cmds;
 mod size;
@@ -39,8 +40,8 @@ pub enum Command {
     /// One line per known pool
     #[command(after_help = "Example:\n  fardisk list --json")]
     List(query::ListArgs),
-    /// Object-store operations and bandwidth per interval
-    #[command(after_help = "Example:\n  fardisk iostat tank 1 5")]
+    /// Operations and bandwidth per interval, as zpool iostat (`-v`: per vdev: store, log, cache devices)
+    #[command(after_help = "Examples:\n  fardisk iostat tank 1 5\n  fardisk iostat -v tank 1\n  fardisk iostat tank 1 3 --json")]
     Iostat(query::IostatArgs),
     /// Create, destroy, list or resize volumes
     #[command(subcommand)]
@@ -148,7 +149,7 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
         Command::Export { pool } => import::export(&pool).await,
         Command::Status(a) => query::status(a).await,
         Command::List(a) => query::list(a).await,
-        Command::Iostat(a) => query::iostat(a).await,
+        Command::Iostat(a) => iostat::iostat(a).await,
         Command::Volume(v) => volume::run(v).await,
         Command::Get(a) => query::get(a).await,
         Command::Set(a) => query::set(a).await,

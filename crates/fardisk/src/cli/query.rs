@@ -8,7 +8,6 @@ use crate::paths::{all_records, control_socket, load_record};
 use anyhow::{bail, Context, Result};
 use fardisk_engine::{Env, Pool};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 pub async fn call(pool: &str, cmd: &str, args: Value) -> Result<Value> {
     let socket = control_socket(pool);
@@ -235,42 +234,6 @@ pub async fn list(a: ListArgs) -> Result<()> {
         println!("{:<16} {:>8} {:>8} {:>6.2}x {:>8}  {}", v["name"].as_str().unwrap_or("?"),
             human(v["space"]["logical_bytes"].as_u64().unwrap_or(0)), human(v["space"]["physical_bytes"].as_u64().unwrap_or(0)),
             v["compress_ratio"].as_f64().unwrap_or(1.0), v["published_txg"].as_u64().unwrap_or(0), health_text(&v));
-    }
-    Ok(())
-}
-
-pub async fn iostat(a: IostatArgs) -> Result<()> {
-    let interval = a.interval.unwrap_or(0);
-    let count = a.count.unwrap_or(if interval == 0 { 1 } else { u64::MAX });
-    let mut prev: Option<Value> = None;
-    let mut printed = 0u64;
-    // Bounded by `count`; an interval with no count runs until interrupted, as zpool iostat does.
-    while printed < count {
-        let v = call(&a.pool, "status", Value::Null).await?;
-        let r = &v["store_requests"];
-        let d = |path: [&str; 2]| -> f64 {
-            let now = r[path[0]][path[1]].as_u64().unwrap_or(0);
-            let before = prev.as_ref().map(|p| p["store_requests"][path[0]][path[1]].as_u64().unwrap_or(0)).unwrap_or(0);
-            let secs = if prev.is_some() { interval.max(1) as f64 } else { 1.0 };
-            (now - before.min(now)) as f64 / secs
-        };
-        let row = json!({"put_ops": d(["put","requests"]), "put_bytes": d(["put","bytes"]), "get_ops": d(["get","requests"]), "get_bytes": d(["get","bytes"]),
-            "dirty_bytes": v["dirty_bytes"], "txg": v["published_txg"]});
-        if a.json {
-            println!("{row}");
-        } else {
-            if printed % 20 == 0 {
-                println!("{:<12} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}", "pool", "put/s", "get/s", "write/s", "read/s", "dirty", "txg");
-            }
-            println!("{:<12} {:>8.0} {:>8.0} {:>9} {:>9} {:>8} {:>8}", a.pool, row["put_ops"].as_f64().unwrap_or(0.0), row["get_ops"].as_f64().unwrap_or(0.0),
-                human(row["put_bytes"].as_f64().unwrap_or(0.0) as u64), human(row["get_bytes"].as_f64().unwrap_or(0.0) as u64),
-                human(v["dirty_bytes"].as_u64().unwrap_or(0)), v["published_txg"]);
-        }
-        printed += 1;
-        prev = Some(v);
-        if printed < count {
-            tokio::time::sleep(Duration::from_secs(interval.max(1))).await;
-        }
     }
     Ok(())
 }
