@@ -27,6 +27,8 @@ pub struct LogStats {
     pub log_full_events: u64,
     pub commit_errors: u64,
     pub latency_histogram_us: Vec<LatencyBucket>,
+    /// Sum of all commit latencies (with the histogram's count, the mean; Prometheus' `_sum`).
+    pub latency_us_total: u64,
     pub space_used_bytes: u64,
     pub space_total_bytes: u64,
 }
@@ -51,6 +53,7 @@ pub(crate) struct StatsCounters {
     pub log_full_events: AtomicU64,
     pub commit_errors: AtomicU64,
     latency: [AtomicU64; LATENCY_BUCKETS_US.len()],
+    latency_us_total: AtomicU64,
 }
 
 impl StatsCounters {
@@ -61,6 +64,7 @@ impl StatsCounters {
     pub fn record_latency_us(&self, latency_us: u64) {
         let index = LATENCY_BUCKETS_US.iter().position(|&le| latency_us <= le).unwrap_or(LATENCY_BUCKETS_US.len() - 1);
         self.latency[index].fetch_add(1, Ordering::Relaxed);
+        self.latency_us_total.fetch_add(latency_us, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self, space_used_bytes: u64, space_total_bytes: u64) -> LogStats {
@@ -78,6 +82,7 @@ impl StatsCounters {
                 .zip(self.latency.iter())
                 .map(|(&le_us, count)| LatencyBucket { le_us, count: load(count) })
                 .collect(),
+            latency_us_total: load(&self.latency_us_total),
             space_used_bytes,
             space_total_bytes,
         }

@@ -103,6 +103,16 @@ impl Label {
     }
 }
 
+/// The pool a cache device belongs to, from its first 8 KiB (both label copies); None when
+/// neither copy is a valid cache label. Lets `destroy` clear only its own pool's devices.
+pub fn cache_label_pool_guid(first_8k: &[u8]) -> Option<u128> {
+    let slot = LABEL_SLOT_BYTES as usize;
+    if first_8k.len() < 2 * slot {
+        return None;
+    }
+    Label::decode_either(&first_8k[..slot], &first_8k[slot..2 * slot]).ok().map(|l| l.pool_guid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use config::{L2ArcConfig, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
 pub use error::L2Error;
+pub use label::cache_label_pool_guid;
 pub use stats::{DeviceState, DeviceStats, L2Stats, RebuildStats};
 pub use writer::{WriteTickReport, WriterHandle};
 

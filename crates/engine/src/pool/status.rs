@@ -196,6 +196,7 @@ fn log_json(inner: &super::Inner) -> serde_json::Value {
         "commit_errors": st.commit_errors,
         "space_used_bytes": st.space_used_bytes,
         "space_total_bytes": st.space_total_bytes,
+        "commit_latency_us_total": st.latency_us_total,
         "commit_latency_us": st.latency_histogram_us.iter().map(|b| serde_json::json!({"le_us": b.le_us, "count": b.count})).collect::<Vec<_>>(),
     })
 }

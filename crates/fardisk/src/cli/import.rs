@@ -35,6 +35,13 @@ pub struct ImportArgs {
     /// recorded on this host at create/import)
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (ADDR: HOST:PORT or PORT; loopback only
+    /// unless --metrics-public). Off by default
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+    pub metrics: Option<String>,
+    /// Allow --metrics on a non-loopback address
+    #[arg(long)]
+    pub metrics_public: bool,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
@@ -63,6 +70,7 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         missing_log: a.missing_log,
         config: PoolConfig::default(),
         key: key.map(|k| k.key),
+        metrics: a.metrics.clone().or_else(|| std::env::var("FARDISK_METRICS").ok()).as_deref().map(|m| daemon::metrics_http::parse_listen(m, a.metrics_public)).transpose()?,
     };
     Ok((record, opts))
 }

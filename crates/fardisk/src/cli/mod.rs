@@ -2,6 +2,7 @@
 //! wrong and what to do, and exits non-zero.
 
 mod create;
+mod destroy;
 mod import;
 mod iostat;
 mod query;
@@ -34,6 +35,9 @@ pub enum Command {
     /// Drain everything to the store and stop serving the pool
     #[command(after_help = "Example:\n  fardisk export tank")]
     Export { pool: String },
+    /// Delete an exported pool from its store and clear its log and cache device labels
+    #[command(after_help = "Examples:\n  fardisk destroy tank\n  fardisk destroy tank s3://bucket/tank\n  fardisk destroy tank -f     # finish an interrupted destroy, or destroy under another host's import")]
+    Destroy(destroy::DestroyArgs),
     /// Pool health, txgs, dirty data and space (`-v`: every vdev; `--json`: machine-readable)
     #[command(after_help = "Examples:\n  fardisk status\n  fardisk status tank -v\n  fardisk status tank --json")]
     Status(query::StatusArgs),
@@ -105,6 +109,11 @@ pub fn main() -> i32 {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
+    // Before any thread starts: the config file fills in environment variables.
+    if let Err(e) = crate::config_file::apply() {
+        eprintln!("fardisk: {}", one_line(&e));
+        return 1;
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG").unwrap_or_else(|_| "warn".into());
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
@@ -147,6 +156,7 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
         Command::Create(a) => create::run(a).await,
         Command::Import(_) => unreachable!("handled before the runtime starts"),
         Command::Export { pool } => import::export(&pool).await,
+        Command::Destroy(a) => destroy::run(a).await,
         Command::Status(a) => query::status(a).await,
         Command::List(a) => query::list(a).await,
         Command::Iostat(a) => iostat::iostat(a).await,

@@ -26,6 +26,22 @@ pub(super) fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String>
 /// Requests that change the pool: recorded in its history when they succeed.
 const HISTORY_CMDS: &[&str] = &["set", "volume_create", "volume_destroy", "volume_resize", "vdev_add", "vdev_remove", "vdev_replace", "scrub"];
 
+/// What `status --json` shows of this pool (also what the metrics endpoint exports).
+pub fn status_json(st: &DaemonState) -> Value {
+    let mut v = serde_json::to_value(st.pool.status()).unwrap_or_default();
+    v["pid"] = json!(std::process::id());
+    v["mount"] = json!(st.mount_dir);
+    v["cache"] = st.cache.stats_json()["l2arc"].clone();
+    v
+}
+
+/// What `arcstat --json` shows (also exported as metrics).
+pub fn arcstat_json(st: &DaemonState) -> Value {
+    let mut v = st.cache.stats_json();
+    v["warmup"] = st.pool.status().warmup;
+    v
+}
+
 pub async fn handle(st: &DaemonState, req: Request) -> Reply {
     let result = dispatch(st, &req).await;
     if result.is_ok() && HISTORY_CMDS.contains(&req.cmd.as_str()) && !req.cmdline.is_empty() {
@@ -42,18 +58,8 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
     let a = &req.args;
     match req.cmd.as_str() {
         "ping" => Ok(json!({"pid": std::process::id()})),
-        "status" => {
-            let mut v = serde_json::to_value(pool.status()).map_err(|e| e.to_string())?;
-            v["pid"] = json!(std::process::id());
-            v["mount"] = json!(st.mount_dir);
-            v["cache"] = st.cache.stats_json()["l2arc"].clone();
-            Ok(v)
-        }
-        "arcstat" => {
-            let mut v = st.cache.stats_json();
-            v["warmup"] = pool.status().warmup;
-            Ok(v)
-        }
+        "status" => Ok(status_json(st)),
+        "arcstat" => Ok(arcstat_json(st)),
         "hotset_save" => {
             let budget = pool.props().get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
             pool.save_hot_set(budget).await.map(|n| json!({"regions": n})).map_err(|e| e.to_string())

@@ -4,6 +4,8 @@
 
 pub mod control;
 mod handlers;
+mod metrics;
+pub mod metrics_http;
 pub mod serve;
 mod vdev_requests;
 

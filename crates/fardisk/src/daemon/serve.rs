@@ -47,6 +47,8 @@ pub struct DaemonOptions {
     pub missing_log: bool,
     pub config: PoolConfig,
     pub key: Option<EncryptionKey>,
+    /// Where to serve Prometheus metrics (`--metrics`); None: no endpoint.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// The pool's store: the backend for `url`, encrypted with `key` when given, then made far away
@@ -111,6 +113,14 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         exported: watch::channel(None).0,
         replied: Default::default(),
     });
+    let metrics_task = match opts.metrics {
+        Some(addr) => {
+            let listener = super::metrics_http::bind(addr).await?;
+            tracing::info!(%addr, "serving metrics at /metrics");
+            Some(tokio::spawn(super::metrics_http::serve(listener, state.clone(), opts.pool.clone(), stop_rx.clone())))
+        }
+        None => None,
+    };
     let mut stop_rx2 = stop_rx.clone();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let stop_reason;
@@ -128,6 +138,9 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         }
     }
     let _ = state.stop.send(true);
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
     for t in nbd_tasks {
         let _ = t.await;
     }
