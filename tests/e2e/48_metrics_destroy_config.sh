@@ -77,7 +77,18 @@ PY
 )"
 check "every series the Grafana dashboard queries is exported (missing: ${missing:-none})" test -z "$missing"
 check "anything but /metrics is 404" bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/nope) = 404 ]"
+# --- JSON output against the documented schemas (docs/json/) -----------------------------
+V="$E2E_ROOT/tests/e2e/lib/json_schema.py"
+S="$E2E_ROOT/docs/json"
+check "status --json matches docs/json/status.schema.json" bash -c "'$B' status tank --json | python3 '$V' '$S/status.schema.json'"
+check "status --json (all pools) matches too" bash -c "'$B' status --json | python3 '$V' '$S/status.schema.json'"
+check "list --json matches its schema" bash -c "'$B' list --json | python3 '$V' '$S/list.schema.json'"
+check "iostat -v 1 2 --json (JSON lines) matches its schema" bash -c "'$B' iostat -v tank 1 2 --json | python3 '$V' '$S/iostat.schema.json'"
+check "arcstat --json matches its schema" bash -c "'$B' arcstat tank --json | python3 '$V' '$S/arcstat.schema.json'"
+check "get all --json matches its schema" bash -c "'$B' get all tank --json | python3 '$V' '$S/get.schema.json'"
+check "the checker rejects output that breaks the schema" bash -c "! echo '{\"pools\": [{\"name\": 3}]}' | python3 '$V' '$S/list.schema.json' 2>/dev/null"
 require "export" "$B" export tank
+check "status --json of the exported pool matches its schema" bash -c "'$B' status tank --json | python3 '$V' '$S/status.schema.json'"
 check "the endpoint closes with the daemon" bash -c "! curl -sf -m 2 http://127.0.0.1:$PORT/metrics >/dev/null"
 FARDISK_CONFIG="$W/none-set.conf"; unset FARDISK_CONFIG
 require "import without --metrics" "$B" import tank --nbd "unix:$SOCK"

@@ -7,6 +7,8 @@ mod import;
 mod iostat;
 mod query;
 mod scrub_cmds;
+#[cfg(test)]
+mod snapshot;
 mod size;
 mod vdev_cmds;
 mod vdev_spec;

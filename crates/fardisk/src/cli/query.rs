@@ -1,6 +1,16 @@
 //! Read-only views: status, list, iostat, get; and set. An imported pool answers through its
 //! daemon; an exported one from its newest root in the store.
 
+macro_rules! outln {
+    ($o:expr) => {
+        $o.push('\n')
+    };
+    ($o:expr, $($a:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o, $($a)*);
+    }};
+}
+
 use super::size::human;
 use crate::daemon::control;
 use crate::daemon::serve::open_store;
@@ -92,101 +102,100 @@ fn health_text(v: &Value) -> String {
     }
 }
 
-fn age_text(time_ms: u64) -> String {
-    let now_ms = Env::system().clock.wall_ms();
+fn age_text(time_ms: u64, now_ms: u64) -> String {
     format!("{:.1}s ago", now_ms.saturating_sub(time_ms) as f64 / 1000.0)
 }
 
 /// The vdev tree in the shape of `zpool status`, then the volumes.
-fn print_config(v: &Value) {
+fn render_config(out: &mut String, v: &Value) {
     let st = |x: &Value| x.as_str().unwrap_or("?").to_string();
-    println!("config:\n");
-    println!("\t{:<44} {:<9} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
-    println!("\t{:<44} {:<9}", v["name"].as_str().unwrap_or("?"), health_text(v).split(' ').next().unwrap_or(""));
-    println!("\t  {:<42} {:<9} {:>5} {:>5} {:>5}", format!("store {}", v["store"].as_str().unwrap_or("?")),
+    outln!(out, "config:\n");
+    outln!(out, "\t{:<44} {:<9} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
+    outln!(out, "\t{:<44} {:<9}", v["name"].as_str().unwrap_or("?"), health_text(v).split(' ').next().unwrap_or(""));
+    outln!(out, "\t  {:<42} {:<9} {:>5} {:>5} {:>5}", format!("store {}", v["store"].as_str().unwrap_or("?")),
         if v["health"]["state"] == "Suspended" { "SUSPENDED" } else { "ONLINE" },
         v["store_requests"]["get"]["errors"].as_u64().unwrap_or(0), v["store_requests"]["put"]["errors"].as_u64().unwrap_or(0),
         v["checksum_errors"].as_u64().unwrap_or(0));
     if let Some(vdevs) = v["log"]["vdevs"].as_array() {
-        println!("\tlogs");
+        outln!(out, "\tlogs");
         for (i, d) in vdevs.iter().enumerate() {
             let legs = d["legs"].as_array().cloned().unwrap_or_default();
             let indent = if d["kind"] == "mirror" {
-                println!("\t  {:<42} {:<9}", format!("mirror-{i}"), st(&d["state"]));
+                outln!(out, "\t  {:<42} {:<9}", format!("mirror-{i}"), st(&d["state"]));
                 "    "
             } else {
                 "  "
             };
             for l in legs {
-                println!("\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}", st(&l["path"]), st(&l["state"]),
+                outln!(out, "\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}", st(&l["path"]), st(&l["state"]),
                     l["read_errors"].as_u64().unwrap_or(0), l["write_errors"].as_u64().unwrap_or(0), l["checksum_errors"].as_u64().unwrap_or(0),
                     if l["volatile"] == true { "  (volatile)" } else { "" }, width = 44 - indent.len());
             }
         }
     }
     if let Some(devs) = v["cache"]["devices"].as_array() {
-        println!("\tcache");
+        outln!(out, "\tcache");
         for d in devs {
             let state = d["state"].as_str().map(|s| s.to_ascii_uppercase()).unwrap_or_else(|| format!("{}", d["state"]).to_ascii_uppercase());
-            println!("\t  {:<42} {:<9} {:>5} {:>5} {:>5}", st(&d["path"]), state.trim_matches('"'), d["io_errors"].as_u64().unwrap_or(0),
+            outln!(out, "\t  {:<42} {:<9} {:>5} {:>5} {:>5}", st(&d["path"]), state.trim_matches('"'), d["io_errors"].as_u64().unwrap_or(0),
                 "-", d["checksum_errors"].as_u64().unwrap_or(0));
         }
     }
-    println!("\n\t{:<24} {:>8} {:>8}", "VOLUME", "SIZE", "ALLOC");
+    outln!(out, "\n\t{:<24} {:>8} {:>8}", "VOLUME", "SIZE", "ALLOC");
     for vol in v["volumes"].as_array().into_iter().flatten() {
-        println!("\t{:<24} {:>8} {:>8}", vol["name"].as_str().unwrap_or("?"), human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
+        outln!(out, "\t{:<24} {:>8} {:>8}", vol["name"].as_str().unwrap_or("?"), human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
     }
     if v["log"]["volatile"] == true {
-        println!("\nwarning: a log device is volatile (tmpfs or RAM disk): a power cut loses acknowledged writes.");
+        outln!(out, "\nwarning: a log device is volatile (tmpfs or RAM disk): a power cut loses acknowledged writes.");
     }
     if v["log"].is_object() && v["log"]["healthy"] == false {
-        println!("\nwarning: no healthy log device: sync requests wait for txgs to reach the store (slow, still durable).");
+        outln!(out, "\nwarning: no healthy log device: sync requests wait for txgs to reach the store (slow, still durable).");
     }
 }
 
-fn print_status(v: &Value, verbose: bool) {
+pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: u64) {
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
-    println!("  pool: {}", v["name"].as_str().unwrap_or("?"));
-    println!(" state: {}", health_text(v));
-    println!(" store: {}", v["store"].as_str().unwrap_or("?"));
-    println!("   txg: {} published {} (recovery point without the log)", u("published_txg"), age_text(u("published_time_ms")));
+    outln!(out, "  pool: {}", v["name"].as_str().unwrap_or("?"));
+    outln!(out, " state: {}", health_text(v));
+    outln!(out, " store: {}", v["store"].as_str().unwrap_or("?"));
+    outln!(out, "   txg: {} published {} (recovery point without the log)", u("published_txg"), age_text(u("published_time_ms"), now_ms));
     if v.get("open_txg").is_some() {
-        println!(" dirty: {} of {} max, open txg {}{}", human(u("dirty_bytes")), human(u("dirty_bytes_max")), u("open_txg"),
+        outln!(out, " dirty: {} of {} max, open txg {}{}", human(u("dirty_bytes")), human(u("dirty_bytes_max")), u("open_txg"),
             if v["syncing"].as_bool() == Some(true) { ", a txg is uploading" } else { "" });
     }
     let sp = &v["space"];
     let g = |k: &str| sp[k].as_u64().unwrap_or(0);
-    println!(" space: {} logical, {} stored ({} live, {} garbage), compressratio {:.2}x",
+    outln!(out, " space: {} logical, {} stored ({} live, {} garbage), compressratio {:.2}x",
         human(g("logical_bytes")), human(g("physical_bytes")), human(g("live_bytes")), human(u("garbage_bytes")),
         v["compress_ratio"].as_f64().unwrap_or(1.0));
     if let Some(m) = v["mount"].as_str() {
-        println!(" mount: {m}");
+        outln!(out, " mount: {m}");
     }
     let w = &v["warmup"];
     if w["regions_total"].as_u64().unwrap_or(0) > 0 {
         let (total, done, skipped) = (w["regions_total"].as_u64().unwrap_or(0), w["regions_done"].as_u64().unwrap_or(0), w["regions_skipped"].as_u64().unwrap_or(0));
         let state = if done + skipped >= total { "finished" } else { "in progress" };
-        println!("warmup: {state}, {done} of {total} hot regions read back into the cache ({skipped} skipped)");
+        outln!(out, "warmup: {state}, {done} of {total} hot regions read back into the cache ({skipped} skipped)");
     }
     if let Some(scrub) = v.get("scrub") {
-        println!("  scan: {}", super::scrub_cmds::scan_text(scrub));
+        outln!(out, "  scan: {}", super::scrub_cmds::scan_text(scrub));
     }
-    print_config(v);
+    render_config(out, v);
     if let Some(scrub) = v.get("scrub") {
-        println!("\nerrors: {}", super::scrub_cmds::errors_text(scrub));
+        outln!(out, "\nerrors: {}", super::scrub_cmds::errors_text(scrub));
     }
     if verbose && v["log"].is_object() {
         let l = &v["log"];
-        println!("\nintent log: {} sync requests, {} device writes (group commit {:.1}x), {} logged, {} txg fallbacks, {} of {} in use",
+        outln!(out, "\nintent log: {} sync requests, {} device writes (group commit {:.1}x), {} logged, {} txg fallbacks, {} of {} in use",
             l["sync_requests"], l["device_writes"], l["group_commit_ratio"].as_f64().unwrap_or(0.0), human(l["bytes_logged"].as_u64().unwrap_or(0)),
             l["txg_fallbacks"], human(l["space_used_bytes"].as_u64().unwrap_or(0)), human(l["space_total_bytes"].as_u64().unwrap_or(0)));
     }
     if verbose && v.get("store_requests").is_some() {
         let r = &v["store_requests"];
-        println!("\nstore requests: {} PUT ({}), {} GET ({}), {} DELETE, {} errors",
+        outln!(out, "\nstore requests: {} PUT ({}), {} GET ({}), {} DELETE, {} errors",
             r["put"]["requests"], human(r["put"]["bytes"].as_u64().unwrap_or(0)), r["get"]["requests"], human(r["get"]["bytes"].as_u64().unwrap_or(0)),
             r["delete"]["requests"], r["put"]["errors"].as_u64().unwrap_or(0) + r["get"]["errors"].as_u64().unwrap_or(0));
-        println!("txgs synced: {} (avg {:.1} ms), segments {}, checksum errors {}, throttle delays {}, stalls {}",
+        outln!(out, "txgs synced: {} (avg {:.1} ms), segments {}, checksum errors {}, throttle delays {}, stalls {}",
             u("txgs_synced"), v["txg_sync_ms_avg"].as_f64().unwrap_or(0.0), u("segments_uploaded"), u("checksum_errors"), u("throttle_delays"), u("throttle_stalls"));
     }
 }
@@ -211,7 +220,9 @@ pub async fn status(a: StatusArgs) -> Result<()> {
             if i > 0 {
                 println!();
             }
-            print_status(v, a.verbose);
+            let mut out = String::new();
+            render_status(&mut out, v, a.verbose, Env::system().clock.wall_ms());
+            print!("{out}");
         }
     }
     Ok(())
@@ -270,10 +281,18 @@ pub async fn arcstat(pool: &str, as_json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
+    print!("{}", render_arcstat(&v));
+    Ok(())
+}
+
+/// The arcstat table (names as in /proc/spl/kstat/zfs/arcstats where they exist).
+pub(crate) fn render_arcstat(v: &Value) -> String {
+    let mut out = String::new();
+    let out = &mut out;
     let a = &v["arc"];
     let u = |x: &Value, k: &str| x[k].as_u64().unwrap_or(0);
     let ratio = |h: u64, m: u64| if h + m == 0 { 0.0 } else { 100.0 * h as f64 / (h + m) as f64 };
-    println!("{:<22} {:>14}", "name", "value");
+    outln!(out, "{:<22} {:>14}", "name", "value");
     for (k, val) in [
         ("hits", u(a, "hits").to_string()),
         ("misses", u(a, "misses").to_string()),
@@ -289,7 +308,7 @@ pub async fn arcstat(pool: &str, as_json: bool) -> Result<()> {
         ("mru_size", human(u(a, "mru_bytes"))),
         ("mfu_size", human(u(a, "mfu_bytes"))),
     ] {
-        println!("{k:<22} {val:>14}");
+        outln!(out, "{k:<22} {val:>14}");
     }
     let l = &v["l2arc"];
     if l.is_object() {
@@ -301,8 +320,40 @@ pub async fn arcstat(pool: &str, as_json: bool) -> Result<()> {
             ("l2_cksum_bad", u(l, "checksum_errors").to_string()),
             ("l2_io_error", u(l, "io_errors").to_string()),
         ] {
-            println!("{k:<22} {val:>14}");
+            outln!(out, "{k:<22} {val:>14}");
         }
     }
-    Ok(())
+    std::mem::take(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::snapshot::{arcstat_fixture, assert_snapshot, status_fixture};
+
+    /// 2.5 s after the fixture's txg was published.
+    fn now_ms(v: &Value) -> u64 {
+        v["published_time_ms"].as_u64().unwrap() + 2_500
+    }
+
+    #[test]
+    fn snapshot_status() {
+        let v = status_fixture();
+        let mut out = String::new();
+        render_status(&mut out, &v, false, now_ms(&v));
+        assert_snapshot("status.txt", &out);
+    }
+
+    #[test]
+    fn snapshot_status_verbose() {
+        let v = status_fixture();
+        let mut out = String::new();
+        render_status(&mut out, &v, true, now_ms(&v));
+        assert_snapshot("status-v.txt", &out);
+    }
+
+    #[test]
+    fn snapshot_arcstat() {
+        assert_snapshot("arcstat.txt", &render_arcstat(&arcstat_fixture()));
+    }
 }
