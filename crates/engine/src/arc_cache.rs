@@ -108,15 +108,28 @@ impl ArcBlockCache {
 
 impl BlockCache for ArcBlockCache {
     fn get(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
+        self.get_ram(ptr, prefetch).or_else(|| self.get_device(ptr, prefetch))
+    }
+
+    fn get_ram(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         let k = key(ptr);
-        let hit = if prefetch { self.arc.get_prefetch(&k) } else { self.arc.get(&k) };
-        if hit.is_some() {
-            return hit;
+        if prefetch {
+            self.arc.get_prefetch(&k)
+        } else {
+            self.arc.get(&k)
         }
+    }
+
+    fn get_device(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
+        let k = key(ptr);
         let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.checksum)?;
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
         self.arc.insert(k, from_l2.clone(), kind);
         Some(from_l2)
+    }
+
+    fn on_device(&self, ptr: &BlockPtr) -> bool {
+        self.l2.read().as_ref().is_some_and(|l2| l2.contains(&key(ptr)))
     }
 
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool) {

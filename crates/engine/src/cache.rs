@@ -8,6 +8,21 @@ use bytes::Bytes;
 pub trait BlockCache: Send + Sync + std::fmt::Debug {
     /// Physical bytes of the block, if cached (`prefetch`: asked by readahead, not a demand read).
     fn get(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes>;
+    /// Like `get`, but only from memory: never waits for a device, so async code may call it.
+    fn get_ram(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
+        self.get(ptr, prefetch)
+    }
+    /// Whether a local cache device (L2ARC) holds the block, by index only (no I/O). Such blocks
+    /// are read with `get` on a blocking thread, so device reads proceed in parallel instead of
+    /// occupying the async runtime's few worker threads.
+    fn on_device(&self, _ptr: &BlockPtr) -> bool {
+        false
+    }
+    /// The block from the cache device, after `get_ram` missed (may wait for I/O: call it from a
+    /// blocking thread). Brings it into memory as `get` would.
+    fn get_device(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
+        self.get(ptr, prefetch)
+    }
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool);
     /// A cached copy failed verification: drop it.
     fn invalidate(&self, ptr: &BlockPtr);

@@ -175,18 +175,26 @@ async fn fetch_blocks(inner: &Arc<Inner>, sources: &[Source], prefetch: bool) ->
     let zero = Bytes::from(vec![0u8; BLOCK_BYTES as usize]);
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
     let mut wanted: Vec<(usize, BlockPtr)> = Vec::new();
+    let mut on_device: Vec<(usize, BlockPtr)> = Vec::new();
     for (i, s) in sources.iter().enumerate() {
         out.push(match s {
             Source::Mem(b) => Some(b.clone()),
             Source::Zero => Some(zero.clone()),
-            Source::Ptr(p) => match inner.blocks.get(p, prefetch).and_then(|phys| verify_decode(inner, p, &phys).ok()) {
+            Source::Ptr(p) => match inner.blocks.get_ram(p, prefetch).and_then(|phys| verify_decode(inner, p, &phys).ok()) {
                 Some(b) => Some(b),
                 None => {
-                    wanted.push((i, *p));
+                    if inner.blocks.on_device(p) {
+                        on_device.push((i, *p));
+                    } else {
+                        wanted.push((i, *p));
+                    }
                     None
                 }
             },
         });
+    }
+    if !on_device.is_empty() {
+        wanted.extend(read_from_device(inner, on_device, prefetch, &mut out).await);
     }
     if !prefetch && !wanted.is_empty() {
         wanted = wait_for_prefetches(inner, wanted, &mut out).await;
@@ -205,6 +213,32 @@ async fn fetch_blocks(inner: &Arc<Inner>, sources: &[Source], prefetch: bool) ->
         }
     }
     out.into_iter().map(|b| b.ok_or_else(|| Error::Bug("block left unread".into()))).collect()
+}
+
+/// Cache-device reads in parallel on blocking threads (at most `read_concurrency` at once per
+/// request); returns the blocks the device could not give back verified (evicted meanwhile, or
+/// a bad copy), which go to the store.
+async fn read_from_device(inner: &Arc<Inner>, blocks: Vec<(usize, BlockPtr)>, prefetch: bool, out: &mut [Option<Bytes>]) -> Vec<(usize, BlockPtr)> {
+    let concurrency = inner.config.read().read_concurrency.max(1);
+    let results: Vec<(usize, BlockPtr, Option<Bytes>)> = futures::stream::iter(blocks)
+        .map(|(i, p)| {
+            let cache = inner.blocks.clone();
+            async move {
+                let got = tokio::task::spawn_blocking(move || cache.get_device(&p, prefetch)).await.ok().flatten();
+                (i, p, got)
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let mut missed = Vec::new();
+    for (i, p, got) in results {
+        match got.and_then(|phys| verify_decode(inner, &p, &phys).ok()) {
+            Some(b) => out[i] = Some(b),
+            None => missed.push((i, p)),
+        }
+    }
+    missed
 }
 
 /// Groups blocks that sit back to back in one segment into single ranged GETs.

@@ -115,7 +115,15 @@ fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
     let socket = control_socket(&a.pool);
     let deadline = Instant::now() + Duration::from_secs(a.wait);
     let rt = super::runtime()?;
+    // On a terminal: a spinner showing what the daemon is doing (log replay, L2ARC open, mount).
+    let spinner = crate::progress::spinner(&format!("importing {}", a.pool));
     while Instant::now() < deadline {
+        if let Some(sp) = &spinner {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(last) = text.get(start_len as usize..).and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty())) {
+                sp.set_message(format!("importing {}: {}", a.pool, daemon_log_message(last)));
+            }
+        }
         if let Some(status) = child.try_wait()? {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let tail = text.get(start_len as usize..).unwrap_or("");
@@ -124,6 +132,9 @@ fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
             bail!("{last} (daemon exited with {status}; log: {})", log.display());
         }
         if rt.block_on(daemon::control::is_alive(&socket)) {
+            if let Some(sp) = &spinner {
+                sp.finish_and_clear();
+            }
             save_record(record)?;
             println!("pool '{}' imported (daemon pid {}, log {})", a.pool, child.id(), log.display());
             return Ok(());
@@ -133,12 +144,27 @@ fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
     bail!("the daemon did not become ready within {} s; see {}", a.wait, log.display())
 }
 
+/// A daemon log line without its timestamp and level, for the import spinner.
+fn daemon_log_message(line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let start = words.iter().position(|w| matches!(*w, "INFO" | "WARN" | "ERROR" | "DEBUG")).map(|i| i + 1).unwrap_or(0);
+    let text = words[start..].join(" ");
+    text.chars().take(100).collect()
+}
+
 pub async fn export(pool: &str) -> Result<()> {
     let socket = control_socket(pool);
     if !daemon::control::is_alive(&socket).await {
         bail!("pool '{pool}' is not imported on this host");
     }
-    let v = daemon::control::call(&socket, "export", serde_json::Value::Null).await.context("export failed")?;
+    // The daemon stops answering other requests while it drains; say up front how much there is.
+    let dirty = daemon::control::call(&socket, "status", serde_json::Value::Null).await.ok().and_then(|v| v["dirty_bytes"].as_u64()).unwrap_or(0);
+    let spinner = crate::progress::spinner(&format!("exporting {pool}: draining {} to the store", super::size::human(dirty)));
+    let v = daemon::control::call(&socket, "export", serde_json::Value::Null).await.context("export failed");
+    if let Some(sp) = spinner {
+        sp.finish_and_clear();
+    }
+    let v = v?;
     println!("pool '{pool}' exported at txg {}", v["txg"]);
     Ok(())
 }
