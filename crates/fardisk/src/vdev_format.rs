@@ -31,7 +31,8 @@ pub fn format_log_vdev(pool: &str, guid: u128, v: &VdevArg, force: bool, seed: u
     let mut o = FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
     o.size_bytes = LOG_FILE_BYTES_DEFAULT;
     o.force = force;
-    let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| anyhow::anyhow!("log device: {e}"))?;
+    // The library says "use force"; on the command line that is -f.
+    let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| anyhow::anyhow!("log device: {}", e.to_string().replace("use force to overwrite it", "add -f to overwrite it")))?;
     Ok(VdevEntry { role: "log".into(), mirror: v.mirror, guid: cfg.vdev_guid, paths: v.paths.clone() })
 }
 

@@ -42,7 +42,45 @@ fn map_err(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
         E::Generic { store, source } => classify_generic(store, &source.to_string()),
         _ => StoreErrorKind::Transient,
     };
-    StoreError::new(kind, op, key, e.to_string())
+    let detail = e.to_string();
+    let message = match hint(&e, &detail) {
+        // What to do first; the client's own (long) text after it, shortened to keep one line.
+        Some(h) => format!("{h} ({})", shorten(&detail, 240)),
+        None => detail,
+    };
+    StoreError::new(kind, op, key, message)
+}
+
+/// What an operator should do about the common failures, which object_store words for
+/// developers ("Generic S3 error: ... error sending request").
+fn hint(e: &object_store::Error, detail: &str) -> Option<&'static str> {
+    let m = detail.to_ascii_lowercase();
+    if matches!(e, object_store::Error::Unauthenticated { .. })
+        || ["invalidaccesskeyid", "signaturedoesnotmatch", "invalid access key", "the access key id you provided"].iter().any(|s| m.contains(s))
+    {
+        return Some("the store refused the credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the config file)");
+    }
+    if matches!(e, object_store::Error::PermissionDenied { .. }) || m.contains("access denied") || m.contains("forbidden") {
+        return Some("the store denied access: check the credentials' permissions on this bucket and prefix");
+    }
+    if m.contains("nosuchbucket") || m.contains("no such bucket") || m.contains("bucket does not exist") {
+        return Some("the bucket does not exist: create it first, or check the URL");
+    }
+    if m.contains("no space left") {
+        return Some("the store's disk is full: free space there (the pool retries by itself)");
+    }
+    if ["error sending request", "connection refused", "tcp connect error", "dns error", "timed out", "connection reset"].iter().any(|s| m.contains(s)) {
+        return Some("cannot reach the store: check AWS_ENDPOINT_URL (or the URL), the network, and that the store is up");
+    }
+    None
+}
+
+fn shorten(text: &str, chars_max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= chars_max {
+        return one_line;
+    }
+    format!("{}...", one_line.chars().take(chars_max).collect::<String>())
 }
 
 /// object_store reports most HTTP failures as `Generic`; a local filesystem's ENOSPC or EACCES is

@@ -42,6 +42,39 @@ pub fn arcstat_json(st: &DaemonState) -> Value {
     v
 }
 
+/// How long `fardisk sync` waits on a SUSPENDED pool before it says so instead of hanging.
+const SYNC_SUSPENDED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Commits the open txg and waits for it; but when the pool stays SUSPENDED (store unreachable,
+/// store disk full) the caller gets the reason instead of an endless wait. The commit itself runs
+/// in its own task and goes on: the pool retries by itself.
+async fn sync_unless_suspended(pool: &Pool) -> Result<Value, String> {
+    let p = pool.clone();
+    let mut commit = tokio::spawn(async move { p.sync_txg().await });
+    let mut suspended_since: Option<std::time::Instant> = None;
+    loop {
+        tokio::select! {
+            r = &mut commit => {
+                return match r {
+                    Ok(r) => r.map(|t| json!({"txg": t})).map_err(|e| e.to_string()),
+                    Err(e) => Err(format!("sync task failed: {e}")),
+                };
+            }
+            _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {
+                match pool.health() {
+                    fardisk_engine::pool::PoolHealth::Suspended(why) => {
+                        let since = *suspended_since.get_or_insert_with(std::time::Instant::now);
+                        if since.elapsed() >= SYNC_SUSPENDED_WAIT {
+                            return Err(format!("pool is SUSPENDED ({why}); the txg commits by itself once the store is back ('fardisk status' shows when)"));
+                        }
+                    }
+                    _ => suspended_since = None,
+                }
+            }
+        }
+    }
+}
+
 pub async fn handle(st: &DaemonState, req: Request) -> Reply {
     let result = dispatch(st, &req).await;
     if result.is_ok() && HISTORY_CMDS.contains(&req.cmd.as_str()) && !req.cmdline.is_empty() {
@@ -64,7 +97,7 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             let budget = pool.props().get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
             pool.save_hot_set(budget).await.map(|n| json!({"regions": n})).map_err(|e| e.to_string())
         }
-        "sync" => pool.sync_txg().await.map(|t| json!({"txg": t})).map_err(|e| e.to_string()),
+        "sync" => sync_unless_suspended(pool).await,
         "export" => {
             let mut rx = st.exported.subscribe();
             let _ = st.stop.send(true);
