@@ -89,6 +89,7 @@ check "get all --json matches its schema" bash -c "'$B' get all tank --json | py
 check "the checker rejects output that breaks the schema" bash -c "! echo '{\"pools\": [{\"name\": 3}]}' | python3 '$V' '$S/list.schema.json' 2>/dev/null"
 require "export" "$B" export tank
 check "status --json of the exported pool matches its schema" bash -c "'$B' status tank --json | python3 '$V' '$S/status.schema.json'"
+check "history of the exported pool comes from the store" bash -c "'$B' history tank | grep -q 'export (fardisk export)'"
 check "the endpoint closes with the daemon" bash -c "! curl -sf -m 2 http://127.0.0.1:$PORT/metrics >/dev/null"
 FARDISK_CONFIG="$W/none-set.conf"; unset FARDISK_CONFIG
 require "import without --metrics" "$B" import tank --nbd "unix:$SOCK"

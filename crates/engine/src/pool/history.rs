@@ -105,21 +105,27 @@ impl Pool {
         record(&self.inner, event).await
     }
 
-    /// The newest `limit` events, oldest first. An unreadable event is shown as such, not skipped.
+    /// The newest `limit` events, oldest first.
     pub async fn history(&self, limit: usize) -> Result<Vec<HistoryEvent>> {
-        let mut keys: Vec<String> = self.inner.store.list(PREFIX).await?.into_iter().map(|(k, _)| k).collect();
-        keys.sort();
-        let skip = keys.len().saturating_sub(limit);
-        let mut out = Vec::with_capacity(keys.len() - skip);
-        for key in &keys[skip..] {
-            let event = match self.inner.store.get(key).await {
-                Ok(b) => decode_event(&b).unwrap_or_else(|e| unreadable(key, &e.to_string())),
-                Err(e) => unreadable(key, &e.to_string()),
-            };
-            out.push(event);
-        }
-        Ok(out)
+        read_history(self.inner.store.as_ref(), limit).await
     }
+}
+
+/// The newest `limit` events of the pool in `store`, oldest first, without importing it (history
+/// of an exported pool). An unreadable event is shown as such, not skipped.
+pub async fn read_history(store: &dyn crate::objstore::Store, limit: usize) -> Result<Vec<HistoryEvent>> {
+    let mut keys: Vec<String> = store.list(PREFIX).await?.into_iter().map(|(k, _)| k).collect();
+    keys.sort();
+    let skip = keys.len().saturating_sub(limit);
+    let mut out = Vec::with_capacity(keys.len() - skip);
+    for key in &keys[skip..] {
+        let event = match store.get(key).await {
+            Ok(b) => decode_event(&b).unwrap_or_else(|e| unreadable(key, &e.to_string())),
+            Err(e) => unreadable(key, &e.to_string()),
+        };
+        out.push(event);
+    }
+    Ok(out)
 }
 
 fn unreadable(key: &str, why: &str) -> HistoryEvent {

@@ -18,7 +18,7 @@ mod write;
 
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
-pub use history::{this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
+pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;

@@ -74,15 +74,21 @@ pub struct SetArgs {
 }
 
 /// Status of one pool: from the daemon when imported, else from the store.
+/// The store of a pool this host knows (created or imported here), as it was last opened.
+pub(crate) fn exported_store(pool: &str) -> Result<std::sync::Arc<dyn fardisk_engine::objstore::Store>> {
+    let rec = load_record(pool).with_context(|| format!("no pool named '{pool}' is known on this host"))?;
+    let simulate = rec.simulate.as_deref().map(fardisk_engine::objstore::SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let key = crate::keys::resolve(None, rec.key_file.as_deref())?.map(|k| k.key);
+    open_store(&rec.store_url, &simulate, &Env::system(), false, key.as_ref())
+}
+
 async fn pool_status(pool: &str) -> Result<Value> {
     if control::is_alive(&control_socket(pool)).await {
         return call(pool, "status", Value::Null).await;
     }
     let rec = load_record(pool).with_context(|| format!("no pool named '{pool}' is known on this host"))?;
     let env = Env::system();
-    let simulate = rec.simulate.as_deref().map(fardisk_engine::objstore::SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let key = crate::keys::resolve(None, rec.key_file.as_deref())?.map(|k| k.key);
-    let store = open_store(&rec.store_url, &simulate, &env, false, key.as_ref())?;
+    let store = exported_store(pool)?;
     let root = Pool::peek(store, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(json!({
         "name": root.pool_name, "guid": format!("{:032x}", root.pool_guid),

@@ -136,7 +136,14 @@ pub fn errors_text(s: &Value) -> String {
 
 pub async fn history(a: HistoryArgs) -> Result<()> {
     let limit = a.count.unwrap_or(fardisk_engine::pool::HISTORY_KEPT as u64);
-    let v = call(&a.pool, "history", json!({"limit": limit})).await?;
+    let v = if crate::daemon::control::is_alive(&crate::paths::control_socket(&a.pool)).await {
+        call(&a.pool, "history", json!({"limit": limit})).await?
+    } else {
+        // Exported: the history is in the store; read it without importing.
+        let store = super::query::exported_store(&a.pool)?;
+        let events = fardisk_engine::pool::read_history(store.as_ref(), limit as usize).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        serde_json::to_value(events)?
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&json!({"pool": a.pool, "events": v}))?);
         return Ok(());
