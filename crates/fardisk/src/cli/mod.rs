@@ -58,7 +58,8 @@ pub enum Command {
     /// Set a property: `set PROP=VALUE POOL`
     #[command(after_help = "Example:\n  fardisk set compression=zstd tank")]
     Set(query::SetArgs),
-    /// Commit the open txg to the store now and wait for it
+    /// Commit the open txg to the store now and wait for it (a SUSPENDED pool answers with the reason)
+    #[command(after_help = "Example:\n  fardisk sync tank")]
     Sync { pool: String },
     /// Save the pool's hot set now (it is also saved at export and every 5 minutes); the next
     /// import reads it back into the cache in the background

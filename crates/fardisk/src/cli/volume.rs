@@ -11,14 +11,17 @@ pub enum VolumeCmd {
     #[command(after_help = "Example:\n  fardisk volume create tank/pg 8G")]
     Create { target: String, size: String },
     /// Destroy a volume and free its space
+    #[command(after_help = "Example:\n  fardisk volume destroy tank/scratch")]
     Destroy { target: String },
     /// List the volumes of a pool
+    #[command(after_help = "Examples:\n  fardisk volume list tank\n  fardisk volume list tank --json")]
     List {
         pool: String,
         #[arg(long)]
         json: bool,
     },
-    /// Change a volume's size
+    /// Change a volume's size (growing is instant; shrinking frees the blocks past the new end)
+    #[command(after_help = "Example:\n  fardisk volume resize tank/pg 16G")]
     Resize { target: String, size: String },
 }
 
