@@ -10,6 +10,7 @@
 mod cache_reads;
 mod data;
 mod engine;
+mod log_bursts;
 mod progress;
 mod raw;
 mod rows;
@@ -42,6 +43,35 @@ enum Command {
     SyncWrites(SyncWritesArgs),
     /// Random reads: local O_DIRECT vs the pool's ARC + L2ARC; first pass after re-import; scan resistance.
     CacheReads(CacheReadsArgs),
+    /// Sync-write bursts of 60/95/270 % of the log: local fdatasync vs log on tmpfs vs log on disk.
+    LogBursts(LogBurstsArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct LogBurstsArgs {
+    /// Scratch directory on the local disk (raw file, disk log, store).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    /// Directory on tmpfs for the RAM log.
+    #[arg(long, default_value = "/dev/shm/fardisk-bench")]
+    ram_dir: std::path::PathBuf,
+    #[arg(long, default_value_t = 64)]
+    log_mib: u64,
+    /// Simulated store round trip, ms.
+    #[arg(long, default_value_t = 40)]
+    latency_ms: u64,
+    /// Simulated store bandwidth, MiB/s (what drains the log once it is full).
+    #[arg(long, default_value_t = 32)]
+    bandwidth_mib_s: u64,
+    /// Size of each write (each followed by a sync request), KiB.
+    #[arg(long, default_value_t = 128)]
+    write_kib: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -285,6 +315,10 @@ async fn main() -> Result<()> {
             let args = cache_reads::Args { dir: a.dir, arc_mib: a.arc_mib, working_set_mib: a.working_set_mib, l2_mib: a.l2_mib,
                 readers: a.readers, seconds: a.seconds, latency_ms: a.latency_ms, seed: a.seed };
             cache_reads::run(args, &a.out, &a.note).await
+        }
+        Command::LogBursts(a) => {
+            let args = log_bursts::Args { dir: a.dir, ram_dir: a.ram_dir, log_mib: a.log_mib, latency_ms: a.latency_ms, bandwidth_mib_s: a.bandwidth_mib_s, write_kib: a.write_kib, seed: a.seed };
+            log_bursts::run(args, &a.out, &a.note).await
         }
         Command::SyncWrites(a) => {
             if !a.writers.contains(&1) {

@@ -107,25 +107,33 @@ fn raw_run(path: &Path, writers: usize, seconds: u64, seed: u64, clock: &Arc<dyn
 
 /// A fresh pool in `dir` (store 'far away'), with a log device when `with_log`.
 async fn pool(dir: &Path, with_log: bool, latency_ms: u64, seed: u64, clock: Arc<dyn Clock>) -> Result<Pool> {
+    let log = dir.join("log0");
+    bench_pool(dir, with_log.then_some((log.as_path(), 1 << 30)), &format!("latency={latency_ms}"), SPAN_BYTES, seed, clock).await
+}
+
+/// A fresh pool whose store is a directory in `dir` made far away by `simulate` (a `--simulate`
+/// spec), with a log device of `log.1` bytes at `log.0` when given, no cache, and one volume "v"
+/// of `volume_bytes`.
+pub(crate) async fn bench_pool(dir: &Path, log: Option<(&Path, u64)>, simulate: &str, volume_bytes: u64, seed: u64, clock: Arc<dyn Clock>) -> Result<Pool> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     let env = Env { clock: clock.clone(), seed };
     let base = open_store_url(&format!("file://{}", dir.join("store").display()), true).map_err(|e| anyhow!("{e}"))?;
-    let spec = SimulateSpec::parse(&format!("latency={latency_ms}")).map_err(|e| anyhow!("{e}"))?;
+    let spec = SimulateSpec::parse(simulate).map_err(|e| anyhow!("{e}"))?;
     let store: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock, seed));
     let guid = fardisk_engine::rng::Rng::new(seed).next_u128();
     let mut vdevs = Vec::new();
-    if with_log {
-        let leg = dir.join("log0");
+    if let Some((leg, size_bytes)) = log {
+        let _ = std::fs::remove_file(leg);
         let mut fo = fardisk_slog::FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
-        fo.size_bytes = 1 << 30;
-        let cfg = fardisk_slog::IntentLog::format("bench", guid, &fardisk_slog::VdevSpec::Single(leg.clone()), &fo).map_err(|e| anyhow!("{e}"))?;
+        fo.size_bytes = size_bytes;
+        let cfg = fardisk_slog::IntentLog::format("bench", guid, &fardisk_slog::VdevSpec::Single(leg.to_path_buf()), &fo).map_err(|e| anyhow!("{e}"))?;
         vdevs.push(VdevEntry { role: "log".into(), mirror: false, guid: cfg.vdev_guid, paths: vec![leg.display().to_string()] });
     }
     Pool::create(store.clone(), "bench", CreateOptions { vdevs, pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("create: {e}"))?;
     let opts = ImportOptions { config: PoolConfig::default(), ..Default::default() };
     let pool = Pool::import(store, "bench", opts, env, Arc::new(NoCache)).await.map_err(|e| anyhow!("import: {e}"))?;
-    pool.volume_create("v", SPAN_BYTES).map_err(|e| anyhow!("{e}"))?;
+    pool.volume_create("v", volume_bytes.max(1 << 20)).map_err(|e| anyhow!("{e}"))?;
     pool.sync_txg().await.map_err(|e| anyhow!("{e}"))?;
     Ok(pool)
 }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache
+# Every setup runs in this one invocation, so the ratios compare like with like on a noisy
+# machine. For each one-way latency L (toxiproxy between fardisk and MinIO, both directions):
+#   fardisk without a log (every fsync waits for a txg in MinIO), and fardisk with a log and a
+#   cache file on local disk; PostgreSQL 15 on ext4 on a loop device over the pool's FUSE image.
+# The local row (ext4 on a loop file on local disk, no fardisk) is the limit and runs once.
+# Each row: `pgbench -i -s SCALE` time, TPC-B with 1 client and with 8 clients (synchronous_commit
+# on; -n: the history of both runs is kept, so the TPC-B invariant covers both), TPS per second of
+# the 8-client run (a series), and the invariant, which must hold.
+#
+# Env: FARDISK_PGBENCH_LATENCIES_MS ("0 10 20"), FARDISK_PGBENCH_SECONDS (30 per TPC-B run),
+#      FARDISK_PGBENCH_SCALE (1), FARDISK_PGBENCH_INIT_LIMIT_S (600: a slower init is reported
+#      as unfinished, not waited for).
+set -euo pipefail
+FD_NAME=pgbench-latency
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+cd "$FARDISK_ROOT"
+umask 022
+
+LATENCIES="${FARDISK_PGBENCH_LATENCIES_MS:-0 10 20}"
+RUN_S="${FARDISK_PGBENCH_SECONDS:-30}"
+SCALE="${FARDISK_PGBENCH_SCALE:-1}"
+INIT_LIMIT_S="${FARDISK_PGBENCH_INIT_LIMIT_S:-600}"
+PG="$FARDISK_ROOT/scripts/postgres.sh"
+WORK="$FARDISK_RUN_DIR/bench/pgbench-latency"
+RESULTS="$FARDISK_BENCH_RESULTS"
+STAMP="$(date -u +%Y%m%dT%H%M%S)"
+export FARDISK_BENCH_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+fd_log "building fardisk (release)"
+cargo build --release -q -p fardisk || fd_die "cargo build failed"
+BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+
+rm -rf "$WORK"
+mkdir -p "$WORK/series"
+chmod 755 "$FARDISK_RUN_DIR" "$FARDISK_RUN_DIR/bench" "$WORK"
+export FARDISK_HOME="$WORK/home" FARDISK_CONFIG="$WORK/none.conf"
+: > "$FARDISK_CONFIG"
+LOOP=""
+POOL=""
+teardown_row() {
+    set +e
+    [ -d "$WORK/fs/data" ] && "$PG" stop "$WORK/fs/data" >/dev/null 2>&1
+    mountpoint -q "$WORK/fs" && umount "$WORK/fs"
+    [ -n "$LOOP" ] && losetup -d "$LOOP"
+    LOOP=""
+    [ -n "$POOL" ] && "$BIN" export "$POOL" >/dev/null 2>&1
+    POOL=""
+    set -e
+}
+cleanup() {
+    teardown_row
+    "$FARDISK_ROOT/scripts/toxiproxy.sh" stop >/dev/null 2>&1
+    "$FARDISK_ROOT/scripts/minio.sh" stop >/dev/null 2>&1
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$FARDISK_ROOT/scripts/minio.sh" start
+"$FARDISK_ROOT/scripts/toxiproxy.sh" start
+eval "$("$FARDISK_ROOT/scripts/toxiproxy.sh" env)"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+# pgbench_row NAME: a TPC-B run of RUN_S seconds with NAME clients; prints tps and latency, and
+# writes the per-second TPS of the run to $WORK/series/NAME.
+tpcb() {
+    local clients="$1" series="$2" out
+    out="$("$PG" pgbench "$WORK/fs/data" -c "$clients" -j "$((clients < 2 ? 1 : 2))" -T "$RUN_S" -n --progress=1 postgres 2>&1)" \
+        || { printf '%s\n' "$out" >&2; fd_die "pgbench -c $clients failed"; }
+    { echo "# seconds, TPS"; sed -n 's/^progress: \([0-9.]*\) s, \([0-9.]*\) tps.*/\1 \2/p' <<<"$out"; } > "$series"
+    echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out")"
+}
+
+# run_row ORDER SETUP LATENCY_MS KIND [create args]: one configuration, one result file.
+run_row() {
+    local order="$1" setup="$2" lat="$3" kind="$4"; shift 4
+    fd_log "== $setup"
+    mkdir -p "$WORK/fs"
+    if [ "$kind" = local ]; then
+        truncate -s 4G "$WORK/local.img"
+        LOOP="$(losetup --direct-io=on -f --show "$WORK/local.img")"
+    else
+        POOL="p$order"
+        "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" "$@" >/dev/null
+        "$BIN" import "$POOL" --mount "$WORK/mnt-$POOL" >/dev/null
+        "$BIN" volume create "$POOL/pg" 4G >/dev/null
+        LOOP="$(losetup --direct-io=on -f --show "$WORK/mnt-$POOL/pg")"
+    fi
+    mkfs.ext4 -q "$LOOP"
+    mount "$LOOP" "$WORK/fs"
+    chmod 755 "$WORK/fs"
+    PG_INITDB_NOSYNC=1 "$PG" init "$WORK/fs/data" >/dev/null
+    "$PG" start "$WORK/fs/data" >/dev/null
+    local t0 init_s c1 c8
+    t0="$(date +%s.%N)"
+    if ! timeout "$INIT_LIMIT_S" "$PG" pgbench "$WORK/fs/data" -i -q -s "$SCALE" postgres >"$WORK/init.log" 2>&1; then
+        fd_log "$setup: pgbench -i did not finish in $INIT_LIMIT_S s; row written with init_unfinished"
+        python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario pgbench-latency --setup "$setup" \
+            --order "$order" --durable yes --param latency_ms_one_way="$lat" --param scale="$SCALE" \
+            --metric init_s="$INIT_LIMIT_S" --metric init_unfinished=1 >/dev/null
+        teardown_row
+        return
+    fi
+    init_s="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$t0" "$(date +%s.%N)")"
+    read -r tps1 lat1 <<<"$(tpcb 1 "$WORK/series/c1")"
+    read -r tps8 lat8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
+    "$PG" check "$WORK/fs/data" postgres || fd_die "$setup: TPC-B invariant broken"
+    fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps8} tps (8 clients)"
+    local puts=""
+    if [ -n "$POOL" ]; then
+        puts="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["store_requests"]["put"]["requests"])')"
+    fi
+    python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario pgbench-latency --setup "$setup" \
+        --order "$order" --durable yes --duration-s "$RUN_S" \
+        --param latency_ms_one_way="$lat" --param scale="$SCALE" --param seconds="$RUN_S" \
+        --metric init_s="$init_s" --metric tps_c1="$tps1" --metric latency_ms_c1="$lat1" \
+        --metric tps_c8="$tps8" --metric latency_ms_c8="$lat8" ${puts:+--metric store_puts="$puts"} \
+        --series "tps_8_clients=$WORK/series/tps-c8-$order" \
+        --notes "store: MinIO on loopback behind toxiproxy; load average $load_before at the start" >/dev/null
+    teardown_row
+}
+
+order=0
+run_row "$order" "local ext4 on a loop file (the limit)" 0 local
+for lat in $LATENCIES; do
+    "$FARDISK_ROOT/scripts/toxiproxy.sh" latency "$lat" >/dev/null
+    order=$((order + 1))
+    run_row "$order" "fardisk, no log, ${lat} ms one-way" "$lat" pool
+    order=$((order + 1))
+    run_row "$order" "fardisk, log + cache, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+    rm -f "$WORK/log-$order" "$WORK/cache-$order"
+done
+"$FARDISK_ROOT/scripts/toxiproxy.sh" latency 0 >/dev/null
+fd_log "done: $(ls "$RESULTS"/pgbench-latency-* 2>/dev/null | wc -l) pgbench-latency result files in $RESULTS"
