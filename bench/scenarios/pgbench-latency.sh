@@ -11,7 +11,12 @@
 #
 # Env: FARDISK_PGBENCH_LATENCIES_MS ("0 10 20"), FARDISK_PGBENCH_SECONDS (30 per TPC-B run),
 #      FARDISK_PGBENCH_SCALE (1), FARDISK_PGBENCH_INIT_LIMIT_S (600: a slower init is reported
-#      as unfinished, not waited for).
+#      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache"),
+#      FARDISK_PGBENCH_ARC_MAX (bytes, the pools' arc_max; default the pool default, 1 GiB),
+#      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency).
+# The larger scale that does not fit in the ARC (seed 000's second experiment):
+#   FARDISK_PGBENCH_SCALE=50 FARDISK_PGBENCH_LATENCIES_MS=20 FARDISK_PGBENCH_SETUPS=logcache \
+#   FARDISK_PGBENCH_ARC_MAX=268435456 FARDISK_PGBENCH_SCENARIO=pgbench-scale50 bench/run.sh pgbench-latency
 set -euo pipefail
 FD_NAME=pgbench-latency
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -22,6 +27,10 @@ LATENCIES="${FARDISK_PGBENCH_LATENCIES_MS:-0 10 20}"
 RUN_S="${FARDISK_PGBENCH_SECONDS:-30}"
 SCALE="${FARDISK_PGBENCH_SCALE:-1}"
 INIT_LIMIT_S="${FARDISK_PGBENCH_INIT_LIMIT_S:-600}"
+SETUPS="${FARDISK_PGBENCH_SETUPS:-nolog logcache}"
+SCENARIO="${FARDISK_PGBENCH_SCENARIO:-pgbench-latency}"
+ARC_ARGS=()
+[ -n "${FARDISK_PGBENCH_ARC_MAX:-}" ] && ARC_ARGS=(-o "arc_max=$FARDISK_PGBENCH_ARC_MAX")
 PG="$FARDISK_ROOT/scripts/postgres.sh"
 WORK="$FARDISK_RUN_DIR/bench/pgbench-latency"
 RESULTS="$FARDISK_BENCH_RESULTS"
@@ -82,7 +91,7 @@ run_row() {
         LOOP="$(losetup --direct-io=on -f --show "$WORK/local.img")"
     else
         POOL="p$order"
-        "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" "$@" >/dev/null
+        "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" "$@" ${ARC_ARGS[@]+"${ARC_ARGS[@]}"} >/dev/null
         "$BIN" import "$POOL" --mount "$WORK/mnt-$POOL" >/dev/null
         "$BIN" volume create "$POOL/pg" 4G >/dev/null
         LOOP="$(losetup --direct-io=on -f --show "$WORK/mnt-$POOL/pg")"
@@ -96,7 +105,7 @@ run_row() {
     t0="$(date +%s.%N)"
     if ! timeout "$INIT_LIMIT_S" "$PG" pgbench "$WORK/fs/data" -i -q -s "$SCALE" postgres >"$WORK/init.log" 2>&1; then
         fd_log "$setup: pgbench -i did not finish in $INIT_LIMIT_S s; row written with init_unfinished"
-        python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario pgbench-latency --setup "$setup" \
+        python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario "$SCENARIO" --setup "$setup" \
             --order "$order" --durable yes --param latency_ms_one_way="$lat" --param scale="$SCALE" \
             --metric init_s="$INIT_LIMIT_S" --metric init_unfinished=1 >/dev/null
         teardown_row
@@ -111,7 +120,7 @@ run_row() {
     if [ -n "$POOL" ]; then
         puts="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["store_requests"]["put"]["requests"])')"
     fi
-    python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario pgbench-latency --setup "$setup" \
+    python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario "$SCENARIO" --setup "$setup" \
         --order "$order" --durable yes --duration-s "$RUN_S" \
         --param latency_ms_one_way="$lat" --param scale="$SCALE" --param seconds="$RUN_S" \
         --metric init_s="$init_s" --metric tps_c1="$tps1" --metric latency_ms_c1="$lat1" \
@@ -126,10 +135,14 @@ run_row "$order" "local ext4 on a loop file (the limit)" 0 local
 for lat in $LATENCIES; do
     "$FARDISK_ROOT/scripts/toxiproxy.sh" latency "$lat" >/dev/null
     order=$((order + 1))
-    run_row "$order" "fardisk, no log, ${lat} ms one-way" "$lat" pool
+    if [[ " $SETUPS " == *" nolog "* ]]; then
+        run_row "$order" "fardisk, no log, ${lat} ms one-way" "$lat" pool
+    fi
     order=$((order + 1))
-    run_row "$order" "fardisk, log + cache, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+    if [[ " $SETUPS " == *" logcache "* ]]; then
+        run_row "$order" "fardisk, log + cache, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+    fi
     rm -f "$WORK/log-$order" "$WORK/cache-$order"
 done
 "$FARDISK_ROOT/scripts/toxiproxy.sh" latency 0 >/dev/null
-fd_log "done: $(ls "$RESULTS"/pgbench-latency-* 2>/dev/null | wc -l) pgbench-latency result files in $RESULTS"
+fd_log "done: $(ls "$RESULTS"/"$SCENARIO"-* 2>/dev/null | wc -l) $SCENARIO result files in $RESULTS"

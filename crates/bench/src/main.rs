@@ -13,6 +13,7 @@ mod engine;
 mod log_bursts;
 mod progress;
 mod raw;
+mod restart_warmup;
 mod rows;
 mod stats;
 mod sync_writes;
@@ -45,6 +46,41 @@ enum Command {
     CacheReads(CacheReadsArgs),
     /// Sync-write bursts of 60/95/270 % of the log: local fdatasync vs log on tmpfs vs log on disk.
     LogBursts(LogBurstsArgs),
+    /// The first minute after a restart: cold cache vs persistent L2ARC + hot-set warm-up.
+    RestartWarmup(RestartWarmupArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct RestartWarmupArgs {
+    /// Scratch directory on the local disk (store, cache device).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    #[arg(long, default_value_t = 256)]
+    volume_mib: u64,
+    /// The hot set that 90 % of reads go to.
+    #[arg(long, default_value_t = 48)]
+    hot_mib: u64,
+    #[arg(long, default_value_t = 64)]
+    arc_mib: u64,
+    #[arg(long, default_value_t = 512)]
+    l2_mib: u64,
+    #[arg(long, default_value_t = 16)]
+    readers: usize,
+    /// Seconds of the workload before the restart (twice: warming, then measured).
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Seconds measured after each restart.
+    #[arg(long, default_value_t = 60)]
+    after_seconds: u64,
+    /// Simulated store round trip, ms.
+    #[arg(long, default_value_t = 40)]
+    latency_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -315,6 +351,13 @@ async fn main() -> Result<()> {
             let args = cache_reads::Args { dir: a.dir, arc_mib: a.arc_mib, working_set_mib: a.working_set_mib, l2_mib: a.l2_mib,
                 readers: a.readers, seconds: a.seconds, latency_ms: a.latency_ms, seed: a.seed };
             cache_reads::run(args, &a.out, &a.note).await
+        }
+        Command::RestartWarmup(a) => {
+            let args = restart_warmup::Args {
+                dir: a.dir, volume_mib: a.volume_mib, hot_mib: a.hot_mib, arc_mib: a.arc_mib, l2_mib: a.l2_mib, readers: a.readers,
+                seconds: a.seconds.max(1), after_seconds: a.after_seconds.max(1), latency_ms: a.latency_ms, seed: a.seed,
+            };
+            restart_warmup::run(args, &a.out, &a.note).await
         }
         Command::LogBursts(a) => {
             let args = log_bursts::Args { dir: a.dir, ram_dir: a.ram_dir, log_mib: a.log_mib, latency_ms: a.latency_ms, bandwidth_mib_s: a.bandwidth_mib_s, write_kib: a.write_kib, seed: a.seed };
