@@ -10,7 +10,8 @@ use crate::space::SpaceTotals;
 use std::collections::BTreeMap;
 
 pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"FDROOT01");
-pub const ROOT_VERSION: u32 = 1;
+/// Version 2 added snapshots, clone origins and the trees' page tag; version 1 roots still open.
+pub const ROOT_VERSION: u32 = 2;
 pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDHEAD01");
 
 pub fn root_key(txg: u64) -> String {
@@ -47,6 +48,25 @@ pub struct VolumeEntry {
     pub tree: TreeRef,
     pub allocated_blocks: u64,
     pub props: BTreeMap<String, String>,
+    /// The snapshot this volume was cloned from (None for an original volume).
+    pub origin: Option<u32>,
+}
+
+/// A snapshot: a volume's block map as of one txg, frozen. Its id comes from the volume id space
+/// and names its page-cache namespace (`tree.tree_id`), so it never shares cached pages with the
+/// live volume; its pages in the store are the volume's own, shared copy-on-write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotEntry {
+    pub id: u32,
+    /// The volume that owns it (after a promote, the promoted clone).
+    pub volume_id: u32,
+    pub name: String,
+    /// The txg whose root first recorded it: every block it references was born at or before.
+    pub txg: u64,
+    pub time_ms: u64,
+    pub size_bytes: u64,
+    pub tree: TreeRef,
+    pub allocated_blocks: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,15 +88,22 @@ pub struct Root {
     pub props: BTreeMap<String, String>,
     pub vdevs: Vec<VdevEntry>,
     pub volumes: Vec<VolumeEntry>,
+    pub snapshots: Vec<SnapshotEntry>,
 }
+
+/// `NO_ORIGIN` in the encoding of `VolumeEntry::origin`.
+const NO_ORIGIN: u32 = 0;
 
 fn put_tree(w: &mut Writer, t: &TreeRef) {
     w.u32(t.tree_id).u8(t.levels);
     t.top.encode(w);
+    w.u32(t.page_tag);
 }
 
-fn get_tree(r: &mut Reader) -> Result<TreeRef> {
-    Ok(TreeRef { tree_id: r.u32()?, levels: r.u8()?, top: BlockPtr::decode(r)? })
+fn get_tree(r: &mut Reader, version: u32) -> Result<TreeRef> {
+    let (tree_id, levels, top) = (r.u32()?, r.u8()?, BlockPtr::decode(r)?);
+    let page_tag = if version >= 2 { r.u32()? } else { tree_id };
+    Ok(TreeRef { tree_id, levels, top, page_tag })
 }
 
 fn put_props(w: &mut Writer, props: &BTreeMap<String, String>) {
@@ -125,6 +152,13 @@ impl Root {
             put_tree(&mut w, &v.tree);
             w.u64(v.allocated_blocks);
             put_props(&mut w, &v.props);
+            w.u32(v.origin.unwrap_or(NO_ORIGIN));
+        }
+        w.u32(self.snapshots.len() as u32);
+        for s in &self.snapshots {
+            w.u32(s.id).u32(s.volume_id).str(&s.name).u64(s.txg).u64(s.time_ms).u64(s.size_bytes);
+            put_tree(&mut w, &s.tree);
+            w.u64(s.allocated_blocks);
         }
         w.seal();
         w.buf
@@ -137,7 +171,7 @@ impl Root {
         if magic != ROOT_MAGIC {
             return Err(Error::corrupt("root", "bad magic: not a fardisk root"));
         }
-        if version != ROOT_VERSION {
+        if version == 0 || version > ROOT_VERSION {
             return Err(Error::Unavailable(format!("root version {version} is newer than this fardisk")));
         }
         let pool_guid = r.u128()?;
@@ -145,7 +179,7 @@ impl Root {
         let (txg, epoch, time_ms, put_id) = (r.u64()?, r.u64()?, r.u64()?, r.u128()?);
         let holder = Holder { hostname: r.str()?, pid: r.u32()?, import_id: r.u128()?, since_ms: r.u64()?, active: r.u8()? != 0 };
         let (next_segment_counter, next_volume_id) = (r.u64()?, r.u32()?);
-        let space = get_tree(&mut r)?;
+        let space = get_tree(&mut r, version)?;
         let totals = SpaceTotals { logical_bytes: r.u64()?, physical_bytes: r.u64()?, live_bytes: r.u64()? };
         let n = r.u32()?;
         let mut space_carry = Vec::new();
@@ -165,13 +199,24 @@ impl Root {
         let mut volumes = Vec::new();
         for _ in 0..r.u32()? {
             let (id, name, size_bytes, created_txg) = (r.u32()?, r.str()?, r.u64()?, r.u64()?);
-            let tree = get_tree(&mut r)?;
+            let tree = get_tree(&mut r, version)?;
             let allocated_blocks = r.u64()?;
-            volumes.push(VolumeEntry { id, name, size_bytes, created_txg, tree, allocated_blocks, props: get_props(&mut r)? });
+            let props = get_props(&mut r)?;
+            let origin = if version >= 2 { Some(r.u32()?).filter(|o| *o != NO_ORIGIN) } else { None };
+            volumes.push(VolumeEntry { id, name, size_bytes, created_txg, tree, allocated_blocks, props, origin });
+        }
+        let mut snapshots = Vec::new();
+        if version >= 2 {
+            for _ in 0..r.u32()? {
+                let (id, volume_id, name) = (r.u32()?, r.u32()?, r.str()?);
+                let (txg, time_ms, size_bytes) = (r.u64()?, r.u64()?, r.u64()?);
+                let tree = get_tree(&mut r, version)?;
+                snapshots.push(SnapshotEntry { id, volume_id, name, txg, time_ms, size_bytes, tree, allocated_blocks: r.u64()? });
+            }
         }
         Ok(Root {
             pool_guid, pool_name, txg, epoch, time_ms, put_id, holder, next_segment_counter, next_volume_id,
-            space, totals, space_carry, props, vdevs, volumes,
+            space, totals, space_carry, props, vdevs, volumes, snapshots,
         })
     }
 

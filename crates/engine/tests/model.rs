@@ -166,6 +166,7 @@ async fn run_seed(seed: u64, ops: usize) {
         .await
         .expect("import after export needs no force");
     check_all(&pool, &model, true, &format!("seed {seed} after export/import")).await;
+    pool.audit_space().await.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let st = pool.status();
     assert!(st.space.live_bytes <= st.space.physical_bytes + (1 << 20), "seed {seed}: live {} > physical {}", st.space.live_bytes, st.space.physical_bytes);
     let allocated: u64 = st.volumes.iter().map(|v| v.allocated_bytes).sum();

@@ -19,9 +19,14 @@ pub trait BlockSource: Send + Sync {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TreeRef {
+    /// Names the tree's pages in the page cache and as owner in segment footers: unique per
+    /// volume, snapshot and the space table.
     pub tree_id: u32,
     pub levels: u8,
     pub top: BlockPtr,
+    /// Written into every page header and checked on read. A clone inherits its origin's tag
+    /// (it shares those pages), so all trees of one lineage carry the tag of the first volume.
+    pub page_tag: u32,
 }
 
 /// Levels needed to address `slots` slots (at least 1).
@@ -51,7 +56,7 @@ fn page_index(slot_index: u64, level: u8) -> u64 {
 
 impl TreeRef {
     pub fn empty(tree_id: u32, slots: u64) -> TreeRef {
-        TreeRef { tree_id, levels: levels_for_slots(slots), top: BlockPtr::HOLE }
+        TreeRef { tree_id, levels: levels_for_slots(slots), top: BlockPtr::HOLE, page_tag: tree_id }
     }
 
     pub fn capacity_slots(&self) -> u64 {
@@ -81,7 +86,7 @@ impl TreeRef {
                 }
                 None => {
                     let bytes = src.read_block(&ptr).await?;
-                    let slots = decode_page(&bytes, self.tree_id, lvl, key.index)?;
+                    let slots = decode_page(&bytes, self.page_tag, lvl, key.index)?;
                     cache.insert_if_absent(key, CachedPage::new(slots, ptr), generation)
                 }
             };
@@ -171,6 +176,19 @@ impl TreeRef {
         }
     }
 
+    /// The slots of page (level, index) as the tree holds them now (None where it is a hole).
+    /// Snapshot space accounting compares two trees page by page with it.
+    pub async fn page_slots(&self, cache: &PageCache, src: &dyn BlockSource, level: u8, index: u64) -> Result<Option<Vec<Slot>>> {
+        if level >= self.levels || (level + 1 == self.levels && index != 0) {
+            return Ok(None);
+        }
+        let first_slot = index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX);
+        if first_slot >= self.capacity_slots() {
+            return Ok(None);
+        }
+        Ok(self.page_for(cache, src, first_slot, level, false, None).await?.map(|p| p.slots.read().clone()))
+    }
+
     /// Adds levels on top so the tree addresses at least `slots` slots (volume grow).
     pub fn grow(&mut self, cache: &PageCache, slots: u64) {
         while self.capacity_slots() < slots && self.levels < 8 {
@@ -212,7 +230,7 @@ impl TreeRef {
                     if slots.iter().all(|s| s.iter().all(|&b| b == 0)) {
                         BlockPtr::HOLE
                     } else {
-                        let bytes = encode_page(self.tree_id, level, key.index, txg, &slots);
+                        let bytes = encode_page(self.page_tag, level, key.index, txg, &slots);
                         let owner = BlockOwner::Page { tree_id: self.tree_id, level, index: key.index };
                         seg.add(owner, &bytes, algo)
                     }
@@ -256,7 +274,7 @@ impl TreeWalk {
             let slots = match cache.get(&key) {
                 Some(p) => p.slots.read().clone(),
                 None if ptr.is_hole() => continue,
-                None => decode_page(&src.read_block(&ptr).await?, tree.tree_id, level, index)?,
+                None => decode_page(&src.read_block(&ptr).await?, tree.page_tag, level, index)?,
             };
             if !ptr.is_hole() {
                 out.pages.push((level, index, ptr));

@@ -157,13 +157,19 @@ async fn compact_step(inner: &Arc<Inner>) -> Result<usize> {
 async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
     let bytes = inner.store.get(&segment_key(seg)).await?;
     let index = parse_segment(&bytes, inner.guid, seg)?;
+    // A block a snapshot or clone shares stays where it is (snapshot_space.rs).
+    let holds = {
+        let meta = inner.meta.read();
+        super::snapshot_space::holds(&meta.volumes, &meta.snapshots)
+    };
+    let held = |tree_id: u32, p: &BlockPtr| tree_id != SPACE_TREE_ID && p.birth_txg <= holds.get(&tree_id).copied().unwrap_or(0);
     let mut moved = 0u64;
     for e in index.entries {
         match e.owner {
             BlockOwner::Data { tree_id, block } => {
                 let Some(tree) = inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) else { continue };
                 let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, block, inner.cache.generation()).await?)?;
-                if current == e.ptr {
+                if current == e.ptr && !held(tree_id, &e.ptr) {
                     let r = e.ptr.range();
                     let phys = bytes.slice(r.start as usize..r.end as usize);
                     if crate::codec::checksum64(&phys) != e.ptr.checksum {
@@ -179,7 +185,7 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
                 } else {
                     match inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) { Some(t) => t, None => continue }
                 };
-                if tree.page_location(&inner.cache, &**inner, level, index).await? == e.ptr {
+                if tree.page_location(&inner.cache, &**inner, level, index).await? == e.ptr && !held(tree_id, &e.ptr) {
                     moved += e.ptr.physical_bytes as u64;
                     inner.pending.lock().page_moves.push((tree_id, level, index, e.ptr));
                 }

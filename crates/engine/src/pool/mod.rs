@@ -4,12 +4,15 @@
 
 mod config;
 mod gc;
+mod audit;
 mod history;
 mod hotset;
 mod intent;
 mod open;
 mod read;
 mod scrub;
+mod snapshot;
+mod snapshot_space;
 mod status;
 mod sync;
 mod vdevs;
@@ -20,6 +23,8 @@ pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
+pub use audit::SpaceAudit;
+pub use snapshot::{split_snapshot_name, SnapshotInfo};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
 
@@ -61,6 +66,8 @@ pub(crate) struct PendingMeta {
     pub page_moves: Vec<(u32, u8, u64, BlockPtr)>,
     /// Deleted segments whose space slots the next sync clears.
     pub deleted_segments: Vec<u64>,
+    /// Snapshot creates, destroys, rollbacks and promotes, in request order.
+    pub snapshot_ops: Vec<snapshot_space::SnapshotOp>,
     /// Set when only metadata changed (properties, volume create/resize) so a root is due.
     pub meta_changed: bool,
 }
@@ -78,6 +85,8 @@ pub(crate) struct Meta {
     pub root: Root,
     /// Volumes by id, as of now (ahead of the last published root).
     pub volumes: BTreeMap<u32, VolumeEntry>,
+    /// Snapshots by id, as of the last sync (only the sync changes them).
+    pub snapshots: BTreeMap<u32, crate::root::SnapshotEntry>,
     /// Segments waiting to be deleted: id -> txg that freed them.
     pub pending_deletes: BTreeMap<u64, u64>,
 }

@@ -102,6 +102,7 @@ impl Pool {
             props: opts.props,
             vdevs: opts.vdevs,
             volumes: Vec::new(),
+            snapshots: Vec::new(),
         };
         publish_root(store.as_ref(), &root).await.map_err(|e| match e {
             Error::Fenced(_) => Error::BadInput(format!("another process created a pool in {} at the same time", store.describe())),
@@ -154,6 +155,7 @@ impl Pool {
             other => other,
         })?;
         let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
+        let snapshots = claim.snapshots.iter().map(|s| (s.id, s.clone())).collect();
         let (published, _) = tokio::sync::watch::channel(claim.txg);
         let inner = Arc::new(Inner {
             store,
@@ -165,7 +167,7 @@ impl Pool {
             epoch: claim.epoch,
             import_id: me.import_id,
             cache: PageCache::new(config.map_cache_bytes),
-            meta: parking_lot::RwLock::new(Meta { root: claim.clone(), volumes, pending_deletes: BTreeMap::new() }),
+            meta: parking_lot::RwLock::new(Meta { root: claim.clone(), volumes, snapshots, pending_deletes: BTreeMap::new() }),
             pending: Default::default(),
             txg: parking_lot::Mutex::new(TxgState { open: DirtySet::default(), open_txg: claim.txg + 1, syncing: None }),
             blocks,

@@ -33,11 +33,7 @@ pub(crate) struct SeqDetector {
 impl Pool {
     /// Reads `len` bytes at `offset`. Holes read as zeros.
     pub async fn read(&self, volume_id: u32, offset: u64, len: u32) -> Result<Bytes> {
-        let (size, tree) = {
-            let m = self.inner.meta.read();
-            let v = m.volumes.get(&volume_id).ok_or_else(|| bad(format!("no volume with id {volume_id}")))?;
-            (v.size_bytes, v.tree)
-        };
+        let (size, tree) = self.readable_tree(volume_id)?;
         if offset.checked_add(len as u64).is_none_or(|e| e > size) {
             return Err(bad(format!("range {offset}+{len} is beyond the volume's {size} bytes")));
         }
@@ -65,11 +61,7 @@ impl Pool {
     /// Allocation of `offset..offset+len` as runs of (bytes, allocated), for NBD block status and
     /// sparse copies. Looks at the map only; reads no data. At most 64 MiB is described per call.
     pub async fn extents(&self, volume_id: u32, offset: u64, len: u64) -> Result<Vec<(u64, bool)>> {
-        let (size, tree) = {
-            let m = self.inner.meta.read();
-            let v = m.volumes.get(&volume_id).ok_or_else(|| bad(format!("no volume with id {volume_id}")))?;
-            (v.size_bytes, v.tree)
-        };
+        let (size, tree) = self.readable_tree(volume_id)?;
         let len = len.min(64 << 20).min(size.saturating_sub(offset));
         if len == 0 {
             return Ok(Vec::new());
@@ -89,6 +81,16 @@ impl Pool {
             }
         }
         Ok(runs)
+    }
+
+    /// Size and map of a volume or, read-only, of a snapshot (snapshot ids share the id space).
+    fn readable_tree(&self, id: u32) -> Result<(u64, crate::blockmap::TreeRef)> {
+        let m = self.inner.meta.read();
+        if let Some(v) = m.volumes.get(&id) {
+            return Ok((v.size_bytes, v.tree));
+        }
+        let s = m.snapshots.get(&id).ok_or_else(|| bad(format!("no volume or snapshot with id {id}")))?;
+        Ok((s.size_bytes, s.tree))
     }
 
     /// Where each block of `first..=last` comes from, as of now.

@@ -227,8 +227,16 @@ fn note_error(inner: &Inner, e: ScrubError) {
 
 /// Ok(true): every tree walked; Ok(false): canceled.
 async fn run(inner: &Arc<Inner>) -> Result<bool> {
-    let mut trees: Vec<(String, TreeRef)> =
-        inner.meta.read().volumes.values().map(|v| (v.name.clone(), v.tree)).collect();
+    let mut trees: Vec<(String, TreeRef)> = {
+        let meta = inner.meta.read();
+        let mut t: Vec<(String, TreeRef)> = meta.volumes.values().map(|v| (v.name.clone(), v.tree)).collect();
+        // Snapshots too: after an overwrite, their blocks are referenced by nothing else.
+        for s in meta.snapshots.values() {
+            let vol = meta.volumes.get(&s.volume_id).map(|v| v.name.as_str()).unwrap_or("?");
+            t.push((format!("{vol}@{}", s.name), s.tree));
+        }
+        t
+    };
     trees.push(("(space table)".into(), inner.meta.read().root.space));
     let mut pages_seen: HashSet<(u32, u8, u64)> = HashSet::new();
     let mut pacer = Pacer::new(inner);
@@ -270,7 +278,7 @@ fn current_tree(inner: &Inner, tree_id: u32) -> Option<TreeRef> {
     if tree_id == SPACE_TREE_ID {
         return Some(meta.root.space);
     }
-    meta.volumes.get(&tree_id).map(|v| v.tree)
+    meta.volumes.get(&tree_id).map(|v| v.tree).or_else(|| meta.snapshots.get(&tree_id).map(|s| s.tree))
 }
 
 fn chunk_items(tree: &TreeRef, walk: TreeWalk, pages_seen: &mut HashSet<(u32, u8, u64)>, published: u64, inner: &Inner) -> Vec<Item> {
@@ -461,7 +469,7 @@ mod tests {
 
     fn item(seg: u64, off: u32, len: u32) -> Item {
         let ptr = BlockPtr { segment_id: seg, offset_bytes: off, physical_bytes: len, checksum: 0, birth_txg: 1, compression: 0, logical_bytes: len };
-        Item { ptr, tree: TreeRef { tree_id: 1, levels: 1, top: BlockPtr::HOLE }, block: Some(0), page: (0, 0) }
+        Item { ptr, tree: TreeRef { tree_id: 1, levels: 1, top: BlockPtr::HOLE, page_tag: 1 }, block: Some(0), page: (0, 0) }
     }
 
     #[test]

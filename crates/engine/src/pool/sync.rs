@@ -3,9 +3,9 @@
 //! crash at any instant leaves the previous root intact; uploads and the publish are retried until
 //! they succeed (the pool shows SUSPENDED meanwhile) or the pool is fenced.
 
-use super::{Inner, PendingMeta};
+use super::{snapshot_space, Inner, PendingMeta};
 use crate::blkptr::BlockPtr;
-use crate::blockmap::{TreeRef, TreeWalk};
+use crate::blockmap::TreeWalk;
 use crate::dirty::{Dirty, DirtySet, BLOCK_BYTES};
 use crate::error::{Error, Result};
 use crate::fence::publish_root;
@@ -64,7 +64,7 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
 /// not: it rides along with the next txg that has real work, or an idle pool would churn forever
 /// (each sync rewrites space pages, which frees and later deletes the previous meta segment).
 fn pending_is_empty(p: &PendingMeta) -> bool {
-    !p.meta_changed && p.destroyed.is_empty() && p.relocations.is_empty() && p.page_moves.is_empty()
+    !p.meta_changed && p.destroyed.is_empty() && p.relocations.is_empty() && p.page_moves.is_empty() && p.snapshot_ops.is_empty()
 }
 
 /// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
@@ -111,6 +111,14 @@ impl SpaceDelta {
     fn free(&mut self, p: &BlockPtr) {
         if !p.is_hole() {
             *self.live.entry(p.segment_id).or_default() -= p.physical_bytes as i64;
+        }
+    }
+
+    /// A pointer a volume's live map dropped: garbage unless a snapshot or clone still sees it
+    /// (born at or before the volume's hold txg, snapshot_space.rs).
+    fn free_unless_held(&mut self, p: &BlockPtr, hold_txg: u64) {
+        if p.birth_txg > hold_txg {
+            self.free(p);
         }
     }
 }
@@ -200,15 +208,42 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
     updates.extend(meta_updates);
     let mut delta = SpaceDelta::default();
-    relocate(inner, set, &pending, &mut builder, &mut updates).await?;
-    let mut volumes = inner.meta.read().volumes.clone();
-    apply_trims_and_grows(inner, &mut volumes, set, &mut delta).await?;
-    apply_updates(inner, &mut volumes, &updates, &mut delta).await?;
-    for v in &pending.destroyed {
-        free_tree(inner, &v.tree, &mut delta).await?;
+    let (mut volumes, mut snaps) = {
+        let meta = inner.meta.read();
+        (meta.volumes.clone(), meta.snapshots.clone())
+    };
+    let holds_before = snapshot_space::holds(&volumes, &snaps);
+    relocate(inner, set, &pending, &mut builder, &mut updates, &holds_before).await?;
+    // Destroyed volumes keep their origin's hold, taken before this txg's snapshot changes.
+    let destroyed_holds: Vec<u64> = pending.destroyed.iter().map(|v| snapshot_space::origin_txg(v, &snaps)).collect();
+    let ops = snapshot_space::apply_ops(inner, &pending, &mut volumes, &mut snaps).await?;
+    for p in &ops.freed {
+        delta.free(p);
+    }
+    // A rolled-back volume's writes of this txg are discarded (and their new blocks are garbage).
+    updates.retain(|(vol, _, p)| {
+        let keep = !ops.rolled_back.contains(vol);
+        if !keep {
+            delta.free(p);
+        }
+        keep
+    });
+    let holds = snapshot_space::holds(&volumes, &snaps);
+    apply_trims_and_grows(inner, &mut volumes, set, &mut delta, &holds, &ops.rolled_back).await?;
+    apply_updates(inner, &mut volumes, &updates, &mut delta, &holds).await?;
+    for (v, hold) in pending.destroyed.iter().zip(destroyed_holds) {
+        for p in snapshot_space::unique_blocks(inner, &v.tree, hold, None).await? {
+            delta.free(&p);
+        }
         inner.cache.forget_tree(v.id);
     }
+    for id in &ops.destroyed {
+        inner.cache.forget_tree(*id);
+    }
     for (tree_id, level, index, old) in &pending.page_moves {
+        if ops.rolled_back.contains(tree_id) {
+            continue;
+        }
         let tree = if *tree_id == SPACE_TREE_ID { inner.meta.read().root.space } else {
             match volumes.get(tree_id) { Some(v) => v.tree, None => continue }
         };
@@ -217,14 +252,19 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         }
     }
     for v in volumes.values_mut() {
+        let hold = holds.get(&v.id).copied().unwrap_or(0);
         for old in v.tree.write_dirty(&inner.cache, &**inner, &mut builder, txg, algo).await? {
-            delta.free(&old);
+            delta.free_unless_held(&old, hold);
         }
     }
+    let time_ms = inner.env.clock.wall_ms();
+    snapshot_space::capture_snapshots(&pending, txg, time_ms, &volumes, &mut snaps);
     let meta_id = builder.segment_id();
     let meta_written: u64 = builder_live_bytes(&builder);
     written.insert(meta_id, meta_written);
-    let (root, deletes) = update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
+    let (mut root, deletes) = update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
+    root.time_ms = time_ms;
+    root.snapshots = snaps.values().cloned().collect();
     let (bytes, _) = builder.finish();
     cache_written(inner, meta_id, &bytes, &updates);
     spawn_upload(&mut uploads, inner, &limit, meta_id, Bytes::from(bytes));
@@ -239,12 +279,24 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
             if let Some(live) = meta.volumes.get_mut(&id) {
                 live.tree = v.tree;
                 live.allocated_blocks = v.allocated_blocks;
+                live.origin = v.origin;
+                if ops.rolled_back.contains(&id) {
+                    live.size_bytes = v.size_bytes;
+                }
             }
         }
+        // Ids handed out while this txg synced must not be handed out again.
+        let next_volume_id = meta.root.next_volume_id.max(root.next_volume_id);
         meta.root = root;
+        meta.root.next_volume_id = next_volume_id;
+        meta.snapshots = snaps;
         meta.pending_deletes.extend(deletes);
     }
     inner.cache.finish_txg();
+    // Readers that walked the old map of a rolled-back volume may have cached its pages.
+    for id in &ops.rolled_back {
+        inner.cache.forget_tree(*id);
+    }
     let _ = inner.published.send_replace(txg);
     inner.intent.published(txg);
     super::gc::delete_freed(inner, txg).await;
@@ -253,10 +305,13 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
 
 /// Compaction's moves: a block still mapped where compaction found it is copied as is.
 async fn relocate(inner: &Arc<Inner>, set: &DirtySet, pending: &PendingMeta, builder: &mut SegmentBuilder,
-                  updates: &mut Vec<(u32, u64, BlockPtr)>) -> Result<()> {
+                  updates: &mut Vec<(u32, u64, BlockPtr)>, holds: &HashMap<u32, u64>) -> Result<()> {
     for (vol, block, old, phys) in &pending.relocations {
         if set.get(*vol, *block).is_some() {
             continue; // Overwritten in this txg: the move is moot.
+        }
+        if old.birth_txg <= holds.get(vol).copied().unwrap_or(0) {
+            continue; // A snapshot taken since shares it: moving it would keep two copies.
         }
         let Some(tree) = inner.meta.read().volumes.get(vol).map(|v| v.tree) else { continue };
         let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, *block, inner.cache.generation()).await?)?;
@@ -270,7 +325,7 @@ async fn relocate(inner: &Arc<Inner>, set: &DirtySet, pending: &PendingMeta, bui
 }
 
 async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
-                       updates: &[(u32, u64, BlockPtr)], delta: &mut SpaceDelta) -> Result<()> {
+                       updates: &[(u32, u64, BlockPtr)], delta: &mut SpaceDelta, holds: &HashMap<u32, u64>) -> Result<()> {
     for (vol, block, new) in updates {
         let Some(v) = volumes.get_mut(vol) else { continue }; // Destroyed meanwhile.
         if *block >= v.size_bytes / BLOCK_BYTES {
@@ -280,7 +335,7 @@ async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::ro
             v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
         }
         let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &**inner, *block, new.to_bytes()).await?)?;
-        delta.free(&old);
+        delta.free_unless_held(&old, holds.get(vol).copied().unwrap_or(0));
         v.allocated_blocks = v.allocated_blocks + (!new.is_hole()) as u64 - (!old.is_hole()) as u64;
     }
     Ok(())
@@ -289,32 +344,24 @@ async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::ro
 /// Trims first (blocks written after a trim in the same txg are applied after it), and trees
 /// grown to their volume's size.
 async fn apply_trims_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
-                               set: &DirtySet, delta: &mut SpaceDelta) -> Result<()> {
+                               set: &DirtySet, delta: &mut SpaceDelta, holds: &HashMap<u32, u64>, rolled_back: &[u32]) -> Result<()> {
     for v in volumes.values_mut() {
         if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
             v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
         }
     }
     for (&(id, start), &end) in &set.trims {
+        if rolled_back.contains(&id) {
+            continue;
+        }
+        let hold = holds.get(&id).copied().unwrap_or(0);
         let Some(v) = volumes.get_mut(&id) else { continue };
         let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &**inner, start, end).await?;
         for (block, _) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= start && *b < end) {
             let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &**inner, block, BlockPtr::HOLE.to_bytes()).await?)?;
-            delta.free(&old);
+            delta.free_unless_held(&old, hold);
             v.allocated_blocks -= (!old.is_hole()) as u64;
         }
-    }
-    Ok(())
-}
-
-/// A destroyed volume: every page and block it referenced becomes garbage.
-async fn free_tree(inner: &Arc<Inner>, tree: &TreeRef, delta: &mut SpaceDelta) -> Result<()> {
-    let walk = TreeWalk::walk(tree, &inner.cache, &**inner).await?;
-    for (_, _, p) in &walk.pages {
-        delta.free(p);
-    }
-    for (_, slot) in &walk.leaf_slots {
-        delta.free(&BlockPtr::from_bytes(slot)?);
     }
     Ok(())
 }
@@ -381,7 +428,6 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
     }
     totals.logical_bytes = volumes.values().map(|v| v.allocated_blocks * BLOCK_BYTES).sum();
     root.txg = txg;
-    root.time_ms = inner.env.clock.wall_ms();
     root.put_id = inner.rng.next_u128();
     root.space = space;
     root.totals = totals;

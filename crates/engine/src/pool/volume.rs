@@ -56,6 +56,7 @@ impl Pool {
             tree: TreeRef::empty(id, size_bytes / BLOCK_BYTES),
             allocated_blocks: 0,
             props: BTreeMap::new(),
+            origin: None,
         };
         meta.volumes.insert(id, entry);
         self.inner.pending.lock().meta_changed = true;
@@ -66,6 +67,14 @@ impl Pool {
     pub fn volume_destroy(&self, name: &str) -> Result<()> {
         self.check_writable()?;
         let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
+        let snaps = self.snapshot_names_of(id);
+        if !snaps.is_empty() {
+            return Err(bad(format!(
+                "volume '{name}' has {} snapshot(s) ({}); destroy them first, or use -r",
+                snaps.len(),
+                snaps.iter().map(|s| format!("{name}@{s}")).collect::<Vec<_>>().join(", ")
+            )));
+        }
         let entry = self.inner.meta.write().volumes.remove(&id).ok_or_else(|| Error::Bug("volume vanished".into()))?;
         self.inner.txg.lock().open.drop_volume(id);
         let mut p = self.inner.pending.lock();

@@ -1,0 +1,100 @@
+//! The space auditor: walks every map (volumes, snapshots, the space table) and checks that the
+//! space table's live bytes per segment are exactly what those maps reference, that nothing
+//! referenced lives in a segment marked freed, and that every referenced segment exists in the
+//! store. Slow (a full walk and a listing); for tests and the simulation, after a sync.
+
+use super::Pool;
+use crate::blkptr::BlockPtr;
+use crate::blockmap::{TreeRef, TreeWalk};
+use crate::error::{Error, Result};
+use crate::segment::segment_key;
+use crate::space::SegmentSpace;
+use std::collections::{BTreeMap, HashSet};
+
+/// What an audit saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpaceAudit {
+    pub trees: usize,
+    pub referenced_segments: usize,
+    pub referenced_bytes: u64,
+    pub live_segments: usize,
+}
+
+/// Mismatches listed in an audit failure at most.
+const MISMATCHES_LISTED_MAX: usize = 8;
+
+impl Pool {
+    /// Runs the audit; `Err(Error::Corrupt ..)` describes the first mismatches.
+    pub async fn audit_space(&self) -> Result<SpaceAudit> {
+        let inner = &self.inner;
+        let _guard = inner.sync_lock.lock().await;
+        let (trees, space, carry) = {
+            let meta = inner.meta.read();
+            let mut trees: Vec<TreeRef> = meta.volumes.values().map(|v| v.tree).collect();
+            trees.extend(meta.snapshots.values().map(|s| s.tree));
+            (trees, meta.root.space, meta.root.space_carry.clone())
+        };
+        let mut seen: HashSet<(u64, u32)> = HashSet::new();
+        let mut referenced: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut count = |p: &BlockPtr| {
+            if !p.is_hole() && seen.insert((p.segment_id, p.offset_bytes)) {
+                *referenced.entry(p.segment_id).or_default() += p.physical_bytes as u64;
+            }
+        };
+        for t in &trees {
+            let walk = TreeWalk::walk(t, &inner.cache, &**inner).await?;
+            walk.pages.iter().for_each(|(_, _, p)| count(p));
+            for (_, slot) in &walk.leaf_slots {
+                count(&BlockPtr::from_bytes(slot)?);
+            }
+        }
+        let space_walk = TreeWalk::walk(&space, &inner.cache, &**inner).await?;
+        space_walk.pages.iter().for_each(|(_, _, p)| count(p));
+        let mut table: BTreeMap<u64, SegmentSpace> = BTreeMap::new();
+        for (seg, slot) in &space_walk.leaf_slots {
+            table.insert(*seg, SegmentSpace::from_slot(slot)?);
+        }
+        let mut expected: BTreeMap<u64, i64> = BTreeMap::new();
+        for (seg, s) in &table {
+            if s.freed_txg == 0 && !s.is_empty_slot() {
+                expected.insert(*seg, s.live_bytes as i64);
+            }
+        }
+        for (seg, d) in &carry {
+            *expected.entry(*seg).or_default() += d;
+        }
+        let mut problems = Vec::new();
+        for (seg, want) in &expected {
+            let got = referenced.get(seg).copied().unwrap_or(0) as i64;
+            if got != *want {
+                problems.push(format!("segment {seg:016x}: table says {want} live bytes, the maps reference {got}"));
+            }
+        }
+        for (seg, got) in &referenced {
+            if !expected.contains_key(seg) {
+                let state = match table.get(seg) {
+                    Some(s) if s.freed_txg != 0 => format!("freed in txg {}", s.freed_txg),
+                    _ => "not in the space table".to_string(),
+                };
+                problems.push(format!("segment {seg:016x}: {got} bytes referenced but the segment is {state}"));
+            }
+        }
+        let stored: HashSet<String> = inner.store.list("segments/").await?.into_iter().map(|(k, _)| k).collect();
+        for seg in referenced.keys() {
+            if !stored.contains(&segment_key(*seg)) {
+                problems.push(format!("segment {seg:016x} is referenced but missing from the store"));
+            }
+        }
+        if !problems.is_empty() {
+            let n = problems.len();
+            problems.truncate(MISMATCHES_LISTED_MAX);
+            return Err(Error::corrupt("space audit", &format!("{n} problem(s): {}", problems.join("; "))));
+        }
+        Ok(SpaceAudit {
+            trees: trees.len() + 1,
+            referenced_segments: referenced.len(),
+            referenced_bytes: referenced.values().sum(),
+            live_segments: expected.len(),
+        })
+    }
+}

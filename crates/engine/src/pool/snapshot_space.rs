@@ -1,0 +1,213 @@
+//! Space with snapshots and clones, by birth txg (as ZFS does it, without deadlists).
+//!
+//! A volume's *hold* is the newest txg any other tree can still see of it: its newest snapshot's
+//! txg, or for a clone its origin snapshot's txg. When the live map stops referencing a block
+//! (overwrite, trim, page rewrite), the block is garbage only if it was born after the hold;
+//! otherwise a snapshot (or the origin) still references it and it stays live. Destroying a
+//! snapshot frees what it alone held: the pages and blocks born after the previous snapshot (or
+//! the origin) that the next snapshot (or the live map) does not reference at the same place. The
+//! walk skips every subtree the two trees share or that is older than the previous snapshot, so it
+//! costs what changed, not the volume's size. Compaction never moves a held block (gc.rs): it
+//! would have to rewrite every snapshot that shares it.
+
+use super::{Inner, PendingMeta};
+use crate::blkptr::BlockPtr;
+use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
+use crate::error::{Error, Result};
+use crate::root::{SnapshotEntry, VolumeEntry};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A change to the snapshot structure, applied by the next txg sync (space moves with it).
+#[derive(Debug, Clone)]
+pub(crate) enum SnapshotOp {
+    /// Freeze volume `volume_id`'s map as this txg leaves it.
+    Create { id: u32, volume_id: u32, name: String },
+    Destroy { id: u32 },
+    /// The volume's map becomes the snapshot's (the newest of the volume); what the volume
+    /// wrote since is freed.
+    Rollback { volume_id: u32, snapshot_id: u32 },
+    /// The clone takes over its origin's snapshots up to the origin; the former parent becomes a
+    /// clone of that snapshot.
+    Promote { clone_id: u32 },
+}
+
+/// Hold txg per volume (0: nothing else sees it).
+pub(crate) fn holds(volumes: &BTreeMap<u32, VolumeEntry>, snaps: &BTreeMap<u32, SnapshotEntry>) -> HashMap<u32, u64> {
+    let mut h: HashMap<u32, u64> = HashMap::new();
+    for v in volumes.values() {
+        h.insert(v.id, origin_txg(v, snaps));
+    }
+    for s in snaps.values() {
+        let e = h.entry(s.volume_id).or_default();
+        *e = (*e).max(s.txg);
+    }
+    h
+}
+
+pub(crate) fn origin_txg(v: &VolumeEntry, snaps: &BTreeMap<u32, SnapshotEntry>) -> u64 {
+    v.origin.and_then(|o| snaps.get(&o)).map(|s| s.txg).unwrap_or(0)
+}
+
+/// The txg before which snapshot `s` shares everything with an older tree: the previous snapshot
+/// of its volume, or the volume's origin.
+pub(crate) fn prev_txg(s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>, snaps: &BTreeMap<u32, SnapshotEntry>) -> u64 {
+    let older = snaps.values().filter(|o| o.volume_id == s.volume_id && o.txg < s.txg).map(|o| o.txg).max().unwrap_or(0);
+    let origin = volumes.get(&s.volume_id).map(|v| origin_txg(v, snaps)).unwrap_or(0);
+    older.max(origin)
+}
+
+/// The tree after snapshot `s`: the next snapshot of its volume, else the volume's live map.
+pub(crate) fn next_tree(s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>, snaps: &BTreeMap<u32, SnapshotEntry>) -> Option<TreeRef> {
+    snaps
+        .values()
+        .filter(|o| o.volume_id == s.volume_id && o.txg > s.txg)
+        .min_by_key(|o| o.txg)
+        .map(|o| o.tree)
+        .or_else(|| volumes.get(&s.volume_id).map(|v| v.tree))
+}
+
+/// Every page and block of `tree` born after `after_txg` that `next` does not reference at the
+/// same place (with `next` None: everything born after `after_txg`).
+pub(crate) async fn unique_blocks(inner: &Arc<Inner>, tree: &TreeRef, after_txg: u64, next: Option<&TreeRef>) -> Result<Vec<BlockPtr>> {
+    let mut out = Vec::new();
+    let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
+    while let Some((level, index, ptr)) = frontier.pop() {
+        if ptr.is_hole() || ptr.birth_txg <= after_txg {
+            continue;
+        }
+        let next_slots = match next {
+            Some(n) => {
+                if n.page_location(&inner.cache, &**inner, level, index).await? == ptr {
+                    continue; // The whole subtree is shared.
+                }
+                n.page_slots(&inner.cache, &**inner, level, index).await?
+            }
+            None => None,
+        };
+        out.push(ptr);
+        let slots = decode_page(&inner.read_block(&ptr).await?, tree.page_tag, level, index)?;
+        for (pos, s) in slots.iter().enumerate() {
+            let child = BlockPtr::from_bytes(s)?;
+            if child.is_hole() || child.birth_txg <= after_txg {
+                continue;
+            }
+            if next_slots.as_ref().is_some_and(|n| n[pos] == *s) {
+                continue;
+            }
+            let child_index = index * FANOUT as u64 + pos as u64;
+            if level == 0 {
+                out.push(child);
+            } else {
+                frontier.push((level - 1, child_index, child));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Physical bytes a snapshot alone holds: what destroying it would free now.
+pub(crate) async fn snapshot_unique_bytes(inner: &Arc<Inner>, id: u32) -> Result<u64> {
+    let _guard = inner.sync_lock.lock().await;
+    let (s, prev, next) = {
+        let meta = inner.meta.read();
+        let s = meta.snapshots.get(&id).cloned().ok_or_else(|| Error::BadInput(format!("no snapshot with id {id}")))?;
+        let prev = prev_txg(&s, &meta.volumes, &meta.snapshots);
+        let next = next_tree(&s, &meta.volumes, &meta.snapshots);
+        (s, prev, next)
+    };
+    let blocks = unique_blocks(inner, &s.tree, prev, next.as_ref()).await?;
+    Ok(blocks.iter().map(|p| p.physical_bytes as u64).sum())
+}
+
+/// What `apply_ops` changed that the rest of the sync must know.
+#[derive(Debug, Default)]
+pub(crate) struct OpsOutcome {
+    /// Volumes rolled back in this txg: their updates of this txg are dropped, their cached pages
+    /// forgotten.
+    pub rolled_back: Vec<u32>,
+    /// Snapshots destroyed in this txg: their cached pages are forgotten.
+    pub destroyed: Vec<u32>,
+    /// Pointers that became garbage.
+    pub freed: Vec<BlockPtr>,
+}
+
+/// Applies the queued destroys, rollbacks and promotes (creates come after the maps are written:
+/// `capture_snapshots`).
+pub(crate) async fn apply_ops(
+    inner: &Arc<Inner>,
+    pending: &PendingMeta,
+    volumes: &mut BTreeMap<u32, VolumeEntry>,
+    snaps: &mut BTreeMap<u32, SnapshotEntry>,
+) -> Result<OpsOutcome> {
+    let mut out = OpsOutcome::default();
+    for op in &pending.snapshot_ops {
+        match op {
+            SnapshotOp::Create { .. } => {}
+            SnapshotOp::Destroy { id } => {
+                let Some(s) = snaps.get(id).cloned() else { continue };
+                if volumes.values().any(|v| v.origin == Some(*id)) {
+                    return Err(Error::Bug(format!("snapshot {id} destroyed while a clone needs it")));
+                }
+                let prev = prev_txg(&s, volumes, snaps);
+                let next = next_tree(&s, volumes, snaps);
+                out.freed.extend(unique_blocks(inner, &s.tree, prev, next.as_ref()).await?);
+                snaps.remove(id);
+                out.destroyed.push(*id);
+            }
+            SnapshotOp::Rollback { volume_id, snapshot_id } => {
+                let (Some(s), Some(v)) = (snaps.get(snapshot_id).cloned(), volumes.get(volume_id).cloned()) else { continue };
+                if snaps.values().any(|o| o.volume_id == *volume_id && o.txg > s.txg) {
+                    return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
+                }
+                out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
+                let v = volumes.get_mut(volume_id).expect("checked above");
+                v.tree = TreeRef { tree_id: v.id, levels: s.tree.levels, top: s.tree.top, page_tag: s.tree.page_tag };
+                v.size_bytes = s.size_bytes;
+                v.allocated_blocks = s.allocated_blocks;
+                inner.cache.forget_tree(v.id);
+                out.rolled_back.push(*volume_id);
+            }
+            SnapshotOp::Promote { clone_id } => {
+                let Some(origin) = volumes.get(clone_id).and_then(|c| c.origin) else { continue };
+                let Some(o) = snaps.get(&origin).cloned() else { continue };
+                let parent_id = o.volume_id;
+                let parent_origin = volumes.get(&parent_id).and_then(|p| p.origin);
+                for s in snaps.values_mut().filter(|s| s.volume_id == parent_id && s.txg <= o.txg) {
+                    s.volume_id = *clone_id;
+                }
+                if let Some(p) = volumes.get_mut(&parent_id) {
+                    p.origin = Some(origin);
+                }
+                if let Some(c) = volumes.get_mut(clone_id) {
+                    c.origin = parent_origin;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Records this txg's new snapshots from the maps as the txg leaves them.
+pub(crate) fn capture_snapshots(
+    pending: &PendingMeta,
+    txg: u64,
+    time_ms: u64,
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &mut BTreeMap<u32, SnapshotEntry>,
+) {
+    for op in &pending.snapshot_ops {
+        let SnapshotOp::Create { id, volume_id, name } = op else { continue };
+        let Some(v) = volumes.get(volume_id) else { continue }; // Destroyed meanwhile.
+        snaps.insert(*id, SnapshotEntry {
+            id: *id,
+            volume_id: *volume_id,
+            name: name.clone(),
+            txg,
+            time_ms,
+            size_bytes: v.size_bytes,
+            tree: TreeRef { tree_id: *id, ..v.tree },
+            allocated_blocks: v.allocated_blocks,
+        });
+    }
+}
