@@ -22,18 +22,60 @@ pub struct VolumeDevice {
     read_only: bool,
 }
 
+/// Devices alive per (pool guid, volume id): an open image file or NBD connection holds one, so
+/// rollback can refuse a volume that is in use.
+static OPEN_DEVICES: std::sync::Mutex<std::collections::BTreeMap<(u128, u32), usize>> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// How many devices (open image files, NBD connections, lookups in flight) use volume `id`.
+pub fn open_count(pool: &Pool, id: u32) -> usize {
+    OPEN_DEVICES.lock().map(|m| m.get(&(pool.guid(), id)).copied().unwrap_or(0)).unwrap_or(0)
+}
+
+impl Drop for VolumeDevice {
+    fn drop(&mut self) {
+        if let Ok(mut m) = OPEN_DEVICES.lock() {
+            let key = (self.pool.guid(), self.volume_id);
+            if let Some(n) = m.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&key);
+                }
+            }
+        }
+    }
+}
+
 impl VolumeDevice {
+    /// `name` is a volume, or `VOLUME@SNAPSHOT` for a snapshot, served read-only.
     pub fn new(pool: Pool, name: &str) -> Option<VolumeDevice> {
-        let volume_id = pool.volume_id(name)?;
-        Some(VolumeDevice { pool, volume_id, name: name.to_string(), read_only: false })
+        let (volume_id, read_only) = id_of(&pool, name)?;
+        if let Ok(mut m) = OPEN_DEVICES.lock() {
+            *m.entry((pool.guid(), volume_id)).or_default() += 1;
+        }
+        Some(VolumeDevice { pool, volume_id, name: name.to_string(), read_only })
+    }
+
+    fn check_writable(&self) -> Result<(), DeviceError> {
+        if self.read_only {
+            return Err(DeviceError::ReadOnly);
+        }
+        self.check_open()
     }
 
     fn check_open(&self) -> Result<(), DeviceError> {
         // A volume destroyed and re-created under the same name is a different volume.
-        if self.pool.volume_id(&self.name) != Some(self.volume_id) {
+        if id_of(&self.pool, &self.name).map(|(id, _)| id) != Some(self.volume_id) {
             return Err(DeviceError::Io(format!("volume {} was destroyed", self.name)));
         }
         Ok(())
+    }
+}
+
+/// The id a device name stands for, and whether it is a (read-only) snapshot.
+fn id_of(pool: &Pool, name: &str) -> Option<(u32, bool)> {
+    match name.split_once('@') {
+        Some((vol, snap)) => pool.snapshot(vol, snap).map(|s| (s.id, true)),
+        None => pool.volume_id(name).map(|id| (id, false)),
     }
 }
 
@@ -53,7 +95,7 @@ impl BlockDevice for VolumeDevice {
     }
 
     async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
-        self.check_open()?;
+        self.check_writable()?;
         self.pool.write(self.volume_id, offset, data).await.map_err(device_error)?;
         if fua {
             self.pool.sync_request().await.map_err(device_error)?;
@@ -66,7 +108,7 @@ impl BlockDevice for VolumeDevice {
     }
 
     async fn trim(&self, offset: u64, length_bytes: u32) -> Result<(), DeviceError> {
-        self.check_open()?;
+        self.check_writable()?;
         self.pool.zero(self.volume_id, offset, length_bytes as u64).await.map_err(device_error)?;
         Ok(())
     }
@@ -74,7 +116,7 @@ impl BlockDevice for VolumeDevice {
     async fn write_zeroes(&self, offset: u64, length_bytes: u32, _may_trim: bool, fua: bool) -> Result<(), DeviceError> {
         // Zeros are always stored as holes: NO_HOLE cannot be honoured more cheaply than this,
         // and reads of a hole return zeros, which is all NO_HOLE promises a reader.
-        self.check_open()?;
+        self.check_writable()?;
         self.pool.zero(self.volume_id, offset, length_bytes as u64).await.map_err(device_error)?;
         if fua {
             self.pool.sync_request().await.map_err(device_error)?;
@@ -103,11 +145,18 @@ pub struct PoolExports {
 
 impl ExportProvider for PoolExports {
     fn list(&self) -> Vec<ExportInfo> {
-        self.pool
+        let pool = self.pool.name();
+        let mut out: Vec<ExportInfo> = self
+            .pool
             .volume_entries()
             .into_iter()
-            .map(|v| ExportInfo { name: v.name.clone(), description: format!("fardisk volume {}/{}", self.pool.name(), v.name) })
-            .collect()
+            .map(|v| ExportInfo { name: v.name.clone(), description: format!("fardisk volume {pool}/{}", v.name) })
+            .collect();
+        out.extend(self.pool.snapshots().into_iter().map(|s| ExportInfo {
+            description: format!("fardisk snapshot {pool}/{} (read-only)", s.full_name),
+            name: s.full_name,
+        }));
+        out
     }
 
     fn open(&self, name: &str) -> Option<Arc<dyn BlockDevice>> {

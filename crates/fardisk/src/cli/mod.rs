@@ -10,6 +10,7 @@ mod scrub_cmds;
 #[cfg(test)]
 mod snapshot;
 mod size;
+mod snapshot_cmds;
 mod vdev_cmds;
 mod vdev_spec;
 mod volume;
@@ -52,6 +53,27 @@ pub enum Command {
     /// Create, destroy, list or resize volumes
     #[command(subcommand)]
     Volume(volume::VolumeCmd),
+    /// Take a snapshot of a volume in O(1), no data copied: `snapshot POOL/VOLUME@NAME`; also
+    /// `snapshot list POOL` and `snapshot destroy POOL/VOLUME@NAME`. Snapshots appear read-only
+    /// as VOLUME@NAME in the mount directory and as NBD exports
+    #[command(after_help = "Examples:
+  fardisk snapshot tank/pg@nightly
+  fardisk snapshot list tank
+  fardisk snapshot destroy tank/pg@nightly")]
+    Snapshot(snapshot_cmds::SnapshotArgs),
+    /// Make a writable volume from a snapshot, sharing all unchanged data: `clone POOL/VOLUME@SNAPSHOT POOL/NEW`
+    #[command(after_help = "Example:
+  fardisk clone tank/pg@nightly tank/pg-test")]
+    Clone(snapshot_cmds::CloneArgs),
+    /// Make a clone independent: it takes over its origin's snapshots, so the origin can be destroyed
+    #[command(after_help = "Example:
+  fardisk promote tank/pg-test")]
+    Promote { target: String },
+    /// Roll a volume (closed: not mounted, no NBD client) back to a snapshot, discarding later writes; -r also destroys newer snapshots
+    #[command(after_help = "Examples:
+  fardisk rollback tank/pg@nightly
+  fardisk rollback -r tank/pg@last-week")]
+    Rollback(snapshot_cmds::RollbackArgs),
     /// Show properties with their source: `get PROP|all POOL [--json]`
     #[command(after_help = "Example:\n  fardisk get all tank")]
     Get(query::GetArgs),
@@ -164,6 +186,10 @@ async fn dispatch(c: Command) -> anyhow::Result<()> {
         Command::List(a) => query::list(a).await,
         Command::Iostat(a) => iostat::iostat(a).await,
         Command::Volume(v) => volume::run(v).await,
+        Command::Snapshot(a) => snapshot_cmds::snapshot(a).await,
+        Command::Clone(a) => snapshot_cmds::clone(a).await,
+        Command::Promote { target } => snapshot_cmds::promote(&target).await,
+        Command::Rollback(a) => snapshot_cmds::rollback(a).await,
         Command::Get(a) => query::get(a).await,
         Command::Set(a) => query::set(a).await,
         Command::Arcstat { pool, json } => query::arcstat(&pool, json).await,

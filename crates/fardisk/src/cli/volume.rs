@@ -10,9 +10,14 @@ pub enum VolumeCmd {
     /// Create a thin volume: `volume create POOL/VOLUME SIZE` (e.g. 8G, up to 16T)
     #[command(after_help = "Example:\n  fardisk volume create tank/pg 8G")]
     Create { target: String, size: String },
-    /// Destroy a volume and free its space
-    #[command(after_help = "Example:\n  fardisk volume destroy tank/scratch")]
-    Destroy { target: String },
+    /// Destroy a volume and free its space (-r: with its snapshots)
+    #[command(after_help = "Examples:\n  fardisk volume destroy tank/scratch\n  fardisk volume destroy -r tank/old   # and its snapshots")]
+    Destroy {
+        target: String,
+        /// Also destroy the volume's snapshots (refused while a clone needs one)
+        #[arg(short = 'r')]
+        recursive: bool,
+    },
     /// List the volumes of a pool
     #[command(after_help = "Examples:\n  fardisk volume list tank\n  fardisk volume list tank --json")]
     List {
@@ -40,9 +45,9 @@ pub async fn run(c: VolumeCmd) -> Result<()> {
             call(pool, "volume_create", json!({"name": vol, "size_bytes": bytes})).await?;
             println!("created volume {target} ({})", human(bytes));
         }
-        VolumeCmd::Destroy { target } => {
+        VolumeCmd::Destroy { target, recursive } => {
             let (pool, vol) = split(&target)?;
-            call(pool, "volume_destroy", json!({"name": vol})).await?;
+            call(pool, "volume_destroy", json!({"name": vol, "recursive": recursive})).await?;
             println!("destroyed volume {target}");
         }
         VolumeCmd::Resize { target, size } => {

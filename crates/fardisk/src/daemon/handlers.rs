@@ -24,7 +24,8 @@ pub(super) fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String>
 }
 
 /// Requests that change the pool: recorded in its history when they succeed.
-const HISTORY_CMDS: &[&str] = &["set", "volume_create", "volume_destroy", "volume_resize", "vdev_add", "vdev_remove", "vdev_replace", "scrub"];
+const HISTORY_CMDS: &[&str] = &["set", "volume_create", "volume_destroy", "volume_resize", "vdev_add", "vdev_remove", "vdev_replace", "scrub",
+    "snapshot_create", "snapshot_destroy", "clone", "promote", "rollback"];
 
 /// What `status --json` shows of this pool (also what the metrics endpoint exports).
 pub fn status_json(st: &DaemonState) -> Value {
@@ -117,6 +118,9 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             pool.sync_txg().await.map_err(|e| e.to_string())?;
             Ok(Value::Null)
         }
+        "volume_destroy" if a.get("recursive").and_then(|r| r.as_bool()) == Some(true) => {
+            super::snapshot_requests::destroy_volume_recursive(st, a).await
+        }
         "volume_destroy" => {
             pool.volume_destroy(arg_str(a, "name")?).map_err(|e| e.to_string())?;
             pool.sync_txg().await.map_err(|e| e.to_string())?;
@@ -159,6 +163,12 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             let events = pool.history(limit).await.map_err(|e| e.to_string())?;
             serde_json::to_value(events).map_err(|e| e.to_string())
         }
+        "snapshot_create" => super::snapshot_requests::create(st, a).await,
+        "snapshot_destroy" => super::snapshot_requests::destroy(st, a).await,
+        "snapshot_list" => super::snapshot_requests::list(st).await,
+        "clone" => super::snapshot_requests::clone(st, a).await,
+        "promote" => super::snapshot_requests::promote(st, a).await,
+        "rollback" => super::snapshot_requests::rollback(st, a).await,
         "vdev_add" => super::vdev_requests::add(st, a).await,
         "vdev_remove" => super::vdev_requests::remove(st, a).await,
         "vdev_replace" => super::vdev_requests::replace(st, a).await,

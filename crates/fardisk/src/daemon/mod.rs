@@ -7,6 +7,7 @@ mod handlers;
 mod metrics;
 pub mod metrics_http;
 pub mod serve;
+mod snapshot_requests;
 mod vdev_requests;
 
 

@@ -1,0 +1,151 @@
+//! `fardisk snapshot`, `clone`, `promote` and `rollback`.
+
+use super::query::call;
+use super::size::human;
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SnapshotArgs {
+    #[command(subcommand)]
+    pub cmd: Option<SnapshotCmd>,
+    /// POOL/VOLUME@NAME to take
+    pub target: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SnapshotCmd {
+    /// List snapshots with the space each alone holds (what destroying it would free)
+    #[command(after_help = "Examples:\n  fardisk snapshot list tank\n  fardisk snapshot list tank --json")]
+    List {
+        pool: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Destroy a snapshot and free what only it held (refused while a clone needs it)
+    #[command(after_help = "Example:\n  fardisk snapshot destroy tank/pg@before-upgrade")]
+    Destroy { target: String },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CloneArgs {
+    /// POOL/VOLUME@SNAPSHOT to clone
+    pub snapshot: String,
+    /// POOL/NEW_VOLUME
+    pub target: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RollbackArgs {
+    /// POOL/VOLUME@SNAPSHOT
+    pub target: String,
+    /// Also destroy the volume's snapshots newer than this one
+    #[arg(short = 'r')]
+    pub recursive: bool,
+}
+
+/// `POOL/VOLUME@SNAPSHOT` into (pool, "VOLUME@SNAPSHOT").
+fn split_snapshot(target: &str) -> Result<(&str, &str)> {
+    match target.split_once('/') {
+        Some((p, rest)) if !p.is_empty() && rest.split_once('@').is_some_and(|(v, s)| !v.is_empty() && !s.is_empty()) => Ok((p, rest)),
+        _ => bail!("'{target}': expected POOL/VOLUME@SNAPSHOT, e.g. tank/pg@nightly"),
+    }
+}
+
+fn split_volume(target: &str) -> Result<(&str, &str)> {
+    match target.split_once('/') {
+        Some((p, v)) if !p.is_empty() && !v.is_empty() && !v.contains('@') => Ok((p, v)),
+        _ => bail!("'{target}': expected POOL/VOLUME, e.g. tank/pg"),
+    }
+}
+
+pub async fn snapshot(a: SnapshotArgs) -> Result<()> {
+    match (a.cmd, a.target) {
+        (Some(SnapshotCmd::List { pool, json }), _) => list(&pool, json).await,
+        (Some(SnapshotCmd::Destroy { target }), _) => {
+            let (pool, snap) = split_snapshot(&target)?;
+            call(pool, "snapshot_destroy", json!({"target": snap})).await?;
+            println!("destroyed snapshot {target}");
+            Ok(())
+        }
+        (None, Some(target)) => {
+            let (pool, snap) = split_snapshot(&target)?;
+            let v = call(pool, "snapshot_create", json!({"target": snap})).await?;
+            println!("snapshot {target} taken at txg {} in {:.0} ms ({} referenced)", v["txg"],
+                v["elapsed_ms"].as_f64().unwrap_or(0.0), human(v["referenced_bytes"].as_u64().unwrap_or(0)));
+            Ok(())
+        }
+        (None, None) => bail!("name a snapshot to take (fardisk snapshot POOL/VOLUME@NAME), or use 'snapshot list POOL'"),
+    }
+}
+
+async fn list(pool: &str, as_json: bool) -> Result<()> {
+    let v = call(pool, "snapshot_list", Value::Null).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("{:<32} {:>8} {:>8} {:>8}  {:<20} CLONES", "NAME", "USED", "REFER", "TXG", "CREATION");
+    for s in v["snapshots"].as_array().into_iter().flatten() {
+        let created = s["time_ms"].as_u64().map(|ms| {
+            let secs = (ms / 1000) as i64;
+            humantime_like(secs)
+        }).unwrap_or_default();
+        let clones: Vec<&str> = s["clones"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+        println!("{:<32} {:>8} {:>8} {:>8}  {:<20} {}", format!("{pool}/{}", s["full_name"].as_str().unwrap_or("?")),
+            human(s["used_bytes"].as_u64().unwrap_or(0)), human(s["referenced_bytes"].as_u64().unwrap_or(0)),
+            s["txg"].as_u64().unwrap_or(0), created, if clones.is_empty() { "-".to_string() } else { clones.join(",") });
+    }
+    Ok(())
+}
+
+/// UTC `YYYY-MM-DD HH:MM:SS` from Unix seconds (civil-from-days, no time-zone database needed).
+fn humantime_like(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+pub async fn clone(a: CloneArgs) -> Result<()> {
+    let (pool, snap) = split_snapshot(&a.snapshot)?;
+    let (pool2, name) = split_volume(&a.target)?;
+    if pool != pool2 {
+        bail!("a clone lives in its origin's pool: use {pool}/{name}");
+    }
+    let v = call(pool, "clone", json!({"target": snap, "name": name})).await?;
+    println!("cloned {} as {} in {:.0} ms", a.snapshot, a.target, v["elapsed_ms"].as_f64().unwrap_or(0.0));
+    Ok(())
+}
+
+pub async fn promote(target: &str) -> Result<()> {
+    let (pool, name) = split_volume(target)?;
+    call(pool, "promote", json!({"name": name})).await?;
+    println!("promoted {target}: it now owns its origin's snapshots");
+    Ok(())
+}
+
+pub async fn rollback(a: RollbackArgs) -> Result<()> {
+    let (pool, snap) = split_snapshot(&a.target)?;
+    call(pool, "rollback", json!({"target": snap, "recursive": a.recursive})).await?;
+    println!("rolled back to {}", a.target);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_time() {
+        assert_eq!(super::humantime_like(0), "1970-01-01 00:00:00");
+        assert_eq!(super::humantime_like(1_795_000_000), "2026-11-18 11:06:40");
+    }
+}
