@@ -15,7 +15,7 @@
 #      FARDISK_PGBENCH_ARC_MAX (bytes, the pools' arc_max; default the pool default, 1 GiB),
 #      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency).
 # The larger scale that does not fit in the ARC (seed 000's second experiment):
-#   FARDISK_PGBENCH_SCALE=50 FARDISK_PGBENCH_LATENCIES_MS=20 FARDISK_PGBENCH_SETUPS=logcache \
+#   FARDISK_PGBENCH_SCALE=50 FARDISK_PGBENCH_LATENCIES_MS=20 FARDISK_PGBENCH_SETUPS="nolog logcache" \
 #   FARDISK_PGBENCH_ARC_MAX=268435456 FARDISK_PGBENCH_SCENARIO=pgbench-scale50 bench/run.sh pgbench-latency
 set -euo pipefail
 FD_NAME=pgbench-latency
