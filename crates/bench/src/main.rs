@@ -15,6 +15,7 @@ mod progress;
 mod raw;
 mod restart_warmup;
 mod rows;
+mod snapshots;
 mod stats;
 mod sync_writes;
 
@@ -48,6 +49,29 @@ enum Command {
     LogBursts(LogBurstsArgs),
     /// The first minute after a restart: cold cache vs persistent L2ARC + hot-set warm-up.
     RestartWarmup(RestartWarmupArgs),
+    /// Time to snapshot and to clone volumes of several sizes; objects and bytes per snapshot.
+    Snapshots(SnapshotsArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct SnapshotsArgs {
+    /// Scratch directory on the local disk (the store).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    /// Volume sizes, GiB (each filled with incompressible data).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1u64, 10])]
+    sizes_gib: Vec<u64>,
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Simulated store round trip, ms.
+    #[arg(long, default_value_t = 40)]
+    latency_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -358,6 +382,10 @@ async fn main() -> Result<()> {
                 seconds: a.seconds.max(1), after_seconds: a.after_seconds.max(1), latency_ms: a.latency_ms, seed: a.seed,
             };
             restart_warmup::run(args, &a.out, &a.note).await
+        }
+        Command::Snapshots(a) => {
+            let args = snapshots::Args { dir: a.dir, sizes_gib: a.sizes_gib, rounds: a.rounds.max(1), latency_ms: a.latency_ms, seed: a.seed };
+            snapshots::run(args, &a.out, &a.note).await
         }
         Command::LogBursts(a) => {
             let args = log_bursts::Args { dir: a.dir, ram_dir: a.ram_dir, log_mib: a.log_mib, latency_ms: a.latency_ms, bandwidth_mib_s: a.bandwidth_mib_s, write_kib: a.write_kib, seed: a.seed };
