@@ -29,8 +29,10 @@ impl Pool {
         self.inner.meta.read().volumes.values().find(|v| v.name == name).map(|v| v.id)
     }
 
+    /// Size of a volume, or of a snapshot by its id.
     pub fn volume_size(&self, id: u32) -> Option<u64> {
-        self.inner.meta.read().volumes.get(&id).map(|v| v.size_bytes)
+        let meta = self.inner.meta.read();
+        meta.volumes.get(&id).map(|v| v.size_bytes).or_else(|| meta.snapshots.get(&id).map(|s| s.size_bytes))
     }
 
     pub fn volume_entries(&self) -> Vec<VolumeEntry> {
