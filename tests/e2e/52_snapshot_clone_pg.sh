@@ -105,6 +105,8 @@ list="$("$B" snapshot list "$POOL" --json)"
 used="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshots"][0]["used_bytes"])' <<<"$list")"
 check "snapshot list: pg@mid alone holds $used bytes the origin overwrote since" test "${used:-0}" -gt 0
 "$B" snapshot list "$POOL"
+check "snapshot list --json matches docs/json/snapshot-list.schema.json" \
+    bash -c 'python3 "$1" "$2" <<<"$3"' _ "$E2E_ROOT/tests/e2e/lib/json_schema.py" "$E2E_ROOT/docs/json/snapshot-list.schema.json" "$list"
 
 expect_error "origin snapshot with a clone cannot be destroyed" "dependent clones" "$B" snapshot destroy "$POOL/pg@mid"
 expect_error "rollback of a volume in use is refused" "in use" "$B" rollback "$POOL/pg2@mid"

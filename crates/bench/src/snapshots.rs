@@ -3,7 +3,8 @@
 //! (through a pool on the bare local store, so filling is quick), then the pool is imported
 //! through a store `latency_ms` away and, `rounds` times: a snapshot of the clean volume, a
 //! snapshot right after 16 MiB of new writes (its txg must upload them first), and a clone.
-//! Objects and bytes in the store are counted before and after each clean snapshot.
+//! Objects and bytes in the store are counted before and after each clean snapshot. The page
+//! cache's writeback of the fill is drained (`sync`) before anything is timed.
 
 use crate::stats::round3;
 use anyhow::{anyhow, Result};
@@ -84,6 +85,11 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     drop(pool);
     let fill_s = (clock.mono_us() - t0) as f64 / 1e6;
     eprintln!("fardisk-bench: {size_gib} GiB volume filled in {fill_s:.1} s");
+    // The fill leaves gigabytes of dirty page cache; the kernel's writeback of them would land in
+    // the middle of the measurement (the file store fsyncs every object), so drain it first.
+    let s = clock.mono_us();
+    let _ = std::process::Command::new("sync").status();
+    eprintln!("fardisk-bench: writeback drained in {:.1} s", (clock.mono_us() - s) as f64 / 1e6);
 
     let spec = SimulateSpec::parse(&format!("latency={}", a.latency_ms)).map_err(e)?;
     let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base.clone(), spec, clock.clone(), a.seed));
