@@ -34,6 +34,9 @@ pub struct PoolConfig {
     /// Roots kept behind the newest (point-in-time import window); segments freed by a txg are
     /// deleted only when no kept root can reference them.
     pub roots_kept: u64,
+    /// Roots younger than this are kept too (with everything they reference), so the pool can be
+    /// imported read-only as it was at any txg of that window (0: only `roots_kept`).
+    pub root_retention_s: u64,
     /// Sequential reads trigger readahead up to this many bytes ahead.
     pub readahead_bytes_max: u64,
     /// None: a txg whose upload fails is retried until the store comes back (production).
@@ -59,6 +62,7 @@ impl Default for PoolConfig {
             compact_live_percent: 50,
             compact_bytes_per_txg: 64 << 20,
             roots_kept: 8,
+            root_retention_s: 0,
             readahead_bytes_max: 8 << 20,
             sync_attempts_max: None,
         }
@@ -75,6 +79,7 @@ pub const POOL_PROPS: &[(&str, &str)] = &[
     ("arc_max", "1073741824"),
     ("l2arc_write_max", "8388608"),
     ("roots_kept", "8"),
+    ("root_retention_s", "0"),
     ("scrub_rate_max", "67108864"),
 ];
 
@@ -103,6 +108,10 @@ pub fn validate_prop(name: &str, value: &str) -> Result<()> {
             _ => Err(Error::BadInput("logbias must be latency or throughput".into())),
         },
         "arc_max" | "l2arc_write_max" | "roots_kept" | "scrub_rate_max" => parse_u64(name, value).map(|_| ()),
+        "root_retention_s" => match parse_u64(name, value)? {
+            0..=31_536_000 => Ok(()),
+            _ => Err(Error::BadInput("root_retention_s must be 0 to 31536000 (a year)".into())),
+        },
         _ => Err(Error::BadInput(format!(
             "unknown property '{name}'; known: {}",
             POOL_PROPS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
@@ -124,6 +133,7 @@ impl PoolConfig {
                     self.dirty_sync_bytes = self.dirty_sync_bytes.min(self.dirty_bytes_max / 4);
                 }
                 "roots_kept" => self.roots_kept = parse_u64(k, v)?.max(1),
+                "root_retention_s" => self.root_retention_s = parse_u64(k, v)?,
                 _ => {}
             }
         }

@@ -6,7 +6,6 @@ use super::{sync, Inner, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeWalk;
 use crate::error::{Error, Result};
-use crate::root::root_key;
 use crate::segment::{parse_segment, segment_key, BlockOwner};
 use crate::space::{SegmentSpace, SPACE_TREE_ID};
 use std::sync::Arc;
@@ -20,10 +19,14 @@ const COMPACT_EVERY_TXGS: u64 = 12;
 pub(crate) fn start_background(pool: &Pool, syncer: bool) {
     let inner = pool.inner.clone();
     pool.spawn(async move {
+        // The roots first: nothing is deleted until we know which ones the store retains.
+        if let Err(e) = super::point_in_time::load_retained(&inner).await {
+            tracing::warn!(error = %e, "could not list the roots at import; nothing is deleted until the next import");
+            return;
+        }
         if let Err(e) = catalog(&inner, true).await {
             tracing::warn!(error = %e, "could not walk the space table at import");
         }
-        sweep_old_roots(&inner).await;
     });
     if !syncer {
         return;
@@ -76,15 +79,13 @@ async fn catalog(inner: &Arc<Inner>, rebuild: bool) -> Result<Vec<(u64, SegmentS
     Ok(live)
 }
 
-/// Deletes segments freed long enough ago, and the root that just fell out of the kept window.
-pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64) {
-    let kept = inner.config.read().roots_kept;
-    if published > kept {
-        let _ = inner.store.delete(&root_key(published - kept - 1)).await;
-    }
+/// Deletes the roots that left both retention windows, then the segments freed long enough ago
+/// that no retained root can reference them.
+pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u64) {
+    let Some(oldest_root) = super::point_in_time::prune_roots(inner, published, time_ms).await else { return };
     let due: Vec<u64> = {
         let meta = inner.meta.read();
-        meta.pending_deletes.iter().filter(|(_, f)| **f + kept <= published).map(|(s, _)| *s).take(DELETES_PER_TXG_MAX).collect()
+        meta.pending_deletes.iter().filter(|(_, f)| **f <= oldest_root).map(|(s, _)| *s).take(DELETES_PER_TXG_MAX).collect()
     };
     for seg in due {
         match inner.store.delete(&segment_key(seg)).await {
@@ -97,19 +98,6 @@ pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64) {
                 tracing::warn!(error = %e, "could not delete segment {seg:016x}; will retry");
                 break;
             }
-        }
-    }
-}
-
-/// Roots older than the kept window left behind by a crash (listing `roots/` only).
-async fn sweep_old_roots(inner: &Arc<Inner>) {
-    let latest = inner.meta.read().root.txg;
-    let kept = inner.config.read().roots_kept;
-    let Ok(keys) = inner.store.list("roots/").await else { return };
-    for (k, _) in keys {
-        let Some(txg) = k.strip_prefix("roots/").and_then(|h| u64::from_str_radix(h, 16).ok()) else { continue };
-        if txg + kept < latest {
-            let _ = inner.store.delete(&k).await;
         }
     }
 }

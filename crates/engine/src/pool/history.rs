@@ -93,6 +93,9 @@ pub fn this_host() -> String {
 
 /// Records one event of an imported pool; failures are logged, never returned.
 pub(crate) async fn record(inner: &Inner, event: &str) {
+    if inner.health.lock().read_only_txg.is_some() {
+        return; // A read-only import writes nothing to the store.
+    }
     let e = HistoryEvent { time_ms: inner.env.clock.wall_ms(), txg: inner.meta.read().root.txg, host: this_host(), event: event.to_string() };
     if let Err(err) = write_history_event(&inner.store, &e, inner.rng.next_u64() as u32).await {
         tracing::warn!(error = %err, event, "could not record the event in the pool history");

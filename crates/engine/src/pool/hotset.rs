@@ -129,6 +129,9 @@ impl Pool {
     /// Stores the current hot set (at most what fits in `budget_bytes`) in the object store;
     /// returns the number of regions saved. Called at export, on demand, and periodically.
     pub async fn save_hot_set(&self, budget_bytes: u64) -> Result<usize> {
+        if self.read_only_txg().is_some() {
+            return Ok(0); // A read-only import writes nothing to the store.
+        }
         let max = (budget_bytes / (REGION_BLOCKS * BLOCK_BYTES)).max(1) as usize;
         let regions = self.inner.hot.hottest(max.min(TRACKED_REGIONS_MAX));
         let blob = encode(self.published_txg(), &regions);

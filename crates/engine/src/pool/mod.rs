@@ -9,6 +9,7 @@ mod history;
 mod hotset;
 mod intent;
 mod open;
+mod point_in_time;
 mod read;
 mod scrub;
 mod snapshot;
@@ -24,6 +25,7 @@ pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use audit::SpaceAudit;
+pub use point_in_time::{list_root_txgs, PointInTime};
 pub use snapshot::{split_snapshot_name, SnapshotInfo};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
@@ -126,6 +128,8 @@ pub(crate) struct Inner {
     pub warmup: hotset::WarmupCounters,
     /// The current or last scrub (scrub.rs).
     pub scrub: scrub::ScrubControl,
+    /// Roots in the store and their ages (point_in_time.rs).
+    pub roots: Mutex<point_in_time::RetainedRoots>,
 }
 
 impl Inner {
@@ -230,6 +234,13 @@ impl Pool {
     /// Drains everything to the store, publishes a root that marks the pool exported, and stops
     /// background work. The handle must not be used afterwards.
     pub async fn export(&self) -> Result<()> {
+        if self.read_only_txg().is_some() {
+            // A read-only import wrote nothing and claims nothing.
+            for t in self.tasks.lock().drain(..) {
+                t.abort();
+            }
+            return Ok(());
+        }
         sync::sync_until_clean(&self.inner).await?;
         sync::publish_export(&self.inner).await?;
         for t in self.tasks.lock().drain(..) {

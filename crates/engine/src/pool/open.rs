@@ -46,7 +46,7 @@ fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
     }
 }
 
-fn wrap_store(store: DynStore, config: &PoolConfig, env: &Env) -> (DynStore, Arc<crate::objstore::StoreStats>) {
+pub(super) fn wrap_store(store: DynStore, config: &PoolConfig, env: &Env) -> (DynStore, Arc<crate::objstore::StoreStats>) {
     let instrumented = Arc::new(InstrumentedStore::new(store, env.clock.clone()));
     let stats = instrumented.stats.clone();
     let retrying = RetryingStore::new(instrumented, config.retry.clone(), env.clock.clone(), env.seed ^ 0x5eed);
@@ -154,37 +154,7 @@ impl Pool {
             Error::Fenced(why) => Error::Unavailable(format!("another importer claimed pool '{name}' at the same time: {why}")),
             other => other,
         })?;
-        let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
-        let snapshots = claim.snapshots.iter().map(|s| (s.id, s.clone())).collect();
-        let (published, _) = tokio::sync::watch::channel(claim.txg);
-        let inner = Arc::new(Inner {
-            store,
-            store_stats,
-            rng,
-            config: parking_lot::RwLock::new(config.clone()),
-            name: name.to_string(),
-            guid: claim.pool_guid,
-            epoch: claim.epoch,
-            import_id: me.import_id,
-            cache: PageCache::new(config.map_cache_bytes),
-            meta: parking_lot::RwLock::new(Meta { root: claim.clone(), volumes, snapshots, pending_deletes: BTreeMap::new() }),
-            pending: Default::default(),
-            txg: parking_lot::Mutex::new(TxgState { open: DirtySet::default(), open_txg: claim.txg + 1, syncing: None }),
-            blocks,
-            sync_lock: tokio::sync::Mutex::new(()),
-            published,
-            kick: Default::default(),
-            dirty_freed: Default::default(),
-            health: Default::default(),
-            counters: Default::default(),
-            readahead: Default::default(),
-            intent: super::intent::Intent::new(log),
-            prefetching: Default::default(),
-            hot: Default::default(),
-            warmup: Default::default(),
-            scrub: Default::default(),
-            env,
-        });
+        let inner = new_inner(InnerParts { store, store_stats, rng, config: config.clone(), name, root: &claim, import_id: me.import_id, log, env, blocks });
         let pool = Pool::from_inner(inner.clone());
         let replayed = super::intent::replay(&inner, &pool, latest.txg).await?;
         if replayed > 0 {
@@ -195,7 +165,57 @@ impl Pool {
     }
 }
 
-fn no_pool(store: &dyn crate::objstore::Store) -> Error {
+/// What a new in-memory pool is made of (shared by import and read-only import).
+pub(super) struct InnerParts<'a> {
+    pub store: DynStore,
+    pub store_stats: Arc<crate::objstore::StoreStats>,
+    pub rng: Rng,
+    pub config: PoolConfig,
+    pub name: &'a str,
+    pub root: &'a Root,
+    pub import_id: u128,
+    pub log: Option<Arc<fardisk_slog::IntentLog>>,
+    pub env: Env,
+    pub blocks: Arc<dyn BlockCache>,
+}
+
+pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
+    let InnerParts { store, store_stats, rng, config, name, root: claim, import_id, log, env, blocks } = p;
+    let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
+    let snapshots = claim.snapshots.iter().map(|s| (s.id, s.clone())).collect();
+    let (published, _) = tokio::sync::watch::channel(claim.txg);
+    Arc::new(Inner {
+        store,
+        store_stats,
+        rng,
+        config: parking_lot::RwLock::new(config.clone()),
+        name: name.to_string(),
+        guid: claim.pool_guid,
+        epoch: claim.epoch,
+        import_id,
+        cache: PageCache::new(config.map_cache_bytes),
+        meta: parking_lot::RwLock::new(Meta { root: claim.clone(), volumes, snapshots, pending_deletes: BTreeMap::new() }),
+        pending: Default::default(),
+        txg: parking_lot::Mutex::new(TxgState { open: DirtySet::default(), open_txg: claim.txg + 1, syncing: None }),
+        blocks,
+        sync_lock: tokio::sync::Mutex::new(()),
+        published,
+        kick: Default::default(),
+        dirty_freed: Default::default(),
+        health: Default::default(),
+        counters: Default::default(),
+        readahead: Default::default(),
+        intent: super::intent::Intent::new(log),
+        prefetching: Default::default(),
+        hot: Default::default(),
+        warmup: Default::default(),
+        scrub: Default::default(),
+        roots: Default::default(),
+        env,
+    })
+}
+
+pub(super) fn no_pool(store: &dyn crate::objstore::Store) -> Error {
     Error::Unavailable(format!("no fardisk pool in {}; check the URL, or create one with 'fardisk create'", store.describe()))
 }
 

@@ -126,6 +126,8 @@ struct Item {
 impl Pool {
     /// Starts a scrub in the background, or resumes a paused one.
     pub fn scrub_start(&self) -> Result<()> {
+        // Scrub repairs by rewriting blocks; a read-only import cannot.
+        self.check_writable()?;
         let ctl = &self.inner.scrub;
         {
             let mut p = ctl.progress.lock();

@@ -23,24 +23,31 @@ pub enum PoolHealth {
 #[derive(Debug)]
 pub(crate) struct HealthState {
     pub health: PoolHealth,
+    /// Imported read-only at this txg (point_in_time.rs): every change is refused.
+    pub read_only_txg: Option<u64>,
 }
 
 impl Default for HealthState {
     fn default() -> Self {
-        HealthState { health: PoolHealth::Online }
+        HealthState { health: PoolHealth::Online, read_only_txg: None }
     }
 }
 
 impl HealthState {
     pub fn check_writable(&self) -> Result<()> {
+        if let Some(t) = self.read_only_txg {
+            return Err(Error::BadInput(format!(
+                "the pool is imported read-only at txg {t}; export it and import it without --txg/--at/--read-only to change it"
+            )));
+        }
+        self.check_not_fenced()
+    }
+    pub fn check_not_fenced(&self) -> Result<()> {
         match &self.health {
             PoolHealth::Fenced(w) => Err(Error::Fenced(w.clone())),
             PoolHealth::Faulted(w) => Err(Error::Unavailable(format!("pool is faulted: {w}; export and import it again"))),
             _ => Ok(()),
         }
-    }
-    pub fn check_not_fenced(&self) -> Result<()> {
-        self.check_writable()
     }
     pub fn suspend(&mut self, why: String) {
         if matches!(self.health, PoolHealth::Online | PoolHealth::Suspended(_)) {

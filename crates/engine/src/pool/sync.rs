@@ -299,7 +299,7 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     }
     let _ = inner.published.send_replace(txg);
     inner.intent.published(txg);
-    super::gc::delete_freed(inner, txg).await;
+    super::gc::delete_freed(inner, txg, time_ms).await;
     Ok(())
 }
 
