@@ -48,7 +48,8 @@ impl Drop for VolumeDevice {
 impl VolumeDevice {
     /// `name` is a volume, or `VOLUME@SNAPSHOT` for a snapshot, served read-only.
     pub fn new(pool: Pool, name: &str) -> Option<VolumeDevice> {
-        let (volume_id, read_only) = id_of(&pool, name)?;
+        let (volume_id, snapshot) = id_of(&pool, name)?;
+        let read_only = snapshot || pool.read_only_txg().is_some();
         if let Ok(mut m) = OPEN_DEVICES.lock() {
             *m.entry((pool.guid(), volume_id)).or_default() += 1;
         }

@@ -156,8 +156,9 @@ impl Pool {
     /// no log, no background work, nothing written to the store. Volumes and snapshots read as
     /// they were; every change is refused. The root and what it references stay readable while
     /// the writer retains it (`roots_kept`, `root_retention_s`).
-    pub async fn import_read_only(store: DynStore, name: &str, at: PointInTime, config: super::PoolConfig, env: super::Env,
-                                  blocks: Arc<dyn BlockCache>) -> Result<Pool> {
+    /// `local_name` names it on this host (the writer may serve `name` here at the same time).
+    pub async fn import_read_only(store: DynStore, name: &str, local_name: &str, at: PointInTime, config: super::PoolConfig,
+                                  env: super::Env, blocks: Arc<dyn BlockCache>) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &config, &env);
         let root = find_root(store.as_ref(), at).await?;
         if root.pool_name != name {
@@ -167,7 +168,7 @@ impl Pool {
         config.apply_props(&root.props)?;
         let rng = Rng::new(env.seed);
         let import_id = rng.next_u128();
-        let inner = new_inner(InnerParts { store, store_stats, rng, config, name, root: &root, import_id, log: None, env, blocks });
+        let inner = new_inner(InnerParts { store, store_stats, rng, config, name: local_name, root: &root, import_id, log: None, env, blocks });
         inner.health.lock().read_only_txg = Some(root.txg);
         Ok(Pool::from_inner(inner))
     }

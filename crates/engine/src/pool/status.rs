@@ -137,6 +137,8 @@ pub struct PoolStatus {
     pub import_id: String,
     pub published_txg: u64,
     pub published_time_ms: u64,
+    /// Some(txg) when imported read-only at that txg (`import --read-only/--txg/--at`).
+    pub read_only_txg: Option<u64>,
     pub open_txg: u64,
     pub dirty_bytes: u64,
     pub dirty_bytes_max: u64,
@@ -247,6 +249,7 @@ impl Pool {
             epoch: i.epoch,
             import_id: format!("{:032x}", i.import_id),
             published_txg: meta.root.txg,
+            read_only_txg: i.health.lock().read_only_txg,
             published_time_ms: meta.root.time_ms,
             open_txg,
             dirty_bytes: self.dirty_bytes(),

@@ -4,6 +4,7 @@ use crate::daemon::{self, DaemonOptions, NbdListen};
 use crate::paths::{control_socket, load_record, log_file, save_record, PoolRecord};
 use anyhow::{bail, Context, Result};
 use fardisk_engine::objstore::SimulateSpec;
+use fardisk_engine::pool::PointInTime;
 use fardisk_engine::PoolConfig;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -42,6 +43,21 @@ pub struct ImportArgs {
     /// Allow --metrics on a non-loopback address
     #[arg(long)]
     pub metrics_public: bool,
+    /// Open the pool read-only: nothing is written to the store, the log or the cache devices,
+    /// and the writer (if any) goes on. Implied by --txg and --at
+    #[arg(long)]
+    pub read_only: bool,
+    /// Read-only, as the pool was at this txg (any root still retained: see root_retention_s)
+    #[arg(long, value_name = "TXG", conflicts_with = "at")]
+    pub txg: Option<u64>,
+    /// Read-only, as the pool was at this time: the newest root published at or before it
+    /// (UTC, "YYYY-MM-DD HH:MM:SS", or Unix seconds)
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// The name to give the pool on this host (its socket, logs, mount label), so a read-only
+    /// import can run beside the writer's
+    #[arg(long = "as", value_name = "NAME")]
+    pub local_name: Option<String>,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
@@ -59,9 +75,15 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
     let nbd = a.nbd.iter().map(|s| NbdListen::parse(s)).collect::<Result<Vec<_>>>()?;
     let key = crate::keys::resolve(a.key_file.as_deref(), known.as_ref().and_then(|r| r.key_file.as_deref()))?;
     let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
-    let record = PoolRecord { name: a.pool.clone(), store_url: store_url.clone(), simulate: simulate_text, key_file };
+    let record = PoolRecord { name: a.local_name.clone().unwrap_or_else(|| a.pool.clone()), store_url: store_url.clone(), simulate: simulate_text, key_file };
+    let read_only = point_in_time(a)?;
+    if a.local_name.is_some() && read_only.is_none() {
+        bail!("--as names a read-only import; add --read-only, --txg or --at");
+    }
     let opts = DaemonOptions {
-        pool: a.pool.clone(),
+        read_only,
+        store_pool: a.pool.clone(),
+        pool: a.local_name.clone().unwrap_or_else(|| a.pool.clone()),
         store_url,
         simulate,
         mount: a.mount.clone(),
@@ -75,24 +97,65 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
     Ok((record, opts))
 }
 
+/// `--read-only`, `--txg N` or `--at TIME` as the point the pool opens at.
+fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
+    if a.force || a.missing_log {
+        if a.read_only || a.txg.is_some() || a.at.is_some() {
+            bail!("--force and --missing-log concern a writable import; a read-only one needs neither");
+        }
+    }
+    Ok(match (a.txg, &a.at) {
+        (Some(t), _) => Some(PointInTime::Txg(t)),
+        (None, Some(at)) => Some(PointInTime::TimeMs(parse_time_ms(at)?)),
+        (None, None) if a.read_only => Some(PointInTime::Latest),
+        (None, None) => None,
+    })
+}
+
+/// "YYYY-MM-DD HH:MM:SS" (UTC; a "T" and a trailing "Z" are accepted too) or Unix seconds.
+pub fn parse_time_ms(s: &str) -> Result<u64> {
+    if let Ok(secs) = s.trim().parse::<u64>() {
+        return Ok(secs * 1000);
+    }
+    let t = s.trim().trim_end_matches('Z').replace('T', " ");
+    let bad = || anyhow::anyhow!("'{s}' is not a time: use UTC \"YYYY-MM-DD HH:MM:SS\" or Unix seconds");
+    let (date, time) = t.split_once(' ').unwrap_or((t.as_str(), "00:00:00"));
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
+    let h: Vec<i64> = time.split(':').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
+    if d.len() != 3 || h.is_empty() || h.len() > 3 || !(1..=12).contains(&d[1]) || !(1..=31).contains(&d[2]) {
+        return Err(bad());
+    }
+    let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h[0] * 3600 + h.get(1).copied().unwrap_or(0) * 60 + h.get(2).copied().unwrap_or(0);
+    u64::try_from(secs * 1000).map_err(|_| bad())
+}
+
 pub fn run(a: ImportArgs) -> Result<()> {
     let (record, opts) = resolve(&a)?;
-    let socket = control_socket(&a.pool);
+    let socket = control_socket(&opts.pool);
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-        bail!("pool '{}' is already imported on this host (control socket {})", a.pool, socket.display());
+        let hint = if opts.read_only.is_some() { "; give the read-only import another local name with --as NAME" } else { "" };
+        bail!("pool '{}' is already imported on this host (control socket {}){hint}", opts.pool, socket.display());
     }
     if a.foreground {
         let rt = super::runtime()?;
         rt.block_on(daemon::run(opts))?;
         return Ok(());
     }
-    start_background(&a, &record)
+    start_background(&a, &record, opts.read_only.is_some())
 }
 
 /// Re-executes this binary with --foreground, detached, logging to the pool's log file, and waits
 /// until its control socket answers (or it dies, whose last log line is then the error).
-fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
-    let log = log_file(&a.pool);
+fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Result<()> {
+    let name = record.name.as_str();
+    let log = log_file(name);
     std::fs::create_dir_all(log.parent().context("log dir")?)?;
     let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).with_context(|| format!("cannot open {}", log.display()))?;
     let start_len = out.metadata().map(|m| m.len()).unwrap_or(0);
@@ -112,16 +175,16 @@ fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
         });
     }
     let mut child = cmd.spawn().context("cannot start the daemon")?;
-    let socket = control_socket(&a.pool);
+    let socket = control_socket(name);
     let deadline = Instant::now() + Duration::from_secs(a.wait);
     let rt = super::runtime()?;
     // On a terminal: a spinner showing what the daemon is doing (log replay, L2ARC open, mount).
-    let spinner = crate::progress::spinner(&format!("importing {}", a.pool));
+    let spinner = crate::progress::spinner(&format!("importing {name}"));
     while Instant::now() < deadline {
         if let Some(sp) = &spinner {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             if let Some(last) = text.get(start_len as usize..).and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty())) {
-                sp.set_message(format!("importing {}: {}", a.pool, daemon_log_message(last)));
+                sp.set_message(format!("importing {name}: {}", daemon_log_message(last)));
             }
         }
         if let Some(status) = child.try_wait()? {
@@ -135,8 +198,13 @@ fn start_background(a: &ImportArgs, record: &PoolRecord) -> Result<()> {
             if let Some(sp) = &spinner {
                 sp.finish_and_clear();
             }
-            save_record(record)?;
-            println!("pool '{}' imported (daemon pid {}, log {})", a.pool, child.id(), log.display());
+            if read_only {
+                // Not remembered: a later plain `fardisk import` must not come back read-only.
+                println!("pool '{}' imported read-only as '{name}' (daemon pid {}, log {})", a.pool, child.id(), log.display());
+            } else {
+                save_record(record)?;
+                println!("pool '{name}' imported (daemon pid {}, log {})", child.id(), log.display());
+            }
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -167,4 +235,17 @@ pub async fn export(pool: &str) -> Result<()> {
     let v = v?;
     println!("pool '{pool}' exported at txg {}", v["txg"]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times() {
+        assert_eq!(super::parse_time_ms("1795000000").unwrap(), 1_795_000_000_000);
+        assert_eq!(super::parse_time_ms("2026-11-18 11:06:40").unwrap(), 1_795_000_000_000);
+        assert_eq!(super::parse_time_ms("2026-11-18T11:06:40Z").unwrap(), 1_795_000_000_000);
+        assert_eq!(super::parse_time_ms("1970-01-01").unwrap(), 0);
+        assert!(super::parse_time_ms("yesterday").is_err());
+        assert!(super::parse_time_ms("2026-13-01 00:00:00").is_err());
+    }
 }

@@ -33,7 +33,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  fardisk create tank file:///srv/tank\n  fardisk create tank s3://bucket/tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1 cache /dev/nvme0n1p2 -o compression=zstd")]
     Create(create::CreateArgs),
     /// Import a pool and serve its volumes (FUSE image files, NBD); runs in the background unless --foreground
-    #[command(after_help = "Examples:\n  fardisk import tank file:///srv/tank --mount /mnt/fardisk\n  fardisk import tank s3://bucket/tank --nbd unix:/run/fardisk/tank.nbd --nbd tcp:127.0.0.1:10809")]
+    #[command(after_help = "Examples:\n  fardisk import tank file:///srv/tank --mount /mnt/fardisk\n  fardisk import tank s3://bucket/tank --nbd unix:/run/fardisk/tank.nbd --nbd tcp:127.0.0.1:10809\n  fardisk import tank --at \"2026-11-23 09:00:00\" --as tank-0900 --mount /mnt/tank-0900   # read-only, as it was then\n  fardisk import tank --txg 41230 --as tank-old --nbd unix:/run/fardisk/tank-old.nbd")]
     Import(import::ImportArgs),
     /// Drain everything to the store and stop serving the pool
     #[command(after_help = "Example:\n  fardisk export tank")]

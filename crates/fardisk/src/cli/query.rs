@@ -164,7 +164,10 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     outln!(out, "  pool: {}", v["name"].as_str().unwrap_or("?"));
     outln!(out, " state: {}", health_text(v));
     outln!(out, " store: {}", v["store"].as_str().unwrap_or("?"));
-    outln!(out, "   txg: {} published {} (recovery point without the log)", u("published_txg"), age_text(u("published_time_ms"), now_ms));
+    match v["read_only_txg"].as_u64() {
+        Some(t) => outln!(out, "   txg: {t} published {}; imported READ-ONLY at this txg (nothing is written)", age_text(u("published_time_ms"), now_ms)),
+        None => outln!(out, "   txg: {} published {} (recovery point without the log)", u("published_txg"), age_text(u("published_time_ms"), now_ms)),
+    }
     if v.get("open_txg").is_some() {
         outln!(out, " dirty: {} of {} max, open txg {}{}", human(u("dirty_bytes")), human(u("dirty_bytes_max")), u("open_txg"),
             if v["syncing"].as_bool() == Some(true) { ", a txg is uploading" } else { "" });

@@ -49,6 +49,11 @@ pub struct DaemonOptions {
     pub key: Option<EncryptionKey>,
     /// Where to serve Prometheus metrics (`--metrics`); None: no endpoint.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Open read-only at this point (`--read-only`, `--txg`, `--at`): nothing is written to the
+    /// store, the log or the cache devices.
+    pub read_only: Option<fardisk_engine::pool::PointInTime>,
+    /// The pool's name in its store (`pool` is its name on this host, which `--as` may change).
+    pub store_pool: String,
 }
 
 /// The pool's store: the backend for `url`, encrypted with `key` when given, then made far away
@@ -73,10 +78,18 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let log_hint = crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
     let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint };
     let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let cache = Arc::new(build_cache(&root, &env));
+    // A read-only import leaves the cache devices alone: the writer may be using them.
+    let cache = Arc::new(if opts.read_only.is_some() { ArcBlockCache::with_l2_config(arc_max_bytes(&root), None, L2ArcConfig::default(), env.seed) } else { build_cache(&root, &env) });
     let hot_set_budget = arc_max_bytes(&root);
-    let pool = Pool::import(store, &opts.pool, import, env, cache.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported");
+    let pool = match opts.read_only {
+        Some(at) => Pool::import_read_only(store, &opts.store_pool, &opts.pool, at, opts.config.clone(), env, cache.clone()).await,
+        None => Pool::import(store, &opts.pool, import, env, cache.clone()).await,
+    }
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    match pool.read_only_txg() {
+        Some(t) => tracing::info!(pool = %opts.pool, txg = t, "imported read-only"),
+        None => tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported"),
+    }
     pool.log_history(&super::control::command_line().replace(" --foreground", "")).await;
     let exports = Arc::new(PoolExports { pool: pool.clone() });
     let log_watch = tokio::spawn(watch_log_state(pool.clone(), opts.pool.clone()));
@@ -154,7 +167,9 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     pool.log_history(&format!("export ({stop_reason})")).await;
     let result = pool.export().await;
     cache.shutdown();
-    record_log_state(&pool, &opts.pool);
+    if pool.read_only_txg().is_none() {
+        record_log_state(&pool, &opts.pool);
+    }
     let waiting = state.exported.receiver_count() > 0;
     let replied = state.replied.notified();
     state.exported.send_replace(Some(result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string())));
