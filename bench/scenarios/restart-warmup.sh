@@ -13,23 +13,9 @@ FD_NAME=restart-warmup
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 WORK="$FARDISK_RUN_DIR/bench/restart-warmup"
-RESULTS="$FARDISK_BENCH_RESULTS"
 rm -rf "$WORK"
-mkdir -p "$WORK/series"
+mkdir -p "$WORK"
 trap 'rm -rf "$WORK/scratch"' EXIT
 
-fd_log "building fardisk-bench (release)"
-(cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk-bench) || fd_die "cargo build failed"
-BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk-bench"
-
-started_at="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-fs_type="$(df --output=fstype "$FARDISK_RUN_DIR" | tail -n 1 | tr -d ' ')"
-"$BIN" restart-warmup --dir "$WORK/scratch" --seconds "${FARDISK_RESTART_BEFORE_S:-60}" --after-seconds "${FARDISK_RESTART_AFTER_S:-60}" --seed "${FARDISK_SEED:-1}" \
-    --out "$WORK/rows.json" \
-    --note "scratch dir on $fs_type; shared 2-core machine, load average $load_before at the start" 2>&1 | tee "$WORK/bench.log" \
-    || fd_die "fardisk-bench failed (log: $WORK/bench.log)"
-load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
-FARDISK_BENCH_STARTED_AT="$started_at" python3 "$FARDISK_ROOT/bench/lib/rows_to_results.py" "$WORK/rows.json" "$WORK/series" "$RESULTS" restart-warmup \
-    "load average $load_after at the end"
-fd_log "done: $(ls "$RESULTS"/restart-warmup-* 2>/dev/null | wc -l) restart-warmup result files in $RESULTS"
+. "$FARDISK_ROOT/bench/lib/rows_scenario.sh"
+fd_bench_rows restart-warmup "$WORK" --seconds "${FARDISK_RESTART_BEFORE_S:-60}" --after-seconds "${FARDISK_RESTART_AFTER_S:-60}" --seed "${FARDISK_SEED:-1}"
