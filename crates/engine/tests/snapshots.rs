@@ -241,7 +241,7 @@ async fn run_seed(seed: u64, ops: usize) {
                 pool.audit_space().await.unwrap_or_else(|e| panic!("{what}: {e}"));
                 *counts.entry("audit").or_default() += 1;
             }
-            _ => {
+            98..=99 => {
                 // A crash: the pool goes away without export; what was published is what remains.
                 drop(pool);
                 pool = import(store.clone(), &env).await;
@@ -249,6 +249,12 @@ async fn run_seed(seed: u64, ops: usize) {
                 check_all(&pool, &m, &format!("{what} after crash")).await;
                 *counts.entry("crash").or_default() += 1;
             }
+            _ => unreachable!("below 100"),
+        }
+        // After every change of structure (and every compaction), every volume and snapshot.
+        let structural = (48..=89).contains(&op);
+        if structural && (m.snaps.len() != snaps.len() || m.vols.len() != vols.len() || !(58..=64).contains(&op)) {
+            check_all(&pool, &m, &format!("{what} after op {op}")).await;
         }
     }
     pool.sync_txg().await.expect("final sync");
