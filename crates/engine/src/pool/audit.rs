@@ -88,7 +88,7 @@ impl Pool {
         if !problems.is_empty() {
             let n = problems.len();
             problems.truncate(MISMATCHES_LISTED_MAX);
-            return Err(Error::corrupt("space audit", &format!("{n} problem(s): {}", problems.join("; "))));
+            return Err(Error::corrupt("space audit", format!("{n} problem(s): {}", problems.join("; "))));
         }
         Ok(SpaceAudit {
             trees: trees.len() + 1,

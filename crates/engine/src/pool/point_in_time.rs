@@ -71,7 +71,7 @@ pub(crate) async fn prune_roots(inner: &Arc<Inner>, published: u64, time_ms: u64
     for _ in 0..ROOT_DELETES_PER_TXG_MAX {
         let (oldest, known_ms, count, loaded) = {
             let r = inner.roots.lock();
-            let Some((t, ms)) = r.roots.iter().next() else { return None };
+            let (t, ms) = r.roots.iter().next()?;
             (*t, *ms, r.roots.len() as u64, r.loaded)
         };
         if !loaded {

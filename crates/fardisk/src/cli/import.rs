@@ -99,10 +99,8 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
 
 /// `--read-only`, `--txg N` or `--at TIME` as the point the pool opens at.
 fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
-    if a.force || a.missing_log {
-        if a.read_only || a.txg.is_some() || a.at.is_some() {
-            bail!("--force and --missing-log concern a writable import; a read-only one needs neither");
-        }
+    if (a.force || a.missing_log) && (a.read_only || a.txg.is_some() || a.at.is_some()) {
+        bail!("--force and --missing-log concern a writable import; a read-only one needs neither");
     }
     Ok(match (a.txg, &a.at) {
         (Some(t), _) => Some(PointInTime::Txg(t)),
