@@ -10,13 +10,14 @@
 //! * scan resistance, at the cache alone: a hot set's hit ratio before and after one sequential
 //!   scan of 4x the cache size, for the ARC and for a plain LRU of the same size.
 
+use crate::data::xorshift64 as next;
+use crate::far_store::far_file_store;
 use crate::stats::round3;
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use fardisk_arc::{AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use serde_json::{json, Value};
@@ -38,13 +39,6 @@ pub struct Args {
     pub seconds: u64,
     pub latency_ms: u64,
     pub seed: u64,
-}
-
-fn next(rng: &mut u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    *rng
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -250,9 +244,7 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
 
     // The pool: write the working set, let the L2ARC take what the ARC evicts.
     let env = Env { clock: clock.clone(), seed: a.seed };
-    let base = open_store_url(&format!("file://{}", a.dir.join("store").display()), true).map_err(|e| anyhow!("{e}"))?;
-    let spec = SimulateSpec::parse(&format!("latency={}", a.latency_ms)).map_err(|e| anyhow!("{e}"))?;
-    let store: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock.clone(), a.seed));
+    let (_, store) = far_file_store(&a.dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     let guid = fardisk_engine::rng::Rng::new(a.seed).next_u128();
     Pool::create(store.clone(), "bench", CreateOptions { pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("{e}"))?;
     let l2_path = a.dir.join("cache0");

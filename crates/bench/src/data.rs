@@ -29,6 +29,14 @@ impl DataKind {
     }
 }
 
+/// Xorshift64 (Marsaglia 2003): the readers' cheap block picker (`state` must not be 0).
+pub fn xorshift64(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough that lz4 finds nothing.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {

@@ -10,6 +10,7 @@
 mod cache_reads;
 mod data;
 mod engine;
+mod far_store;
 mod log_bursts;
 mod progress;
 mod raw;

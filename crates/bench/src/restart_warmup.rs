@@ -12,13 +12,14 @@
 //! After each restart the workload runs for `after_seconds`, and reads per second and p99 per
 //! second are recorded: the curves of the first minute.
 
+use crate::data::xorshift64 as next;
+use crate::far_store::far_file_store;
 use crate::stats::round3;
 use anyhow::{anyhow, Result};
 use bytes::Bytes;
 use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use serde_json::{json, Value};
@@ -43,13 +44,6 @@ pub struct Args {
     pub after_seconds: u64,
     pub latency_ms: u64,
     pub seed: u64,
-}
-
-fn next(rng: &mut u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    *rng
 }
 
 /// Reads: (completion second since the start, latency µs).
@@ -151,9 +145,7 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     let _ = std::fs::remove_dir_all(&a.dir);
     std::fs::create_dir_all(&a.dir)?;
     let env = Env { clock: clock.clone(), seed: a.seed };
-    let base = open_store_url(&format!("file://{}", a.dir.join("store").display()), true).map_err(|e| anyhow!("{e}"))?;
-    let spec = SimulateSpec::parse(&format!("latency={}", a.latency_ms)).map_err(|e| anyhow!("{e}"))?;
-    let store: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock.clone(), a.seed));
+    let (_, store) = far_file_store(&a.dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     let guid = fardisk_engine::rng::Rng::new(a.seed).next_u128();
     Pool::create(store.clone(), "bench", CreateOptions { pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("{e}"))?;
     let l2_path = a.dir.join("cache0");

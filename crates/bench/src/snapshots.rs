@@ -6,12 +6,14 @@
 //! Objects and bytes in the store are counted before and after each clean snapshot. The page
 //! cache's writeback of the fill is drained (`sync`) before anything is timed.
 
-use crate::stats::round3;
+use crate::data::SplitMix64;
+use crate::far_store::far_file_store;
+use crate::stats::{self, round3};
 use anyhow::{anyhow, Result};
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
+use fardisk_engine::objstore::Store;
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use serde_json::{json, Value};
@@ -31,15 +33,10 @@ pub struct Args {
     pub seed: u64,
 }
 
-fn next(rng: &mut u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    *rng
-}
-
-fn chunk(rng: &mut u64, bytes: u64) -> Bytes {
-    Bytes::from((0..bytes / 8).flat_map(|_| next(rng).to_le_bytes()).collect::<Vec<u8>>())
+fn chunk(rng: &mut SplitMix64, bytes: u64) -> Bytes {
+    let mut buf = vec![0u8; bytes as usize];
+    rng.fill(&mut buf);
+    Bytes::from(buf)
 }
 
 fn e(x: impl std::fmt::Display) -> anyhow::Error {
@@ -58,9 +55,8 @@ async fn store_usage(store: &Arc<dyn Store>) -> Result<(u64, u64)> {
     Ok((objects, bytes))
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+fn median(v: &[f64]) -> f64 {
+    stats::median(v).unwrap_or(0.0)
 }
 
 async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Value> {
@@ -69,7 +65,7 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let env = Env { clock: clock.clone(), seed: a.seed };
-    let base = open_store_url(&format!("file://{}", dir.join("store").display()), true).map_err(e)?;
+    let (base, far) = far_file_store(&dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     Pool::create(base.clone(), "bench", CreateOptions::default(), &env).await.map_err(e)?;
     let config = PoolConfig { compression: fardisk_engine::compress::Compression::Off, ..PoolConfig::default() };
     let opts = || ImportOptions { config: config.clone(), ..Default::default() };
@@ -77,7 +73,7 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     let t0 = clock.mono_us();
     let pool = Pool::import(base.clone(), "bench", opts(), env.clone(), Arc::new(NoCache)).await.map_err(e)?;
     let vol = pool.volume_create("v", size_gib * GIB).map_err(e)?;
-    let mut rng = a.seed | 1;
+    let mut rng = SplitMix64::new(a.seed);
     for i in 0..size_gib * GIB / (4 * MIB) {
         pool.write(vol, i * 4 * MIB, chunk(&mut rng, 4 * MIB)).await.map_err(e)?;
     }
@@ -91,8 +87,6 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     let _ = std::process::Command::new("sync").status();
     eprintln!("fardisk-bench: writeback drained in {:.1} s", (clock.mono_us() - s) as f64 / 1e6);
 
-    let spec = SimulateSpec::parse(&format!("latency={}", a.latency_ms)).map_err(e)?;
-    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base.clone(), spec, clock.clone(), a.seed));
     let pool = Pool::import(far, "bench", opts(), env, Arc::new(NoCache)).await.map_err(e)?;
     let (mut clean_ms, mut dirty_ms, mut clone_ms) = (Vec::new(), Vec::new(), Vec::new());
     let (mut objects_added, mut bytes_added) = (Vec::new(), Vec::new());
@@ -105,7 +99,7 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
         objects_added.push(after.0 as f64 - before.0 as f64);
         bytes_added.push(after.1 as f64 - before.1 as f64);
 
-        let off = next(&mut rng) % (size_gib * GIB / DIRTY_BYTES) * DIRTY_BYTES;
+        let off = rng.next_u64() % (size_gib * GIB / DIRTY_BYTES) * DIRTY_BYTES;
         pool.write(vol, off, chunk(&mut rng, DIRTY_BYTES)).await.map_err(e)?;
         let s = clock.mono_us();
         pool.snapshot_create("v", &format!("dirty{r}")).await.map_err(e)?;
@@ -117,7 +111,7 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     }
     let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     eprintln!("fardisk-bench: {size_gib} GiB: snapshot {:.0} ms, after 16 MiB of writes {:.0} ms, clone {:.0} ms (medians)",
-        median(&mut clean_ms.clone()), median(&mut dirty_ms.clone()), median(&mut clone_ms.clone()));
+        median(&clean_ms), median(&dirty_ms), median(&clone_ms));
     pool.export().await.map_err(e)?;
     drop(pool);
     let _ = std::fs::remove_dir_all(&dir);
@@ -128,13 +122,13 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
         "notes": note,
         "params": {"volume_gib": size_gib, "rounds": a.rounds, "latency_ms_round_trip": a.latency_ms, "dirty_mib_before_second_snapshot": DIRTY_BYTES / MIB},
         "metrics": [
-            ["snapshot_ms_median", round3(median(&mut clean_ms.clone()))],
+            ["snapshot_ms_median", round3(median(&clean_ms))],
             ["snapshot_ms_max", round3(max(&clean_ms))],
-            ["snapshot_after_16mib_writes_ms_median", round3(median(&mut dirty_ms.clone()))],
-            ["clone_ms_median", round3(median(&mut clone_ms.clone()))],
+            ["snapshot_after_16mib_writes_ms_median", round3(median(&dirty_ms))],
+            ["clone_ms_median", round3(median(&clone_ms))],
             ["clone_ms_max", round3(max(&clone_ms))],
-            ["objects_added_per_snapshot", round3(median(&mut objects_added))],
-            ["bytes_added_per_snapshot", round3(median(&mut bytes_added))],
+            ["objects_added_per_snapshot", round3(median(&objects_added))],
+            ["bytes_added_per_snapshot", round3(median(&bytes_added))],
             ["fill_s", round3(fill_s)]
         ],
         "series": {}

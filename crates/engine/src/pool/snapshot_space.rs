@@ -106,17 +106,22 @@ pub(crate) async fn unique_blocks(inner: &Arc<Inner>, tree: &TreeRef, after_txg:
     Ok(out)
 }
 
+/// What snapshot `s` alone holds among `volumes` and `snaps`: what destroying it frees.
+async fn held_only_by(inner: &Arc<Inner>, s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>,
+                      snaps: &BTreeMap<u32, SnapshotEntry>) -> Result<Vec<BlockPtr>> {
+    let next = next_tree(s, volumes, snaps);
+    unique_blocks(inner, &s.tree, prev_txg(s, volumes, snaps), next.as_ref()).await
+}
+
 /// Physical bytes a snapshot alone holds: what destroying it would free now.
 pub(crate) async fn snapshot_unique_bytes(inner: &Arc<Inner>, id: u32) -> Result<u64> {
     let _guard = inner.sync_lock.lock().await;
-    let (s, prev, next) = {
+    let (volumes, snaps) = {
         let meta = inner.meta.read();
-        let s = meta.snapshots.get(&id).cloned().ok_or_else(|| Error::BadInput(format!("no snapshot with id {id}")))?;
-        let prev = prev_txg(&s, &meta.volumes, &meta.snapshots);
-        let next = next_tree(&s, &meta.volumes, &meta.snapshots);
-        (s, prev, next)
+        (meta.volumes.clone(), meta.snapshots.clone())
     };
-    let blocks = unique_blocks(inner, &s.tree, prev, next.as_ref()).await?;
+    let s = snaps.get(&id).ok_or_else(|| Error::BadInput(format!("no snapshot with id {id}")))?;
+    let blocks = held_only_by(inner, s, &volumes, &snaps).await?;
     Ok(blocks.iter().map(|p| p.physical_bytes as u64).sum())
 }
 
@@ -149,9 +154,7 @@ pub(crate) async fn apply_ops(
                 if volumes.values().any(|v| v.origin == Some(*id)) {
                     return Err(Error::Bug(format!("snapshot {id} destroyed while a clone needs it")));
                 }
-                let prev = prev_txg(&s, volumes, snaps);
-                let next = next_tree(&s, volumes, snaps);
-                out.freed.extend(unique_blocks(inner, &s.tree, prev, next.as_ref()).await?);
+                out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
                 snaps.remove(id);
                 out.destroyed.push(*id);
             }

@@ -104,34 +104,10 @@ fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
     }
     Ok(match (a.txg, &a.at) {
         (Some(t), _) => Some(PointInTime::Txg(t)),
-        (None, Some(at)) => Some(PointInTime::TimeMs(parse_time_ms(at)?)),
+        (None, Some(at)) => Some(PointInTime::TimeMs(super::utc::parse_time_ms(at)?)),
         (None, None) if a.read_only => Some(PointInTime::Latest),
         (None, None) => None,
     })
-}
-
-/// "YYYY-MM-DD HH:MM:SS" (UTC; a "T" and a trailing "Z" are accepted too) or Unix seconds.
-pub fn parse_time_ms(s: &str) -> Result<u64> {
-    if let Ok(secs) = s.trim().parse::<u64>() {
-        return Ok(secs * 1000);
-    }
-    let t = s.trim().trim_end_matches('Z').replace('T', " ");
-    let bad = || anyhow::anyhow!("'{s}' is not a time: use UTC \"YYYY-MM-DD HH:MM:SS\" or Unix seconds");
-    let (date, time) = t.split_once(' ').unwrap_or((t.as_str(), "00:00:00"));
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
-    let h: Vec<i64> = time.split(':').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
-    if d.len() != 3 || h.is_empty() || h.len() > 3 || !(1..=12).contains(&d[1]) || !(1..=31).contains(&d[2]) {
-        return Err(bad());
-    }
-    let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h[0] * 3600 + h.get(1).copied().unwrap_or(0) * 60 + h.get(2).copied().unwrap_or(0);
-    u64::try_from(secs * 1000).map_err(|_| bad())
 }
 
 pub fn run(a: ImportArgs) -> Result<()> {
@@ -233,17 +209,4 @@ pub async fn export(pool: &str) -> Result<()> {
     let v = v?;
     println!("pool '{pool}' exported at txg {}", v["txg"]);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times() {
-        assert_eq!(super::parse_time_ms("1795000000").unwrap(), 1_795_000_000_000);
-        assert_eq!(super::parse_time_ms("2026-11-18 11:06:40").unwrap(), 1_795_000_000_000);
-        assert_eq!(super::parse_time_ms("2026-11-18T11:06:40Z").unwrap(), 1_795_000_000_000);
-        assert_eq!(super::parse_time_ms("1970-01-01").unwrap(), 0);
-        assert!(super::parse_time_ms("yesterday").is_err());
-        assert!(super::parse_time_ms("2026-13-01 00:00:00").is_err());
-    }
 }

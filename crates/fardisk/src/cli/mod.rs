@@ -11,6 +11,7 @@ mod scrub_cmds;
 mod snapshot;
 mod size;
 mod snapshot_cmds;
+mod utc;
 mod vdev_cmds;
 mod vdev_spec;
 mod volume;

@@ -2,6 +2,7 @@
 
 use super::query::call;
 use super::size::human;
+use super::utc::date_text;
 use anyhow::Result;
 use serde_json::{json, Value};
 
@@ -75,29 +76,6 @@ fn duration_text(ms: u64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
-fn date_text(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    // UTC, as the rest of fardisk's output: no time-zone database needed.
-    let days = secs.div_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    let t = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", t / 3600, t / 60 % 60, t % 60)
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + (m <= 2) as i64, m, d)
-}
-
 /// The `scan:` line of `zpool status`, for the current or last scrub.
 pub fn scan_text(s: &Value) -> String {
     let u = |k: &str| s[k].as_u64().unwrap_or(0);
@@ -159,13 +137,6 @@ pub async fn history(a: HistoryArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_are_civil_utc() {
-        assert_eq!(date_text(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(date_text(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(date_text(1_795_305_600_000 + 3_723_000), "2026-11-22 01:02:03 UTC");
-    }
 
     #[test]
     fn scan_line_of_a_finished_scrub() {

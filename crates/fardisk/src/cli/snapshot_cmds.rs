@@ -88,32 +88,13 @@ async fn list(pool: &str, as_json: bool) -> Result<()> {
     }
     println!("{:<32} {:>8} {:>8} {:>8}  {:<20} CLONES", "NAME", "USED", "REFER", "TXG", "CREATION");
     for s in v["snapshots"].as_array().into_iter().flatten() {
-        let created = s["time_ms"].as_u64().map(|ms| {
-            let secs = (ms / 1000) as i64;
-            humantime_like(secs)
-        }).unwrap_or_default();
+        let created = s["time_ms"].as_u64().map(super::utc::date_time).unwrap_or_default();
         let clones: Vec<&str> = s["clones"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
         println!("{:<32} {:>8} {:>8} {:>8}  {:<20} {}", format!("{pool}/{}", s["full_name"].as_str().unwrap_or("?")),
             human(s["used_bytes"].as_u64().unwrap_or(0)), human(s["referenced_bytes"].as_u64().unwrap_or(0)),
             s["txg"].as_u64().unwrap_or(0), created, if clones.is_empty() { "-".to_string() } else { clones.join(",") });
     }
     Ok(())
-}
-
-/// UTC `YYYY-MM-DD HH:MM:SS` from Unix seconds (civil-from-days, no time-zone database needed).
-fn humantime_like(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 pub async fn clone(a: CloneArgs) -> Result<()> {
@@ -139,13 +120,4 @@ pub async fn rollback(a: RollbackArgs) -> Result<()> {
     call(pool, "rollback", json!({"target": snap, "recursive": a.recursive})).await?;
     println!("rolled back to {}", a.target);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn civil_time() {
-        assert_eq!(super::humantime_like(0), "1970-01-01 00:00:00");
-        assert_eq!(super::humantime_like(1_795_000_000), "2026-11-18 11:06:40");
-    }
 }

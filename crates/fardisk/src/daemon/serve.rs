@@ -79,7 +79,7 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint };
     let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     // A read-only import leaves the cache devices alone: the writer may be using them.
-    let cache = Arc::new(if opts.read_only.is_some() { ArcBlockCache::with_l2_config(arc_max_bytes(&root), None, L2ArcConfig::default(), env.seed) } else { build_cache(&root, &env) });
+    let cache = Arc::new(build_cache(&root, &env, opts.read_only.is_none()));
     let hot_set_budget = arc_max_bytes(&root);
     let pool = match opts.read_only {
         Some(at) => Pool::import_read_only(store, &opts.store_pool, &opts.pool, at, opts.config.clone(), env, cache.clone()).await,
@@ -237,9 +237,14 @@ fn arc_max_bytes(root: &fardisk_engine::root::Root) -> u64 {
 
 /// The ARC sized by the pool's `arc_max`, with the L2ARC over its cache devices. A cache device
 /// that cannot be opened is left out (reads go to the store) and logged, never fatal.
-fn build_cache(root: &fardisk_engine::root::Root, env: &Env) -> ArcBlockCache {
+/// The ARC, with the pool's cache devices as its L2ARC when `with_devices`.
+fn build_cache(root: &fardisk_engine::root::Root, env: &Env, with_devices: bool) -> ArcBlockCache {
     let arc_max = arc_max_bytes(root);
-    let paths: Vec<PathBuf> = root.vdevs.iter().filter(|v| v.role == "cache").flat_map(|v| v.paths.iter().map(PathBuf::from)).collect();
+    let paths: Vec<PathBuf> = if with_devices {
+        root.vdevs.iter().filter(|v| v.role == "cache").flat_map(|v| v.paths.iter().map(PathBuf::from)).collect()
+    } else {
+        Vec::new()
+    };
     let mut cfg = L2ArcConfig::default();
     if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
         cfg.write_max_bytes_per_s = rate;
