@@ -75,7 +75,7 @@ impl VolumeDevice {
 /// The id a device name stands for, and whether it is a (read-only) snapshot.
 fn id_of(pool: &Pool, name: &str) -> Option<(u32, bool)> {
     match name.split_once('@') {
-        Some((vol, snap)) => pool.snapshot(vol, snap).map(|s| (s.id, true)),
+        Some((vol, snap)) => pool.snapshot_id(vol, snap).map(|id| (id, true)),
         None => pool.volume_id(name).map(|id| (id, false)),
     }
 }

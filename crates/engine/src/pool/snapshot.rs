@@ -47,9 +47,16 @@ impl Pool {
 
     /// The snapshot `VOLUME@NAME`, if it exists.
     pub fn snapshot(&self, volume: &str, name: &str) -> Option<SnapshotInfo> {
+        let id = self.snapshot_id(volume, name)?;
+        let meta = self.inner.meta.read();
+        meta.snapshots.get(&id).map(|s| info(s, &meta.volumes))
+    }
+
+    /// The id of snapshot `VOLUME@NAME` (cheap: devices check it on every request).
+    pub fn snapshot_id(&self, volume: &str, name: &str) -> Option<u32> {
         let meta = self.inner.meta.read();
         let vid = meta.volumes.values().find(|v| v.name == volume)?.id;
-        meta.snapshots.values().find(|s| s.volume_id == vid && s.name == name).map(|s| info(s, &meta.volumes))
+        meta.snapshots.values().find(|s| s.volume_id == vid && s.name == name).map(|s| s.id)
     }
 
     /// Physical bytes only this snapshot holds: what destroying it would free.
