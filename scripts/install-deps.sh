@@ -5,6 +5,7 @@
 #   - toxiproxy and MinIO built with `go install` into $FARDISK_TOOLS/bin, skipped
 #     when the stamp file says the pinned version is already there;
 #   - the Rust toolchain pieces (rustfmt, clippy) when missing;
+#   - the nightly toolchain and cargo-fuzz (pinned, into ~/.cargo/bin) for scripts/fuzz.sh;
 #   - a Python venv with matplotlib for bench/report.py.
 # Fails with one clear line naming the step that could not be done.
 set -euo pipefail
@@ -88,6 +89,30 @@ install_rust() {
     done
 }
 
+# scripts/fuzz.sh needs `cargo +nightly fuzz`: the nightly toolchain (libFuzzer's coverage
+# instrumentation is nightly-only) and cargo-fuzz at the pinned version.
+install_fuzz() {
+    local want="cargo-fuzz $CARGO_FUZZ_VERSION" bin="$HOME/.cargo/bin/cargo-fuzz" log="$TOOLS/logs/cargo-fuzz.log" t0
+    if rustup run nightly rustc --version >/dev/null 2>&1; then
+        fd_log "fuzz: nightly toolchain present"
+    else
+        command -v rustup >/dev/null || fd_die "fuzz: nightly toolchain missing and rustup not found"
+        fd_log "fuzz: installing the nightly toolchain (log: $TOOLS/logs/nightly.log)"
+        rustup toolchain install nightly --profile minimal >"$TOOLS/logs/nightly.log" 2>&1 \
+            || fd_die "fuzz: 'rustup toolchain install nightly' failed (see $TOOLS/logs/nightly.log)"
+    fi
+    if [ "$("$bin" --version 2>/dev/null)" = "$want" ]; then
+        fd_log "fuzz: $want already installed ($bin)"
+        return
+    fi
+    t0=$SECONDS
+    fd_log "fuzz: installing $want with cargo install (log: $log)"
+    cargo install --locked --force --root "$HOME/.cargo" "cargo-fuzz@$CARGO_FUZZ_VERSION" >"$log" 2>&1 \
+        || { tail -n 5 "$log" >&2; fd_die "fuzz: 'cargo install cargo-fuzz@$CARGO_FUZZ_VERSION' failed (see $log)"; }
+    [ "$("$bin" --version 2>/dev/null)" = "$want" ] || fd_die "fuzz: $bin does not report $want after install"
+    fd_log "fuzz: installed $want in $((SECONDS - t0)) s"
+}
+
 # The venv python is what bench/report.py and tests/e2e use for plots.
 install_python_venv() {
     local venv="$TOOLS/venv" want="matplotlib==$MATPLOTLIB_VERSION"
@@ -116,6 +141,7 @@ main() {
     go_tool toxiproxy-server "$TOXIPROXY_MODULE" "$TOXIPROXY_VERSION"
     go_tool minio "$MINIO_MODULE" "$MINIO_VERSION"
     install_rust
+    install_fuzz
     install_python_venv
     fd_log "done in $((SECONDS - t0)) s"
 }

@@ -12,6 +12,7 @@ Commands:
   s3.py put BUCKET KEY FILE            upload FILE ('-' = stdin)
   s3.py get BUCKET KEY [FILE]          download to FILE (default stdout)
   s3.py rm BUCKET KEY                  delete an object
+  s3.py ls BUCKET [PREFIX]             list keys (one "SIZE KEY" line each)
   s3.py roundtrip BUCKET KEY SIZE N    N x (PUT then GET and verify) of SIZE random
                                        bytes; prints one JSON line of timings (ms)
 Exit status: 0 ok, 1 request failed or data mismatch, 2 usage error.
@@ -28,6 +29,7 @@ import statistics
 import sys
 import time
 import urllib.parse
+import xml.etree.ElementTree as ET
 
 TIMEOUT_S = 30.0
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -57,8 +59,14 @@ def _hmac(key, msg):
     return hmac.new(key, msg.encode(), hashlib.sha256).digest()
 
 
-def sign(cfg, method, path, body_sha256, now):
-    """Return the headers of a SigV4-signed request (no query string)."""
+def canonical_query(query):
+    """The SigV4 canonical form of a query: sorted, every name and value percent-encoded."""
+    q = lambda s: urllib.parse.quote(s, safe="-_.~")
+    return "&".join(f"{q(k)}={q(v)}" for k, v in sorted(query.items()))
+
+
+def sign(cfg, method, path, body_sha256, now, query=None):
+    """Return the headers of a SigV4-signed request."""
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     day = now.strftime("%Y%m%d")
     host = f"{cfg['host']}:{cfg['port']}"
@@ -67,7 +75,7 @@ def sign(cfg, method, path, body_sha256, now):
     canonical = "\n".join([
         method,
         urllib.parse.quote(path, safe="/-_.~"),
-        "",
+        canonical_query(query or {}),
         "".join(f"{k}:{headers[k]}\n" for k in sorted(headers)),
         signed,
         body_sha256,
@@ -88,13 +96,16 @@ def sign(cfg, method, path, body_sha256, now):
     return headers
 
 
-def request(cfg, method, path, body=b""):
+def request(cfg, method, path, body=b"", query=None):
     """Send one signed request on a new connection; return (status, body)."""
     headers = sign(cfg, method, path, hashlib.sha256(body).hexdigest(),
-                   datetime.datetime.now(datetime.timezone.utc))
+                   datetime.datetime.now(datetime.timezone.utc), query)
     conn = http.client.HTTPConnection(cfg["host"], cfg["port"], timeout=TIMEOUT_S)
+    target = urllib.parse.quote(path, safe="/-_.~")
+    if query:
+        target += "?" + canonical_query(query)
     try:
-        conn.request(method, urllib.parse.quote(path, safe="/-_.~"), body=body, headers=headers)
+        conn.request(method, target, body=body, headers=headers)
         resp = conn.getresponse()
         return resp.status, resp.read()
     except OSError as err:
@@ -130,6 +141,28 @@ def get_object(cfg, bucket, key):
 def delete_object(cfg, bucket, key):
     status, body = request(cfg, "DELETE", f"/{bucket}/{key}")
     expect_ok(status, body, f"DELETE {bucket}/{key}")
+
+
+LIST_PAGES_MAX = 10000
+
+
+def list_objects(cfg, bucket, prefix=""):
+    """Every (key, size) under prefix (ListObjectsV2, 1000 a page)."""
+    ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+    out, token = [], None
+    for _ in range(LIST_PAGES_MAX):
+        query = {"list-type": "2", "prefix": prefix}
+        if token:
+            query["continuation-token"] = token
+        status, body = request(cfg, "GET", f"/{bucket}", query=query)
+        expect_ok(status, body, f"LIST {bucket}/{prefix}")
+        root = ET.fromstring(body)
+        for c in root.iter(f"{ns}Contents"):
+            out.append((c.find(f"{ns}Key").text, int(c.find(f"{ns}Size").text)))
+        token = root.findtext(f"{ns}NextContinuationToken")
+        if root.findtext(f"{ns}IsTruncated") != "true" or not token:
+            return out
+    raise S3Error(f"LIST {bucket}/{prefix}: more than {LIST_PAGES_MAX} pages")
 
 
 def roundtrip(cfg, bucket, key, size, count, seed):
@@ -178,6 +211,9 @@ def main(argv):
             sys.stdout.buffer.write(data)
     elif cmd == "rm" and len(argv) == 4:
         delete_object(cfg, bucket, argv[3])
+    elif cmd == "ls" and len(argv) in (3, 4):
+        for key, size in list_objects(cfg, bucket, argv[3] if len(argv) == 4 else ""):
+            print(size, key)
     elif cmd == "roundtrip" and len(argv) == 6:
         seed = int(os.environ.get("FARDISK_SEED", "1"))
         print(json.dumps(roundtrip(cfg, bucket, argv[3], int(argv[4]), int(argv[5]), seed)))

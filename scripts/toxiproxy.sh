@@ -9,6 +9,11 @@
 #                                  add MS on each direction, so a request/response
 #                                  round trip costs 2 x MS; MS=0 removes the latency
 #   toxiproxy.sh outage on|off     disable / re-enable the proxy (connections refused)
+#   toxiproxy.sh toxic add NAME TYPE [TOXICITY] [ATTRIBUTES_JSON]
+#                                  add toxic NAME of TYPE (reset_peer, timeout, latency, ...)
+#                                  to both directions (NAME_up, NAME_down); TOXICITY 0..1
+#                                  (default 1.0), ATTRIBUTES_JSON e.g. '{"timeout":500}'
+#   toxiproxy.sh toxic remove NAME remove what `toxic add NAME` added
 #   toxiproxy.sh reset             remove all toxics and re-enable the proxy
 #   toxiproxy.sh env               MinIO's `export AWS_...` lines, endpoint via the proxy
 #   toxiproxy.sh status
@@ -109,6 +114,27 @@ cmd_outage() {
     esac
 }
 
+cmd_toxic() {
+    local op="${1:-}" name="${2:-}" type="${3:-}" toxicity="${4:-1.0}" attrs="${5:-"{}"}"
+    [[ "$name" =~ ^[A-Za-z0-9_]+$ ]] || fd_die "usage: toxic add NAME TYPE [TOXICITY] [ATTRIBUTES_JSON] | toxic remove NAME"
+    case "$op" in
+        add)
+            [[ "$type" =~ ^[a-z_]+$ && "$toxicity" =~ ^[0-9.]+$ ]] || fd_die "usage: toxic add NAME TYPE [TOXICITY] [ATTRIBUTES_JSON]"
+            api POST "/proxies/$PROXY/toxics" \
+                "{\"name\":\"${name}_up\",\"type\":\"$type\",\"stream\":\"upstream\",\"toxicity\":$toxicity,\"attributes\":$attrs}"
+            api POST "/proxies/$PROXY/toxics" \
+                "{\"name\":\"${name}_down\",\"type\":\"$type\",\"stream\":\"downstream\",\"toxicity\":$toxicity,\"attributes\":$attrs}"
+            fd_log "toxic $name: $type (toxicity $toxicity, attributes $attrs) on both directions"
+            ;;
+        remove)
+            remove_toxic "${name}_up"
+            remove_toxic "${name}_down"
+            fd_log "toxic $name removed"
+            ;;
+        *) fd_die "usage: toxic add NAME TYPE [TOXICITY] [ATTRIBUTES_JSON] | toxic remove NAME" ;;
+    esac
+}
+
 cmd_reset() {
     api POST /reset
     fd_log "reset: toxics removed, proxies enabled"
@@ -140,8 +166,9 @@ case "${1:-}" in
     stop) cmd_stop ;;
     latency) cmd_latency "${2:-}" "${3:-0}" ;;
     outage) cmd_outage "${2:-}" ;;
+    toxic) shift; cmd_toxic "$@" ;;
     reset) cmd_reset ;;
     env) cmd_env ;;
     status) cmd_status ;;
-    *) echo "usage: $0 start [UPSTREAM]|stop|latency MS [JITTER]|outage on|off|reset|env|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start [UPSTREAM]|stop|latency MS [JITTER]|outage on|off|toxic add|remove ...|reset|env|status" >&2; exit 2 ;;
 esac

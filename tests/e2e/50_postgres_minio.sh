@@ -43,27 +43,7 @@ CLIENT_PIDS=()
 
 info() { echo "INFO $E2E_NAME: $*"; }
 
-# ---- processes -------------------------------------------------------------------------------
-
-# is_ours PID WORD: PID runs and its command line contains WORD (guards against recycled pids).
-is_ours() {
-    [ -n "$1" ] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
-}
-
-# wait_gone TRIES PID...: true once none of the PIDs runs (zombies count as gone).
-wait_gone() {
-    local tries="$1" i p alive
-    shift
-    for ((i = 0; i < tries; i++)); do
-        alive=0
-        for p in "$@"; do
-            if [ -e "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null; then alive=1; fi
-        done
-        [ "$alive" -eq 0 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
+# ---- processes (is_ours and wait_gone are in lib/common.sh) ----------------------------------
 
 daemon_pid() {
     "$B" status "$POOL" --json 2>/dev/null \

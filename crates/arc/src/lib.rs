@@ -31,6 +31,9 @@ pub use arc::{
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hot_set::{decode_hot_set, encode_hot_set, HotSetError, HOT_SET_ENTRIES_MAX};
 pub use key::BlockKey;
+// The device decoders for the cargo-fuzz targets in fuzz/ (not an API).
+#[doc(hidden)]
+pub use l2arc::fuzz_api;
 pub use l2arc::{
     cache_label_pool_guid, DeviceId, DeviceState, DeviceStats, L2Arc, L2ArcConfig, L2Error, L2Stats, RebuildStats,
     WriteTickReport, WriterHandle, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN,

@@ -49,6 +49,13 @@ impl ArcBlockCache {
         ArcBlockCache { arc, l2: RwLock::new(l2), writer: Mutex::new(writer), l2_config, seed }
     }
 
+    /// An ARC and L2ARC with no writer thread: the caller feeds the L2ARC (`l2().write_tick`)
+    /// when it chooses, so a simulation writes the same blocks to the device on every replay.
+    pub fn with_manual_l2(arc_max_bytes: u64, l2: L2Arc, l2_config: L2ArcConfig, seed: u64) -> ArcBlockCache {
+        let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
+        ArcBlockCache { arc, l2: RwLock::new(Some(l2)), writer: Mutex::new(None), l2_config, seed }
+    }
+
     pub fn arc(&self) -> &AdaptiveCache {
         &self.arc
     }
@@ -86,6 +93,14 @@ impl ArcBlockCache {
             .map(|d| d.id)
             .ok_or_else(|| format!("{} is not a cache device in service", path.display()))?;
         l2.remove_device(id).map_err(|e| format!("removing cache device {}: {e}", path.display()))
+    }
+
+    /// Stops the L2ARC writer and makes nothing more durable: what a crash leaves on the cache
+    /// device (the simulation damages it next, as a power cut might).
+    pub fn stop_writer(&self) {
+        if let Some(w) = self.writer.lock().take() {
+            w.stop();
+        }
     }
 
     /// Stops the L2ARC writer and makes what it wrote durable (export).

@@ -102,6 +102,11 @@ fn put_tree(w: &mut Writer, t: &TreeRef) {
 
 fn get_tree(r: &mut Reader, version: u32) -> Result<TreeRef> {
     let (tree_id, levels, top) = (r.u32()?, r.u8()?, BlockPtr::decode(r)?);
+    // Trees have 1 to 8 levels (levels_for_slots, grow): 0 underflowed every descent and walk,
+    // more overflows page indices (found by fuzz/fuzz_targets/engine_map_tree.rs).
+    if levels == 0 || levels > 8 {
+        return Err(Error::corrupt("root", format!("tree {tree_id} has {levels} levels")));
+    }
     let page_tag = if version >= 2 { r.u32()? } else { tree_id };
     Ok(TreeRef { tree_id, levels, top, page_tag })
 }

@@ -143,7 +143,9 @@ pub fn parse_segment(bytes: &[u8], pool_guid: u128, expect_segment_id: u64) -> R
     let (footer_offset, count, _pad, sum, tmagic) = (t.u64()?, t.u32()?, t.u32()?, t.u64()?, t.u64()?);
     let footer_end = bytes.len() - SEGMENT_TRAILER_BYTES;
     let footer_len = count as usize * FOOTER_ENTRY_BYTES;
-    if tmagic != SEGMENT_TRAILER_MAGIC || footer_offset as usize + footer_len != footer_end {
+    // Checked: an offset near u64::MAX wrapped the sum back onto footer_end and the slice below
+    // then panicked (found by fuzz/fuzz_targets/engine_segment.rs).
+    if tmagic != SEGMENT_TRAILER_MAGIC || footer_offset.checked_add(footer_len as u64) != Some(footer_end as u64) {
         return Err(Error::corrupt(&what, "bad trailer"));
     }
     let covered = &bytes[footer_offset as usize..footer_end + 16];

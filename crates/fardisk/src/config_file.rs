@@ -40,12 +40,15 @@ pub fn parse(path: &Path, text: &str, mode: u32) -> Result<Vec<(&'static str, St
             continue;
         }
         let Some((k, v)) = line.split_once('=') else {
-            bail!("{} line {}: expected 'key = value', got '{line}'", path.display(), i + 1);
+            // Not echoed: a malformed line may well be a secret (`aws_secret_access_key: ...`).
+            bail!("{} line {}: expected 'key = value' (the line is not shown: it may hold a secret)", path.display(), i + 1);
         };
         let (k, v) = (k.trim(), v.trim().trim_matches('"'));
         let Some((_, var, is_secret)) = SETTINGS.iter().find(|(key, _, _)| *key == k) else {
             let known: Vec<&str> = SETTINGS.iter().map(|s| s.0).collect();
-            bail!("{} line {}: unknown setting '{k}' (known: {})", path.display(), i + 1, known.join(", "));
+            // Named only when it looks like a setting's name: a pasted secret may hold '=' too.
+            let shown = if k.len() <= 40 && k.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_') { format!("'{k}'") } else { "(name not shown)".to_string() };
+            bail!("{} line {}: unknown setting {shown} (known: {})", path.display(), i + 1, known.join(", "));
         };
         secret |= *is_secret;
         out.push((*var, v.to_string()));
@@ -99,6 +102,10 @@ mod tests {
         assert!(e.starts_with("f.conf line 2: unknown setting 'region' (known: aws_access_key_id"), "{e}");
         let e = parse(Path::new("f.conf"), "just words\n", 0o600).unwrap_err().to_string();
         assert!(e.contains("line 1: expected 'key = value'"), "{e}");
+        let e = parse(Path::new("f.conf"), "aws_secret_access_key: s3cr3t\n", 0o600).unwrap_err().to_string();
+        assert!(e.contains("line 1: expected 'key = value'") && !e.contains("s3cr3t"), "a malformed line is not echoed: {e}");
+        let e = parse(Path::new("f.conf"), "Zm9vYmFyK2F6dXJlL2tleQ==\n", 0o600).unwrap_err().to_string();
+        assert!(e.contains("line 1: unknown setting (name not shown)") && !e.contains("Zm9v"), "nor a pasted base64 key: {e}");
     }
 
     #[test]

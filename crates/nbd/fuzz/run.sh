@@ -3,6 +3,7 @@
 # Usage: crates/nbd/fuzz/run.sh SECONDS
 # Needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz).
 # Exits non-zero if any target finds a crash (libFuzzer leaves it in artifacts/).
+# scripts/fuzz.sh runs these together with every other fuzz target of the project (CI does).
 set -euo pipefail
 
 seconds="${1:?usage: run.sh SECONDS}"

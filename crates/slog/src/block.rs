@@ -33,7 +33,7 @@ use crate::aligned::AlignedBuf;
 use crate::checksum::checksum64;
 use crate::layout::round_up_block;
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
-use crate::record::{decode_record, encode_record, DecodedRecord, LogRecord};
+use crate::record::{decode_record, encode_record, DecodedRecord, LogRecord, RECORD_HEADER_BYTES};
 use crate::ring::ChainPoint;
 
 pub const BLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FDSLBLK1");
@@ -43,7 +43,7 @@ const HEADER_CHECKSUM_OFFSET: usize = 120;
 
 /// Everything a block header needs besides its records.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct BlockContext {
+pub struct BlockContext {
     pub vdev_guid: u64,
     pub point: ChainPoint,
     pub release_seq: u64,
@@ -53,7 +53,7 @@ pub(crate) struct BlockContext {
 
 /// A verified block header.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct BlockHeader {
+pub struct BlockHeader {
     pub block_len_bytes: u32,
     pub vdev_guid: u64,
     pub block_seq: u64,
@@ -71,7 +71,7 @@ pub(crate) struct BlockHeader {
 
 /// Why bytes at a ring position are not the expected next block.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum BlockError {
+pub enum BlockError {
     /// Not a block of this vdev at all (zeroes, foreign data, damaged header).
     Garbage,
     /// A valid block, but not the next link of the chain (stale, from an earlier lap).
@@ -86,7 +86,7 @@ pub(crate) fn block_len_for_payload(payload_bytes: u64) -> u64 {
 }
 
 /// Encodes a block holding `records`, numbered from `first_seq`.
-pub(crate) fn encode_block(ctx: &BlockContext, first_seq: u64, records: &[&LogRecord]) -> (AlignedBuf, BlockHeader) {
+pub fn encode_block(ctx: &BlockContext, first_seq: u64, records: &[&LogRecord]) -> (AlignedBuf, BlockHeader) {
     let payload_len: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
     let block_len = block_len_for_payload(payload_len);
     let mut buf = AlignedBuf::zeroed(block_len as usize);
@@ -137,7 +137,7 @@ fn write_header(buf: &mut [u8], h: &BlockHeader) -> u64 {
 }
 
 /// Decodes and verifies a block header read from the ring.
-pub(crate) fn decode_header(buf: &[u8], vdev_guid: u64) -> Result<BlockHeader, BlockError> {
+pub fn decode_header(buf: &[u8], vdev_guid: u64) -> Result<BlockHeader, BlockError> {
     if buf.len() < BLOCK_HEADER_BYTES || get_u64(buf, 0) != BLOCK_MAGIC {
         return Err(BlockError::Garbage);
     }
@@ -180,7 +180,12 @@ pub(crate) fn check_link(header: &BlockHeader, expect: &ChainPoint) -> Result<()
 }
 
 /// Verifies the payload of a whole block and decodes its records.
-pub(crate) fn decode_payload(block: &Bytes, header: &BlockHeader) -> Result<Vec<DecodedRecord>, BlockError> {
+pub fn decode_payload(block: &Bytes, header: &BlockHeader) -> Result<Vec<DecodedRecord>, BlockError> {
+    // Every record takes at least its header: a count the payload cannot hold is damage, and
+    // must not size the allocation below (a 50 GB one aborted; found by fuzz/fuzz_targets/slog_block.rs).
+    if u64::from(header.record_count) * RECORD_HEADER_BYTES as u64 > u64::from(header.payload_len_bytes) {
+        return Err(BlockError::Corrupt("more records than the payload can hold"));
+    }
     let end = BLOCK_HEADER_BYTES + header.payload_len_bytes as usize;
     let payload = block.get(BLOCK_HEADER_BYTES..end).ok_or(BlockError::Corrupt("payload past the block"))?;
     if checksum64(payload) != header.payload_checksum {

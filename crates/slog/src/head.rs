@@ -36,7 +36,7 @@ const CHECKSUM_OFFSET: usize = 120;
 
 /// A verified log head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LogHead {
+pub struct LogHead {
     pub generation: u64,
     pub vdev_guid: u64,
     pub point: ChainPoint,

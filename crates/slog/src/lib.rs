@@ -39,6 +39,9 @@ mod config;
 pub mod device;
 mod error;
 mod format;
+// The device decoders for the cargo-fuzz targets in fuzz/ (not an API).
+#[doc(hidden)]
+pub mod fuzz_api;
 mod head;
 mod intent_log;
 pub mod label;

@@ -89,7 +89,7 @@ impl LogRecord {
 }
 
 /// Appends the record at `buf[at..]`; returns the record's chain checksum.
-pub(crate) fn encode_record(buf: &mut [u8], at: usize, seq: u64, record: &LogRecord, prev_chain: u64) -> u64 {
+pub fn encode_record(buf: &mut [u8], at: usize, seq: u64, record: &LogRecord, prev_chain: u64) -> u64 {
     let header = &mut buf[at..at + RECORD_HEADER_BYTES];
     put_u32(header, 0, RECORD_MAGIC);
     put_u16(header, 4, RECORD_VERSION);
@@ -111,7 +111,7 @@ pub(crate) fn encode_record(buf: &mut [u8], at: usize, seq: u64, record: &LogRec
 }
 
 /// A record decoded and verified from a block.
-pub(crate) struct DecodedRecord {
+pub struct DecodedRecord {
     pub seq: u64,
     pub record: LogRecord,
     pub chain: u64,
@@ -121,7 +121,7 @@ pub(crate) struct DecodedRecord {
 /// Decodes the record at `payload[at..]`, verifying magic, version, the expected sequence
 /// number, the chain link and the data checksum. `payload` is a `Bytes` so record data is a
 /// zero-copy slice of the block.
-pub(crate) fn decode_record(payload: &Bytes, at: usize, expect_seq: u64, prev_chain: u64) -> Result<DecodedRecord, &'static str> {
+pub fn decode_record(payload: &Bytes, at: usize, expect_seq: u64, prev_chain: u64) -> Result<DecodedRecord, &'static str> {
     let header = payload.get(at..at + RECORD_HEADER_BYTES).ok_or("record header past the payload")?;
     if get_u32(header, 0) != RECORD_MAGIC || get_u16(header, 4) != RECORD_VERSION {
         return Err("bad record magic or version");

@@ -31,7 +31,9 @@ e2e_cleanup() {
     fi
 }
 trap e2e_cleanup EXIT
-trap 'echo "$E2E_NAME: interrupted"; e2e_failed=$((e2e_failed + 1)); exit 143' TERM INT
+# `timeout` signals the script and then its whole process group: the second TERM must not cut the
+# cleanups short (they would leave daemons and mounts behind).
+trap 'trap "" TERM INT; echo "$E2E_NAME: interrupted"; e2e_failed=$((e2e_failed + 1)); exit 143' TERM INT
 
 pass() { e2e_passed=$((e2e_passed + 1)); echo "PASS $E2E_NAME: $*"; }
 fail() { e2e_failed=$((e2e_failed + 1)); echo "FAIL $E2E_NAME: $*"; }
@@ -89,5 +91,27 @@ fardisk_kill() {
     [ -n "$pid" ] || return 1
     kill -9 "$pid" || return 1
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    return 1
+}
+
+# is_ours PID WORD: PID runs and its command line contains WORD (guards against recycled pids
+# before a test signals a process it started).
+is_ours() {
+    [ -n "$1" ] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
+}
+
+# wait_gone TRIES PID...: true once none of the PIDs runs (zombies count as gone); polls every
+# 0.1 s, TRIES times at most.
+wait_gone() {
+    local tries="$1" i p alive
+    shift
+    for ((i = 0; i < tries; i++)); do
+        alive=0
+        for p in "$@"; do
+            if [ -e "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null; then alive=1; fi
+        done
+        [ "$alive" -eq 0 ] && return 0
+        sleep 0.1
+    done
     return 1
 }

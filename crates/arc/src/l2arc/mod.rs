@@ -19,6 +19,9 @@ mod config;
 mod device;
 mod direct;
 mod error;
+// Decoders for the cargo-fuzz targets in fuzz/ (not an API), re-exported by lib.rs.
+#[doc(hidden)]
+pub mod fuzz_api;
 mod health;
 mod index;
 mod label;

@@ -228,7 +228,10 @@ impl Store for EncryptedStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         let sealed = self.inner.get(key).await?;
         let plain_bytes = self.check_header(key, &sealed)?;
-        if sealed.len() as u64 != HEADER_BYTES + chunk_count(plain_bytes) * CHUNK_SEALED_BYTES {
+        // Checked: a header claiming close to u64::MAX plain bytes overflowed the product
+        // (found by fuzz/fuzz_targets/engine_encrypted.rs).
+        let expected_bytes = chunk_count(plain_bytes).checked_mul(CHUNK_SEALED_BYTES).and_then(|n| n.checked_add(HEADER_BYTES));
+        if expected_bytes != Some(sealed.len() as u64) {
             return Err(corrupt("get", key, format!("encrypted object is {} bytes, its header says {plain_bytes} plain bytes", sealed.len())));
         }
         let mut plain = self.open_chunks(key, 0, &sealed[HEADER_BYTES as usize..])?;

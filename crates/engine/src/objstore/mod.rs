@@ -12,7 +12,7 @@ mod url;
 
 pub use backend::ObjectStoreBackend;
 pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
-pub use faulty::{FaultPlan, FaultyStore};
+pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};
 pub use retry::{RetryPolicy, RetryingStore};
 pub use simulate::{SimulateSpec, SimulatedStore};

@@ -31,6 +31,13 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| bad("expected file://DIR, s3://BUCKET/PREFIX, gs://, az:// or memory://NAME"))?;
+    if matches!(scheme, "s3" | "gs" | "az" | "azure") && rest.split('/').next().is_some_and(|authority| authority.contains('@')) {
+        // Not echoed: the part before '@' is a secret. Every message and record shows the URL.
+        return Err(Error::BadInput(format!(
+            "store URL {scheme}://...@...: credentials do not belong in the URL (it is shown in status, logs and the pool's history); \
+             give them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the config file)"
+        )));
+    }
     let (inner, prefix): (Arc<dyn ObjectStore>, String) = match scheme {
         "file" => {
             let dir = std::path::Path::new(rest);
@@ -77,4 +84,17 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
         other => return Err(bad(&format!("unknown scheme '{other}'"))),
     };
     Ok(Arc::new(ObjectStoreBackend::new(inner, &prefix, url.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_a_url_are_refused_without_being_echoed() {
+        for url in ["s3://AKIAXX:s3cr3t@bucket/prefix", "gs://user:s3cr3t@bucket", "az://acct:s3cr3t@container/p"] {
+            let e = open_store_url(url, false).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains("credentials do not belong in the URL") && !e.contains("s3cr3t") && !e.contains("AKIAXX"), "{e}");
+        }
+    }
 }

@@ -77,6 +77,7 @@ pub const POOL_PROPS: &[(&str, &str)] = &[
     ("sync", "standard"),
     ("logbias", "latency"),
     ("arc_max", "1073741824"),
+    ("map_cache_bytes", "67108864"),
     ("l2arc_write_max", "8388608"),
     ("roots_kept", "8"),
     ("root_retention_s", "0"),
@@ -108,6 +109,10 @@ pub fn validate_prop(name: &str, value: &str) -> Result<()> {
             _ => Err(Error::BadInput("logbias must be latency or throughput".into())),
         },
         "arc_max" | "l2arc_write_max" | "roots_kept" | "scrub_rate_max" => parse_u64(name, value).map(|_| ()),
+        "map_cache_bytes" => match parse_u64(name, value)? {
+            v if v >= 1 << 20 => Ok(()),
+            _ => Err(Error::BadInput("map_cache_bytes must be at least 1 MiB (1048576)".into())),
+        },
         "root_retention_s" => match parse_u64(name, value)? {
             0..=31_536_000 => Ok(()),
             _ => Err(Error::BadInput("root_retention_s must be 0 to 31536000 (a year)".into())),
@@ -133,6 +138,8 @@ impl PoolConfig {
                     self.dirty_sync_bytes = self.dirty_sync_bytes.min(self.dirty_bytes_max / 4);
                 }
                 "roots_kept" => self.roots_kept = parse_u64(k, v)?.max(1),
+                // The page cache is sized at import: a `set` takes effect at the next one.
+                "map_cache_bytes" => self.map_cache_bytes = parse_u64(k, v)?.try_into().unwrap_or(usize::MAX),
                 "root_retention_s" => self.root_retention_s = parse_u64(k, v)?,
                 _ => {}
             }

@@ -22,11 +22,10 @@ pub(crate) fn start_background(pool: &Pool, syncer: bool) {
         // The roots first: nothing is deleted until we know which ones the store retains.
         if let Err(e) = super::point_in_time::load_retained(&inner).await {
             tracing::warn!(error = %e, "could not list the roots at import; nothing is deleted until the next import");
-            return;
-        }
-        if let Err(e) = catalog(&inner, true).await {
+        } else if let Err(e) = catalog(&inner, true).await {
             tracing::warn!(error = %e, "could not walk the space table at import");
         }
+        inner.roots.lock().settled = true;
     });
     if !syncer {
         return;
@@ -45,7 +44,7 @@ async fn syncer_loop(inner: Arc<Inner>) {
         }
         match sync::sync_once(&inner).await {
             Ok(Some(_)) => since_compact += 1,
-            Ok(None) => {}
+            Ok(None) => probe_if_unreachable(&inner).await,
             Err(e) => {
                 tracing::error!(error = %e, "txg sync failed; the pool stops committing");
                 return;
@@ -57,6 +56,20 @@ async fn syncer_loop(inner: Arc<Inner>) {
                 tracing::warn!(error = %e, "compaction step failed; will retry");
             }
         }
+    }
+}
+
+/// An idle pool asks the store nothing, so a store that went away while it was busy would be
+/// reported away forever: one small request (the newest root's size) finds out whether it is
+/// back, and its answer clears SUSPENDED.
+async fn probe_if_unreachable(inner: &Arc<Inner>) {
+    if inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    let key = crate::root::root_key(inner.meta.read().root.txg);
+    match inner.store.head(&key).await {
+        Ok(_) => inner.health.lock().resume(),
+        Err(e) => tracing::debug!(error = %e, "the store is still away"),
     }
 }
 
@@ -83,6 +96,9 @@ async fn catalog(inner: &Arc<Inner>, rebuild: bool) -> Result<Vec<(u64, SegmentS
 /// that no retained root can reference them.
 pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u64) {
     let Some(oldest_root) = super::point_in_time::prune_roots(inner, published, time_ms).await else { return };
+    if matches!(inner.health.lock().health, super::PoolHealth::Suspended(_)) {
+        return; // A root delete just waited out a whole retry budget: not another one now.
+    }
     let due: Vec<u64> = {
         let meta = inner.meta.read();
         meta.pending_deletes.iter().filter(|(_, f)| **f <= oldest_root).map(|(s, _)| *s).take(DELETES_PER_TXG_MAX).collect()
@@ -96,6 +112,11 @@ pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u6
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not delete segment {seg:016x}; will retry");
+                // The store did not answer through a whole retry budget: say so (the next
+                // commit that reaches it clears this).
+                if e.is_transient() {
+                    inner.health.lock().suspend(format!("deleting freed segments: {e}"));
+                }
                 break;
             }
         }
@@ -159,7 +180,9 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
                 let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, block, inner.cache.generation()).await?)?;
                 if current == e.ptr && !held(tree_id, &e.ptr) {
                     let r = e.ptr.range();
-                    let phys = bytes.slice(r.start as usize..r.end as usize);
+                    // A copy: a slice would keep the whole segment (16 MiB) in memory until the
+                    // next txg for each of its live blocks, and compaction reads the sparsest ones.
+                    let phys = bytes::Bytes::copy_from_slice(&bytes[r.start as usize..r.end as usize]);
                     if crate::codec::checksum64(&phys) != e.ptr.checksum {
                         return Err(Error::Checksum { what: format!("segment {seg:016x} during compaction"), expected: e.ptr.checksum, found: crate::codec::checksum64(&phys) });
                     }

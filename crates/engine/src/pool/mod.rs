@@ -2,6 +2,7 @@
 //! `open.rs` creates and imports (fencing), `write.rs`/`read.rs` are the data paths, `sync.rs`
 //! turns the syncing txg into segments and a root, `gc.rs` compacts and deletes.
 
+mod commit_reads;
 mod config;
 mod gc;
 mod audit;
@@ -21,7 +22,7 @@ mod volume;
 mod write;
 
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
-pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions};
+pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use audit::SpaceAudit;
@@ -206,7 +207,7 @@ impl Pool {
     /// Syncs the open txg now and waits until its root is published. Returns the newest published
     /// txg. A pool with nothing dirty returns at once.
     pub async fn sync_txg(&self) -> Result<u64> {
-        sync::sync_until_clean(&self.inner).await
+        sync::sync_through_open(&self.inner).await
     }
 
     /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the
@@ -216,6 +217,13 @@ impl Pool {
             return Ok(());
         }
         intent::sync_request(&self.inner).await
+    }
+
+    /// True once the import-time work in the background (listing the roots, cataloguing freed
+    /// segments) has ended; until then no freed segment is deleted. The simulation waits for it
+    /// so that a seed issues the same store requests in the same order every time.
+    pub fn import_settled(&self) -> bool {
+        self.inner.roots.lock().settled
     }
 
     /// Status and statistics of the log devices (None without a log).

@@ -34,6 +34,33 @@ pub struct ImportOptions {
     /// What the last daemon saw of the log before it stopped: (bytes of records not yet in the
     /// store, wall-clock ms when seen). Only used to tell the operator what a missing log costs.
     pub log_unpublished_hint: Option<(u64, u64)>,
+    /// Where the log devices named in the root are opened (files unless a test says otherwise).
+    pub log_devices: LogDevices,
+}
+
+/// Opens log devices: files normally; the simulation passes crash-able in-memory devices so a
+/// power cut, a torn write or a failing leg replays exactly from a seed.
+#[derive(Clone)]
+pub struct LogDevices(pub Arc<dyn fardisk_slog::DeviceProvider>);
+
+impl Default for LogDevices {
+    fn default() -> Self {
+        LogDevices(Arc::new(fardisk_slog::FileProvider::default()))
+    }
+}
+
+impl std::fmt::Debug for LogDevices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogDevices")
+    }
+}
+
+impl LogDevices {
+    /// False only when the device is absent; a device that exists but fails to open is the
+    /// log's to report (it opens DEGRADED without that leg).
+    fn exists(&self, path: &std::path::Path) -> bool {
+        !matches!(self.0.open(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
 }
 
 fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
@@ -122,6 +149,9 @@ impl Pool {
         let rng = Rng::new(env.seed);
         check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
         let latest = find_latest_root(store.as_ref()).await?.ok_or_else(|| no_pool(store.as_ref()))?;
+        // Each import of one process (same env) draws new ids: the holder's import id and the
+        // roots' put ids must not repeat those of an earlier import.
+        let rng = Rng::new(env.seed ^ latest.txg.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         if latest.pool_name != name {
             return Err(Error::BadInput(format!(
                 "store {} holds pool '{}', not '{name}'",
@@ -154,7 +184,8 @@ impl Pool {
             Error::Fenced(why) => Error::Unavailable(format!("another importer claimed pool '{name}' at the same time: {why}")),
             other => other,
         })?;
-        let inner = new_inner(InnerParts { store, store_stats, rng, config: config.clone(), name, root: &claim, import_id: me.import_id, log, env, blocks });
+        let log_devices = opts.log_devices.clone();
+        let inner = new_inner(InnerParts { store, store_stats, rng, config: config.clone(), name, root: &claim, import_id: me.import_id, log, log_devices, env, blocks });
         let pool = Pool::from_inner(inner.clone());
         let replayed = super::intent::replay(&inner, &pool, latest.txg).await?;
         if replayed > 0 {
@@ -175,12 +206,13 @@ pub(super) struct InnerParts<'a> {
     pub root: &'a Root,
     pub import_id: u128,
     pub log: Option<Arc<fardisk_slog::IntentLog>>,
+    pub log_devices: LogDevices,
     pub env: Env,
     pub blocks: Arc<dyn BlockCache>,
 }
 
 pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
-    let InnerParts { store, store_stats, rng, config, name, root: claim, import_id, log, env, blocks } = p;
+    let InnerParts { store, store_stats, rng, config, name, root: claim, import_id, log, log_devices, env, blocks } = p;
     let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
     let snapshots = claim.snapshots.iter().map(|s| (s.id, s.clone())).collect();
     let (published, _) = tokio::sync::watch::channel(claim.txg);
@@ -205,7 +237,7 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         health: Default::default(),
         counters: Default::default(),
         readahead: Default::default(),
-        intent: super::intent::Intent::new(log),
+        intent: super::intent::Intent::new(log, log_devices),
         prefetching: Default::default(),
         hot: Default::default(),
         warmup: Default::default(),
@@ -265,8 +297,9 @@ fn open_log(root: &Root, opts: &ImportOptions, env: &Env) -> Result<Option<Arc<f
     }
     // A mirror that lost some legs still holds every record on the others: it opens DEGRADED.
     // Only a vdev with no leg left means acknowledged writes are gone.
-    let whole_vdev_missing = configs.iter().any(|c| c.legs.iter().all(|p| !p.exists()));
-    let mut o = fardisk_slog::OpenOptions::default();
+    let devices = &opts.log_devices;
+    let whole_vdev_missing = configs.iter().any(|c| c.legs.iter().all(|p| !devices.exists(p)));
+    let mut o = fardisk_slog::OpenOptions::new(devices.0.clone());
     // After a clean export every acknowledged write is in the store: a missing log loses nothing.
     let clean_export = !root.holder.active;
     if whole_vdev_missing && clean_export {

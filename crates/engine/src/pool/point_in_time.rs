@@ -34,6 +34,9 @@ pub(crate) struct RetainedRoots {
     /// Set once the import-time listing is in: until then nothing is deleted, since an older
     /// retained root might reference what would go.
     loaded: bool,
+    /// Set when the import-time work (this listing and the space catalog) has ended, whether
+    /// or not it succeeded.
+    pub(crate) settled: bool,
 }
 
 /// Every root txg in the store, oldest first (a listing of `roots/` only).
@@ -108,6 +111,9 @@ pub(crate) async fn prune_roots(inner: &Arc<Inner>, published: u64, time_ms: u64
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not delete root {oldest}; will retry");
+                if e.is_transient() {
+                    inner.health.lock().suspend(format!("deleting old roots: {e}"));
+                }
                 break;
             }
         }
@@ -168,7 +174,7 @@ impl Pool {
         config.apply_props(&root.props)?;
         let rng = Rng::new(env.seed);
         let import_id = rng.next_u128();
-        let inner = new_inner(InnerParts { store, store_stats, rng, config, name: local_name, root: &root, import_id, log: None, env, blocks });
+        let inner = new_inner(InnerParts { store, store_stats, rng, config, name: local_name, root: &root, import_id, log: None, log_devices: Default::default(), env, blocks });
         inner.health.lock().read_only_txg = Some(root.txg);
         Ok(Pool::from_inner(inner))
     }

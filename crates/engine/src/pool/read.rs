@@ -43,8 +43,26 @@ impl Pool {
         let first = offset / BLOCK_BYTES;
         let last = (offset + len as u64 - 1) / BLOCK_BYTES;
         self.inner.hot.touch(volume_id, first, last);
-        let sources = self.resolve(volume_id, tree, first, last).await?;
-        let blocks = fetch_blocks(&self.inner, &sources, false).await?;
+        let mut tree = tree;
+        let mut looked_again = 0;
+        let blocks = loop {
+            let got = match self.resolve(volume_id, tree, first, last).await {
+                Ok(sources) => fetch_blocks(&self.inner, &sources, false).await,
+                Err(e) => Err(e),
+            };
+            match got {
+                // The segment left the store while this read waited between resolving its pointers
+                // and fetching them: an overwrite or compaction freed it and the collector deleted
+                // it roots_kept txgs later (gc.rs does not wait for reads in flight; under load
+                // that is a second or two). The map now points elsewhere: look again, as scrub
+                // does. A segment the current map still references fails again and is reported.
+                Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
+                    looked_again += 1;
+                    tree = self.readable_tree(volume_id)?.1;
+                }
+                other => break other?,
+            }
+        };
         let mut out = BytesMut::with_capacity(len as usize);
         let start = (offset % BLOCK_BYTES) as usize;
         let mut need = len as usize;
@@ -322,22 +340,31 @@ async fn fetch_group_now(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch
     let mut out = Vec::with_capacity(g.len());
     for (i, p) in g {
         let r = p.range();
-        let phys = bytes.slice((r.start - start) as usize..(r.end - start) as usize);
-        let logical = verify_decode(inner, &p, &phys)?;
-        inner.blocks.insert(&p, phys, prefetch);
+        let phys = &bytes[(r.start - start) as usize..(r.end - start) as usize];
+        let logical = verify_decode(inner, &p, phys)?;
+        // A copy, as in sync.rs's cache_written: a slice would keep the whole GET buffer (up to
+        // `read_request_bytes_max` of coalesced blocks, or a decrypted chunk run) alive for as
+        // long as any one of its blocks stays cached, and the ARC only counts the block.
+        inner.blocks.insert(&p, Bytes::copy_from_slice(phys), prefetch);
         out.push((i, logical));
     }
     Ok(out)
+}
+
+/// Why a read fails when the store has no segment its pointer names.
+const SEGMENT_MISSING: &str = "missing from the store although the map references it";
+/// Times a read resolves its pointers again after finding a segment gone (see `Pool::read`).
+const MISSING_SEGMENT_LOOKS_MAX: u32 = 3;
+
+fn is_missing_segment(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { why, .. } if why == SEGMENT_MISSING)
 }
 
 async fn get_segment_range(inner: &Inner, segment_id: u64, range: std::ops::Range<u64>) -> Result<Bytes> {
     inner.counters.add_store_read(range.end - range.start);
     match inner.store.get_range(&segment_key(segment_id), range).await {
         Ok(b) => Ok(b),
-        Err(e) if e.kind == StoreErrorKind::NotFound => Err(Error::corrupt(
-            format!("segment {segment_id:016x}"),
-            "missing from the store although the map references it",
-        )),
+        Err(e) if e.kind == StoreErrorKind::NotFound => Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING)),
         Err(e) => Err(e.into()),
     }
 }
@@ -366,6 +393,6 @@ pub(crate) async fn read_verified(inner: &Inner, p: &BlockPtr) -> Result<Bytes> 
     }
     let phys = get_segment_range(inner, p.segment_id, p.range()).await?;
     let b = verify_decode(inner, p, &phys)?;
-    inner.blocks.insert(p, phys, false);
+    inner.blocks.insert(p, Bytes::copy_from_slice(&phys), false);
     Ok(b)
 }

@@ -78,15 +78,15 @@ pub(crate) async fn unique_blocks(inner: &Arc<Inner>, tree: &TreeRef, after_txg:
         }
         let next_slots = match next {
             Some(n) => {
-                if n.page_location(&inner.cache, &**inner, level, index).await? == ptr {
+                if n.page_location(&inner.cache, &super::commit_reads::CommitReads(inner), level, index).await? == ptr {
                     continue; // The whole subtree is shared.
                 }
-                n.page_slots(&inner.cache, &**inner, level, index).await?
+                n.page_slots(&inner.cache, &super::commit_reads::CommitReads(inner), level, index).await?
             }
             None => None,
         };
         out.push(ptr);
-        let slots = decode_page(&inner.read_block(&ptr).await?, tree.page_tag, level, index)?;
+        let slots = decode_page(&super::commit_reads::CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
         for (pos, s) in slots.iter().enumerate() {
             let child = BlockPtr::from_bytes(s)?;
             if child.is_hole() || child.birth_txg <= after_txg {

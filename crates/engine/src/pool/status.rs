@@ -210,11 +210,24 @@ fn log_json(inner: &super::Inner) -> serde_json::Value {
     })
 }
 
+/// A store silent this long (every request failing without an answer) makes the pool SUSPENDED.
+const STORE_SILENT_SUSPENDED_US: u64 = 5_000_000;
+
 impl Pool {
     pub fn health(&self) -> PoolHealth {
         let h = self.inner.health.lock().health.clone();
         if h != PoolHealth::Online {
             return h;
+        }
+        // Requests may spend a whole retry budget (tens of seconds) before a commit gives up an
+        // attempt and suspends the pool; the store being silent that long is the truth already.
+        let since_us = self.inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed);
+        let silent_us = if since_us == 0 { 0 } else { self.inner.env.clock.mono_us().saturating_sub(since_us) };
+        if silent_us >= STORE_SILENT_SUSPENDED_US {
+            return PoolHealth::Suspended(format!(
+                "the store has not answered for {} s; commits wait and retry, writes continue up to the dirty limit",
+                silent_us / 1_000_000
+            ));
         }
         // A log vdev that is not ONLINE makes the pool DEGRADED, as zpool status says.
         if let Some(log) = self.inner.intent.log() {

@@ -3,6 +3,7 @@
 //! crash at any instant leaves the previous root intact; uploads and the publish are retried until
 //! they succeed (the pool shows SUSPENDED meanwhile) or the pool is fenced.
 
+use super::commit_reads::CommitReads;
 use super::{snapshot_space, Inner, PendingMeta};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeWalk;
@@ -31,6 +32,25 @@ pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
         }
     }
     Err(Error::Unavailable("the pool stayed dirty through 64 txg syncs; stop writers and retry".into()))
+}
+
+/// Syncs until every write and metadata change made before the call is in a published txg
+/// (`fardisk sync`, `add`, `replace`). Unlike `sync_until_clean`, writers that keep the pool
+/// dirty cannot make it give up: later writes are not waited for.
+pub(crate) async fn sync_through_open(inner: &Arc<Inner>) -> Result<u64> {
+    let target = {
+        let pending = inner.pending.lock();
+        let t = inner.txg.lock();
+        if !t.open.is_empty() || !pending_is_empty(&pending) {
+            t.open_txg
+        } else if t.syncing.is_some() {
+            t.open_txg - 1
+        } else {
+            return Ok(*inner.published.borrow());
+        }
+    };
+    wait_published(inner, target).await?;
+    Ok(*inner.published.borrow())
 }
 
 /// The sync path without a usable log: waits until every write acknowledged before the call is in
@@ -247,13 +267,13 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         let tree = if *tree_id == SPACE_TREE_ID { inner.meta.read().root.space } else {
             match volumes.get(tree_id) { Some(v) => v.tree, None => continue }
         };
-        if tree.page_location(&inner.cache, &**inner, *level, *index).await? == *old {
-            tree.touch_page(&inner.cache, &**inner, *level, *index).await?;
+        if tree.page_location(&inner.cache, &CommitReads(inner), *level, *index).await? == *old {
+            tree.touch_page(&inner.cache, &CommitReads(inner), *level, *index).await?;
         }
     }
     for v in volumes.values_mut() {
         let hold = holds.get(&v.id).copied().unwrap_or(0);
-        for old in v.tree.write_dirty(&inner.cache, &**inner, &mut builder, txg, algo).await? {
+        for old in v.tree.write_dirty(&inner.cache, &CommitReads(inner), &mut builder, txg, algo).await? {
             delta.free_unless_held(&old, hold);
         }
     }
@@ -287,8 +307,12 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         }
         // Ids handed out while this txg synced must not be handed out again.
         let next_volume_id = meta.root.next_volume_id.max(root.next_volume_id);
+        // Properties and vdevs changed while this txg synced (`set`, `add`, `replace`) are newer
+        // than this txg's copy; they reach the store with the next txg (their `meta_changed`).
+        let (props, vdevs) = (std::mem::take(&mut meta.root.props), std::mem::take(&mut meta.root.vdevs));
         meta.root = root;
         meta.root.next_volume_id = next_volume_id;
+        (meta.root.props, meta.root.vdevs) = (props, vdevs);
         meta.snapshots = snaps;
         meta.pending_deletes.extend(deletes);
     }
@@ -314,7 +338,7 @@ async fn relocate(inner: &Arc<Inner>, set: &DirtySet, pending: &PendingMeta, bui
             continue; // A snapshot taken since shares it: moving it would keep two copies.
         }
         let Some(tree) = inner.meta.read().volumes.get(vol).map(|v| v.tree) else { continue };
-        let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, *block, inner.cache.generation()).await?)?;
+        let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &CommitReads(inner), *block, inner.cache.generation()).await?)?;
         if current != *old {
             continue;
         }
@@ -334,7 +358,7 @@ async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::ro
         if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
             v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
         }
-        let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &**inner, *block, new.to_bytes()).await?)?;
+        let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &CommitReads(inner), *block, new.to_bytes()).await?)?;
         delta.free_unless_held(&old, holds.get(vol).copied().unwrap_or(0));
         v.allocated_blocks = v.allocated_blocks + (!new.is_hole()) as u64 - (!old.is_hole()) as u64;
     }
@@ -356,9 +380,9 @@ async fn apply_trims_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, c
         }
         let hold = holds.get(&id).copied().unwrap_or(0);
         let Some(v) = volumes.get_mut(&id) else { continue };
-        let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &**inner, start, end).await?;
+        let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &CommitReads(inner), start, end).await?;
         for (block, _) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= start && *b < end) {
-            let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &**inner, block, BlockPtr::HOLE.to_bytes()).await?)?;
+            let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &CommitReads(inner), block, BlockPtr::HOLE.to_bytes()).await?)?;
             delta.free_unless_held(&old, hold);
             v.allocated_blocks -= (!old.is_hole()) as u64;
         }
@@ -388,7 +412,7 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
     let gen = inner.cache.generation();
     for (seg, w) in written {
         let s = SegmentSpace { written_bytes: *w, live_bytes: *w, created_txg: txg, freed_txg: 0 };
-        space.update(&inner.cache, &**inner, *seg, s.to_slot()).await?;
+        space.update(&inner.cache, &CommitReads(inner), *seg, s.to_slot()).await?;
         totals.physical_bytes += w;
         totals.live_bytes += w;
     }
@@ -396,7 +420,7 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
     let mut segs: Vec<(u64, i64)> = delta.live.into_iter().collect();
     segs.sort_unstable();
     for (seg, d) in segs {
-        let mut s = SegmentSpace::from_slot(&space.lookup(&inner.cache, &**inner, seg, gen).await?)?;
+        let mut s = SegmentSpace::from_slot(&space.lookup(&inner.cache, &CommitReads(inner), seg, gen).await?)?;
         if s.is_empty_slot() {
             continue; // Already deleted (a late carry).
         }
@@ -411,15 +435,15 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
             totals.physical_bytes = totals.physical_bytes.saturating_sub(s.written_bytes);
             freed.push((seg, txg));
         }
-        space.update(&inner.cache, &**inner, seg, s.to_slot()).await?;
+        space.update(&inner.cache, &CommitReads(inner), seg, s.to_slot()).await?;
     }
     for seg in &pending.deleted_segments {
-        space.update(&inner.cache, &**inner, *seg, [0u8; 40]).await?;
+        space.update(&inner.cache, &CommitReads(inner), *seg, [0u8; 40]).await?;
     }
     let algo = inner.config.read().compression;
     let before = builder.block_count();
     let mut carry: Vec<(u64, i64)> = Vec::new();
-    for old in space.write_dirty(&inner.cache, &**inner, builder, txg, algo).await? {
+    for old in space.write_dirty(&inner.cache, &CommitReads(inner), builder, txg, algo).await? {
         carry.push((old.segment_id, -(old.physical_bytes as i64)));
     }
     let added = builder_live_bytes(builder) - written.get(&builder.segment_id()).copied().unwrap_or(0);
@@ -469,8 +493,10 @@ where
     loop {
         match step().await {
             Ok(()) => {
+                // Also when the first attempt worked: a failed best-effort delete may have
+                // reported the store unreachable meanwhile.
+                inner.health.lock().resume();
                 if attempt > 0 {
-                    inner.health.lock().resume();
                     tracing::info!("{what} succeeded after the store came back");
                 }
                 return Ok(());

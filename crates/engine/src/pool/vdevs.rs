@@ -60,9 +60,16 @@ impl Pool {
 
     /// Publishes a root whose vdev list `change` edited.
     async fn publish_vdevs(&self, change: impl FnOnce(&mut Vec<VdevEntry>)) -> Result<u64> {
-        change(&mut self.inner.meta.write().root.vdevs);
-        self.inner.pending.lock().meta_changed = true;
-        sync::sync_until_clean(&self.inner).await
+        let target = {
+            // Under the sync lock no sync sits between copying the root and installing it.
+            let _sync = self.inner.sync_lock.lock().await;
+            change(&mut self.inner.meta.write().root.vdevs);
+            self.inner.pending.lock().meta_changed = true;
+            self.inner.txg.lock().open_txg
+        };
+        // The txg that carries the change, not a clean pool: writers may keep it dirty forever.
+        sync::wait_published(&self.inner, target).await?;
+        Ok(*self.inner.published.borrow())
     }
 
     /// Adds a log vdev whose devices `fardisk_slog::IntentLog::format` labelled for this pool.
@@ -89,7 +96,7 @@ impl Pool {
 
     /// The pool had no log: open one over `config` and start recording writes into it.
     fn start_log(&self, config: VdevConfig) -> Result<()> {
-        let mut o = OpenOptions::new(Arc::new(fardisk_slog::FileProvider::default()));
+        let mut o = OpenOptions::new(self.inner.intent.devices.0.clone());
         o.writer_epoch = self.inner.epoch;
         let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o).map_err(|e| slog_err("opening the new log", e))?;
         let txg = self.inner.txg.lock();

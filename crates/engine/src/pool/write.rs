@@ -38,6 +38,12 @@ impl Pool {
     }
 
     async fn write_inner(&self, volume_id: u32, offset: u64, data: Bytes, log: bool) -> Result<u64> {
+        self.write_inner_with(volume_id, offset, data, log, None).await
+    }
+
+    /// `write_inner`, where `known_first` (if given) is the current content of the first block,
+    /// read by the caller, so this write cannot fail on a read.
+    async fn write_inner_with(&self, volume_id: u32, offset: u64, data: Bytes, log: bool, known_first: Option<Bytes>) -> Result<u64> {
         self.check_writable()?;
         self.check_range(volume_id, offset, data.len() as u64)?;
         self.throttle(data.len() as u64).await?;
@@ -48,7 +54,10 @@ impl Pool {
         let last = (offset + data.len() as u64 - 1) / BLOCK_BYTES;
         // Partial blocks at the ends need their old contents; read them before taking the lock.
         let head = if offset % BLOCK_BYTES != 0 || (first == last && data.len() as u64 != BLOCK_BYTES) {
-            Some(self.read(volume_id, first * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
+            match known_first {
+                Some(b) => Some(b),
+                None => Some(self.read(volume_id, first * BLOCK_BYTES, BLOCK_BYTES as u32).await?),
+            }
         } else {
             None
         };
@@ -59,6 +68,7 @@ impl Pool {
             None
         };
         let logbias_throughput = log && self.inner.logbias_throughput(volume_id);
+        let pending_max = self.inner.config.read().dirty_bytes_max;
         let mut t = self.inner.txg.lock();
         let txg = t.open_txg;
         for block in first..=last {
@@ -83,10 +93,9 @@ impl Pool {
             };
             t.open.insert(volume_id, block, d);
         }
-        if log {
-            self.inner.intent.record_write(txg, volume_id, offset, &data, logbias_throughput);
-        }
-        if t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
+        // Records given up for their size (intent.rs) are made durable by the txg: start it.
+        let gave_up = log && self.inner.intent.record_write(txg, volume_id, offset, &data, logbias_throughput, pending_max);
+        if gave_up || t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
             self.inner.kick.notify_one();
         }
         Ok(txg)
@@ -105,25 +114,34 @@ impl Pool {
         self.check_writable()?;
         self.check_range(volume_id, offset, len)?;
         let end = offset + len;
+        let pending_max = self.inner.config.read().dirty_bytes_max;
         let first_full = offset.div_ceil(BLOCK_BYTES);
         let end_full = end / BLOCK_BYTES;
         // Unaligned edges are zero-filled writes (logged as writes); whole blocks become holes.
         if first_full >= end_full {
             return self.write_inner(volume_id, offset, Bytes::from(vec![0u8; len as usize]), log).await;
         }
+        // The partial last block is read before anything is applied: a read that fails (the
+        // store away too long) must fail the whole request, not leave its middle zeroed.
+        let tail = if end > end_full * BLOCK_BYTES {
+            Some(self.read(volume_id, end_full * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
+        } else {
+            None
+        };
         if offset < first_full * BLOCK_BYTES {
             self.write_inner(volume_id, offset, Bytes::from(vec![0u8; (first_full * BLOCK_BYTES - offset) as usize]), log).await?;
         }
         let txg = {
             let mut t = self.inner.txg.lock();
             t.open.trim(volume_id, first_full, end_full);
-            if log {
-                self.inner.intent.record_zero(t.open_txg, volume_id, first_full * BLOCK_BYTES, (end_full - first_full) * BLOCK_BYTES);
+            if log && self.inner.intent.record_zero(t.open_txg, volume_id, first_full * BLOCK_BYTES, (end_full - first_full) * BLOCK_BYTES, pending_max) {
+                self.inner.kick.notify_one();
             }
             t.open_txg
         };
-        if end > end_full * BLOCK_BYTES {
-            return self.write_inner(volume_id, end_full * BLOCK_BYTES, Bytes::from(vec![0u8; (end - end_full * BLOCK_BYTES) as usize]), log).await;
+        if tail.is_some() {
+            let zeros = Bytes::from(vec![0u8; (end - end_full * BLOCK_BYTES) as usize]);
+            return self.write_inner_with(volume_id, end_full * BLOCK_BYTES, zeros, log, tail).await;
         }
         Ok(txg)
     }

@@ -118,6 +118,7 @@ pub fn run(a: ImportArgs) -> Result<()> {
         bail!("pool '{}' is already imported on this host (control socket {}){hint}", opts.pool, socket.display());
     }
     if a.foreground {
+        daemon::serve::tune_allocator();
         let rt = super::runtime()?;
         rt.block_on(daemon::run(opts))?;
         return Ok(());

@@ -188,6 +188,8 @@ impl Scrape {
         family(enc, "fardisk_store_request_errors", "Object-store requests that failed, by kind", C, per_op("errors", 1.0))?;
         family(enc, "fardisk_store_transferred_bytes", "Bytes sent (put) or received (get, list) by kind", C, per_op("bytes", 1.0))?;
         family(enc, "fardisk_store_request_seconds", "Total time spent in object-store requests, by kind", C, per_op("latency_us_total", 1e-6))?;
+        family(enc, "fardisk_store_requests_in_flight", "Object-store requests under way now, by kind", G, per_op("in_flight", 1.0))?;
+        family(enc, "fardisk_store_requests_in_flight_max", "Most object-store requests under way at once since import, by kind", G, per_op("in_flight_max", 1.0))?;
         let cost: Vec<(Labels, Option<f64>)> = REQUEST_COST_USD_PER_1000
             .iter()
             .map(|(op, usd)| (self.labels(&[("op", op.to_string())]), r[*op]["requests"].as_u64().map(|n| n as f64 * usd / 1000.0)))

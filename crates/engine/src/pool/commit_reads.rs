@@ -1,0 +1,50 @@
+//! Reads a commit depends on (map pages it updates, the space table, pages it moves) wait through
+//! a store outage the way its uploads do: the pool is SUSPENDED meanwhile and resumes by itself.
+//! A read that gave up after the per-request retry budget would fail the txg, and a failed txg
+//! faults the pool (its in-memory maps already point at the txg's segments), which only a
+//! restart clears: exactly what a transient outage must never cause.
+
+use super::{read, Inner};
+use crate::blkptr::BlockPtr;
+use crate::blockmap::BlockSource;
+use crate::error::{ErrorKind, Result};
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest wait between two attempts while the store is away.
+const WAIT_MS_MAX: u64 = 5_000;
+
+pub(crate) struct CommitReads<'a>(pub &'a Arc<Inner>);
+
+#[async_trait::async_trait]
+impl BlockSource for CommitReads<'_> {
+    async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes> {
+        let inner = self.0;
+        let mut attempt: u64 = 0;
+        let mut wait_ms = 100;
+        loop {
+            match read::read_verified(inner, ptr).await {
+                Ok(b) => {
+                    if attempt > 0 {
+                        inner.health.lock().resume();
+                        tracing::info!("a read of the commit succeeded after the store came back");
+                    }
+                    return Ok(b);
+                }
+                // Damaged bytes, a missing object, a bug: waiting does not help.
+                Err(e) if e.kind() != ErrorKind::RetryLater => return Err(e),
+                Err(e) => {
+                    attempt += 1;
+                    if inner.config.read().sync_attempts_max.is_some_and(|m| attempt >= m) {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, attempt, "a read of the commit failed; pool suspended, retrying");
+                    inner.health.lock().suspend(format!("reading for the commit: {e}"));
+                    inner.env.clock.sleep(Duration::from_millis(wait_ms)).await;
+                    wait_ms = (wait_ms * 2).min(WAIT_MS_MAX);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! A seeded simulation of the whole engine: workload actors write, trim, read and sync; the store
+//! injects latency, errors, lost responses and outages; the process crashes between steps, in the
+//! middle of a txg's uploads or with a log commit written but not flushed; log legs fail, vanish
+//! or rot; the cache device is torn, rotten, cut short or deleted; store objects are corrupted.
+//! After every crash and import an auditor checks that each volume is a prefix of the write
+//! history no older than the last acknowledged sync, that every object the maps reference exists
+//! and that space adds up.
+//!
+//! Everything random comes from the seed and time is a `ManualClock` on a current-thread runtime,
+//! so a failing seed replays: `FARDISK_SIM_SEED=N cargo test -p fardisk-engine --test simulation
+//! -- --nocapture one_seed`.
+
+pub mod devices;
+pub mod history;
+mod steps;
+
+use bytes::Bytes;
+use devices::{CacheDamage, LogDevices};
+use fardisk_engine::clock::ManualClock;
+use fardisk_engine::objstore::{open_store_url, FaultCounts, FaultPlan, FaultyStore, Store};
+use fardisk_engine::pool::{CreateOptions, ImportOptions, PoolHealth};
+use fardisk_engine::rng::Rng;
+use fardisk_engine::root::VdevEntry;
+use fardisk_engine::{Env, Pool, PoolConfig};
+use history::History;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const VOLUMES: [(&str, u64); 2] = [("db", 3 << 20), ("bulk", 2 << 20)];
+const POOL: &str = "sim";
+
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    pub seed: u64,
+    pub steps: usize,
+    pub log: bool,
+    pub cache: bool,
+}
+
+impl SimOptions {
+    /// Which devices a seed gets: most seeds run with both, some without a log (sync requests
+    /// become txg syncs) or without a cache device.
+    pub fn for_seed(seed: u64, steps: usize) -> SimOptions {
+        let r = Rng::new(seed ^ 0xc0ff_ee00);
+        SimOptions { seed, steps, log: !r.chance(0.2), cache: !r.chance(0.2) }
+    }
+}
+
+/// What one seed did; every field but the store's request counts must be equal when the seed is
+/// replayed (GETs depend on what the caches held, which depends on thread timing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub seed: u64,
+    pub log: bool,
+    pub cache: bool,
+    pub ops: u64,
+    pub acks: u64,
+    pub crashes: u64,
+    pub crashes_mid_txg: u64,
+    pub crashes_mid_commit: u64,
+    pub unacked_ops_lost: u64,
+    pub unacked_ops_kept: u64,
+    pub outages: u64,
+    pub suspended_seen: u64,
+    pub leg_faults: u64,
+    pub leg_replacements: u64,
+    pub cache_damages: u64,
+    pub store_corruptions: u64,
+    pub corruptions_caught_by_scrub: u64,
+    pub reads_checked: u64,
+    pub writes_refused_in_outage: u64,
+    pub exports: u64,
+    pub mutations: u64,
+    pub mutation_trace: u64,
+    pub final_digest: u64,
+}
+
+impl Report {
+    pub fn fingerprint(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(format!("{self:?}").as_bytes())
+    }
+}
+
+pub struct World {
+    pub opts: SimOptions,
+    pub rng: Rng,
+    pub clock: Arc<ManualClock>,
+    pub env: Env,
+    pub base: Arc<dyn Store>,
+    pub faulty: Arc<FaultyStore>,
+    /// The store weather between crashes (no crash budget in it).
+    pub weather: FaultPlan,
+    pub log: Option<LogDevices>,
+    pub cache_path: Option<PathBuf>,
+    pub dir: PathBuf,
+    pub pool: Option<Pool>,
+    pub cache: Option<Arc<fardisk_engine::arc_cache::ArcBlockCache>>,
+    /// The L2ARC's clock (its write-rate budget), advanced by the steps that feed it.
+    pub cache_clock: Arc<fardisk_arc::ManualClock>,
+    pub history: History,
+    pub report: Report,
+    pub step: usize,
+    pub guid: u128,
+    /// Log legs that are faulted now (index into `log.legs`).
+    pub bad_legs: Vec<usize>,
+}
+
+pub fn config() -> PoolConfig {
+    PoolConfig {
+        txg_timeout: None,
+        segment_bytes_target: 64 << 10,
+        // Writes never wait for dirty space: that would make a write yield to whatever the
+        // clock does next, and a seed would depend on thread timing.
+        dirty_bytes_max: 256 << 20,
+        dirty_sync_bytes: 128 << 20,
+        upload_concurrency: 1,
+        map_cache_bytes: 0,
+        roots_kept: 2,
+        compact_live_percent: 60,
+        ..PoolConfig::default()
+    }
+}
+
+impl World {
+    pub async fn new(opts: SimOptions) -> World {
+        let clock = Arc::new(ManualClock::default());
+        let env = Env { clock: clock.clone(), seed: opts.seed };
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = open_store_url(&format!("memory://sim-{}-{run}", opts.seed), true).expect("memory store");
+        let faulty = Arc::new(FaultyStore::new(base.clone(), FaultPlan::default(), opts.seed).with_clock(clock.clone()));
+        let dir = std::env::temp_dir().join(format!("fardisk-sim-{}-{run}-{}", opts.seed, std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let rng = Rng::new(opts.seed);
+        let guid = rng.next_u128();
+        let mut world = World {
+            opts,
+            rng,
+            clock,
+            env,
+            base,
+            faulty,
+            weather: FaultPlan::default(),
+            log: opts.log.then(LogDevices::new),
+            cache_path: opts.cache.then(|| dir.join("cache")),
+            dir,
+            pool: None,
+            cache: None,
+            cache_clock: Arc::new(fardisk_arc::ManualClock::new(0)),
+            history: History::new(&VOLUMES.map(|(_, b)| b)),
+            report: Report { seed: opts.seed, log: opts.log, cache: opts.cache, ..Report::default() },
+            step: 0,
+            guid,
+            bad_legs: Vec::new(),
+        };
+        world.create().await;
+        world
+    }
+
+    async fn create(&mut self) {
+        let mut vdevs = Vec::new();
+        if let Some(log) = &self.log {
+            let mut fo = fardisk_slog::FormatOptions::new(Arc::new(log.provider.clone()), self.opts.seed);
+            fo.size_bytes = devices::LOG_LEG_BYTES;
+            let cfg = fardisk_slog::IntentLog::format(POOL, self.guid, &fardisk_slog::VdevSpec::Mirror(log.legs.clone()), &fo).expect("format the log");
+            let paths = log.legs.iter().map(|p| p.display().to_string()).collect();
+            vdevs.push(VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths });
+        }
+        let store: Arc<dyn Store> = self.faulty.clone();
+        Pool::create(store, POOL, CreateOptions { vdevs, pool_guid: Some(self.guid), ..Default::default() }, &self.env).await.expect("create");
+        self.import().await;
+        let pool = self.pool();
+        for (name, bytes) in VOLUMES {
+            pool.volume_create(name, bytes).expect("volume");
+        }
+        pool.sync_txg().await.expect("first sync");
+    }
+
+    pub fn pool(&self) -> Pool {
+        self.pool.clone().expect("the pool is imported")
+    }
+
+    pub fn vol(&self, index: usize) -> u32 {
+        self.pool().volume_id(VOLUMES[index].0).expect("volume exists")
+    }
+
+    pub fn fail(&self, what: impl std::fmt::Display) -> ! {
+        if let Ok(path) = std::env::var("FARDISK_SIM_TRACE") {
+            let _ = std::fs::write(format!("{path}.failed"), self.faulty.recent_mutations().join("\n"));
+        }
+        panic!(
+            "simulation seed {} step {}: {what}\nreplay: FARDISK_SIM_SEED={} FARDISK_SIM_STEPS={} cargo test -p fardisk-engine --test simulation -- --nocapture one_seed",
+            self.opts.seed, self.step, self.opts.seed, self.opts.steps
+        )
+    }
+
+    /// Imports as a restarted daemon would: tried again while the store is away (each attempt
+    /// spends its retries on the clock), never with an operator's help.
+    pub async fn import(&mut self) {
+        for attempt in 0..40 {
+            self.cache = self.cache_path.as_ref().map(|p| devices::open_cache(p, self.guid, self.opts.seed ^ attempt, self.cache_clock.clone()).0);
+            let cache: Arc<dyn fardisk_engine::cache::BlockCache> = match &self.cache {
+                Some(c) => c.clone(),
+                None => Arc::new(fardisk_engine::cache::NoCache),
+            };
+            let opts = ImportOptions {
+                force: true,
+                config: config(),
+                log_devices: self.log.as_ref().map(|l| l.engine_devices()).unwrap_or_default(),
+                ..Default::default()
+            };
+            let store: Arc<dyn Store> = self.faulty.clone();
+            match Pool::import(store, POOL, opts, self.env.clone(), cache).await {
+                Ok(pool) => {
+                    // The import-time catalog runs in the background; wait for it so the next
+                    // sync deletes (or not) the same segments every time this seed runs.
+                    for _ in 0..100_000 {
+                        if pool.import_settled() {
+                            break;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    if !pool.import_settled() {
+                        self.fail("the import-time catalog did not finish");
+                    }
+                    self.pool = Some(pool);
+                    return;
+                }
+                Err(e) if self.store_away() => {
+                    if attempt >= 38 { eprintln!("import attempt {attempt}: {e}"); }
+                    self.clock.advance(Duration::from_secs(5));
+                }
+                Err(e) => self.fail(format!("import failed with the store reachable: {e}")),
+            }
+        }
+        self.fail("the pool could not be imported in 40 attempts");
+    }
+
+    pub fn store_away(&self) -> bool {
+        self.weather.outage_until_us > self.clock_us() || self.weather.error_rate > 0.0
+    }
+
+    pub fn clock_us(&self) -> u64 {
+        use fardisk_engine::clock::Clock;
+        self.clock.mono_us()
+    }
+
+    /// The process dies now. The store refuses every mutation of the dead pool's leftovers, the
+    /// log devices keep what a power cut leaves, the cache device may be damaged; then a new
+    /// process imports and the auditor checks what it finds.
+    pub async fn crash_now<T>(&mut self, in_flight: Vec<tokio::task::JoinHandle<T>>) {
+        let dead = FaultPlan { crash_after_mutations: Some(self.faulty.mutations()), ..self.weather.clone() };
+        self.faulty.set_plan(dead);
+        if let Some(log) = &mut self.log {
+            log.settle();
+            log.power_cut(self.rng.next_u64());
+        }
+        for h in in_flight {
+            h.abort();
+            let _ = h.await;
+        }
+        self.pool = None;
+        if let Some(cache) = self.cache.take() {
+            cache.stop_writer();
+        }
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+        self.report.crashes += 1;
+        if let Some(path) = self.cache_path.clone() {
+            if devices::damage_cache(&path, &self.rng) != CacheDamage::None {
+                self.report.cache_damages += 1;
+            }
+        }
+        self.faulty.set_plan(self.weather.clone());
+        self.import().await;
+        self.audit_after_import().await;
+    }
+
+    /// Reads every volume whole, retrying while the store is away.
+    pub async fn read_all(&self) -> Vec<Vec<u8>> {
+        let pool = self.pool();
+        let mut images = Vec::new();
+        for (i, (_, bytes)) in VOLUMES.iter().enumerate() {
+            let mut image = Vec::with_capacity(*bytes as usize);
+            let mut offset = 0u64;
+            while offset < *bytes {
+                let len = (1u64 << 20).min(bytes - offset);
+                let mut got = None;
+                for _ in 0..40 {
+                    match pool.read(self.vol(i), offset, len as u32).await {
+                        Ok(b) => {
+                            got = Some(b);
+                            break;
+                        }
+                        Err(e) if self.store_away() => {
+                            tracing::debug!(error = %e, "read failed while the store is away");
+                            self.clock.advance(Duration::from_secs(5));
+                        }
+                        Err(e) => self.fail(format!("read of volume {i} at {offset} failed with the store reachable: {e}")),
+                    }
+                }
+                let got: Bytes = got.unwrap_or_else(|| self.fail("a read failed 40 times"));
+                image.extend_from_slice(&got);
+                offset += len;
+            }
+            images.push(image);
+        }
+        images
+    }
+
+    pub async fn audit_after_import(&mut self) {
+        let got = self.read_all().await;
+        match self.history.adopt_prefix(&got) {
+            Ok(cut) => {
+                self.report.unacked_ops_lost += cut.lost as u64;
+                self.report.unacked_ops_kept += cut.kept as u64;
+            }
+            Err(e) => self.fail(format!("after crash {}: {e}", self.report.crashes)),
+        }
+        self.audit_space().await;
+    }
+
+    pub async fn audit_space(&self) {
+        let pool = self.pool();
+        for _ in 0..40 {
+            match pool.audit_space().await {
+                Ok(_) => return,
+                Err(e @ fardisk_engine::Error::Corrupt { .. }) => self.fail(format!("space audit: {e}")),
+                Err(e) if self.store_away() => {
+                    tracing::debug!(error = %e, "audit failed while the store is away");
+                    self.clock.advance(Duration::from_secs(5));
+                }
+                Err(e) => self.fail(format!("space audit could not run: {e}")),
+            }
+        }
+        self.fail("the space audit failed 40 times");
+    }
+
+    /// After the store came back, a pool must be serving again without help: never SUSPENDED
+    /// or FAULTED once a sync has gone through.
+    pub fn check_healthy(&self, what: &str) {
+        match self.pool().health() {
+            PoolHealth::Online | PoolHealth::Degraded(_) => {}
+            other => self.fail(format!("{what}: the pool is {other:?} after the store came back")),
+        }
+    }
+
+    pub fn counts(&self) -> FaultCounts {
+        self.faulty.counts()
+    }
+
+    /// Clears the weather, syncs, exports and imports cleanly, and checks everything.
+    pub async fn finish(mut self) -> Report {
+        self.weather = FaultPlan::default();
+        self.faulty.set_plan(FaultPlan::default());
+        let pool = self.pool();
+        let mark = self.history.mark();
+        if let Err(e) = pool.sync_txg().await {
+            self.fail(format!("final sync: {e}"));
+        }
+        self.history.ack_through(mark);
+        if let Err(e) = pool.export().await {
+            self.fail(format!("export: {e}"));
+        }
+        self.pool = None;
+        drop(pool);
+        self.import().await;
+        // Everything was acknowledged: the only prefix allowed is all of it.
+        self.audit_after_import().await;
+        let counts = self.counts();
+        self.report.ops = self.history.ops_total;
+        self.report.acks = self.history.acks;
+        self.report.mutations = counts.mutations;
+        self.report.mutation_trace = counts.mutation_trace;
+        self.report.final_digest = self.history.digest();
+        let report = self.report.clone();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        report
+    }
+}
+
+/// Runs one seed to the end on a current-thread runtime (one thread: the same seed, the same
+/// interleaving) and returns what it did.
+pub fn run_seed(opts: SimOptions) -> (Report, FaultCounts) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async move {
+        let mut world = World::new(opts).await;
+        for step in 0..opts.steps {
+            world.step = step;
+            world.run_step().await;
+        }
+        let counts = world.counts();
+        let faulty = world.faulty.clone();
+        let report = world.finish().await;
+        if let Ok(path) = std::env::var("FARDISK_SIM_TRACE") {
+            let _ = std::fs::write(format!("{path}.{}", report.fingerprint()), faulty.recent_mutations().join("\n"));
+        }
+        (report, counts)
+    })
+}
