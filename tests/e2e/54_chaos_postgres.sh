@@ -154,6 +154,14 @@ log_lines() { wc -l <"$FARDISK_HOME/log/$POOL.log"; }
 # ---- PostgreSQL and the clients --------------------------------------------------------------
 
 pg_start() {
+    # The killed postmaster may still be finishing its exit on the dead device (it PANICked and
+    # began a crash restart there); its pid in the lock file makes a new one refuse to start.
+    local old
+    old="$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null)"
+    if [ -n "$old" ] && is_ours "$old" postgres; then
+        kill -KILL "$old" 2>/dev/null
+        wait_gone "$GONE_TRIES" "$old" || echo "the old postmaster $old is still there" >&2
+    fi
     "$PG" start "$DATA" || return 1
     PM_PID="$(head -n 1 "$DATA/postmaster.pid")"
     eval "$("$PG" env "$DATA")" # PGHOST/PGPORT/PGUSER for the clients started directly
