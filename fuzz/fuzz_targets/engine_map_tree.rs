@@ -21,29 +21,42 @@ const TREE_ID: u32 = 5;
 /// More pages than this adds time, not coverage.
 const PAGES_MAX: usize = 64;
 
-struct Pages(Vec<Bytes>);
+/// A compact page: its header's level and index, and its non-zero slots.
+struct Page {
+    level: u8,
+    index: u16,
+    slots: Vec<(u8, [u8; SLOT_BYTES])>,
+}
+
+/// The pages of the input; a page is encoded only when the tree reads it (most are not).
+struct Pages(Vec<Page>);
 
 #[async_trait::async_trait]
 impl BlockSource for Pages {
     async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes> {
         let n = ptr.segment_id.checked_sub(1).ok_or_else(|| Error::Bug("read of a hole".into()))?;
-        self.0.get(n as usize).cloned().ok_or_else(|| Error::corrupt("fuzz store", "no such block"))
+        let page = self.0.get(n as usize).ok_or_else(|| Error::corrupt("fuzz store", "no such block"))?;
+        let mut slots = vec![[0u8; SLOT_BYTES]; FANOUT];
+        for (pos, slot) in &page.slots {
+            slots[*pos as usize] = *slot;
+        }
+        Ok(Bytes::from(encode_page(TREE_ID, page.level, page.index as u64, 1, &slots)))
     }
 }
 
-/// Parses the compact pages; stops at the first one the input does not hold whole.
-fn pages(mut data: &[u8]) -> Vec<Bytes> {
+/// Parses the compact pages; a page the input holds only in part keeps the slots it has.
+fn pages(mut data: &[u8]) -> Vec<Page> {
     let mut out = Vec::new();
     while data.len() >= 4 && out.len() < PAGES_MAX {
         let (level, index, count) = (data[0], u16::from_le_bytes([data[1], data[2]]), data[3] as usize);
         data = &data[4..];
-        let mut slots = vec![[0u8; SLOT_BYTES]; FANOUT];
+        let mut slots = Vec::with_capacity(count);
         for _ in 0..count {
             let Some((entry, rest)) = data.split_first_chunk::<{ 1 + SLOT_BYTES }>() else { break };
-            slots[entry[0] as usize].copy_from_slice(&entry[1..]);
+            slots.push((entry[0], entry[1..].try_into().expect("40 bytes")));
             data = rest;
         }
-        out.push(Bytes::from(encode_page(TREE_ID, level, index as u64, 1, &slots)));
+        out.push(Page { level, index, slots });
     }
     out
 }

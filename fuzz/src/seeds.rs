@@ -215,6 +215,8 @@ pub fn slog_blocks() -> Vec<Vec<u8>> {
         encode_block(&slog_context(7), 40, &refs).0.to_vec(),
         encode_block(&slog_context(1), 1, &[]).0.to_vec(),
         encode_block(&slog_context(8), 43, &[&big, &records[0]]).0.to_vec(),
+        // The last sequence number there is: one more record must be refused, not overflow.
+        encode_block(&slog_context(9), u64::MAX, &[&records[1]]).0.to_vec(),
     ]
 }
 

@@ -196,7 +196,10 @@ pub fn decode_payload(block: &Bytes, header: &BlockHeader) -> Result<Vec<Decoded
     let mut chain = header.prev_chain;
     let mut at = 0usize;
     for index in 0..u64::from(header.record_count) {
-        let decoded = decode_record(&payload, at, header.first_record_seq + index, chain).map_err(BlockError::Corrupt)?;
+        // Checked: a valid-looking header starting at u64::MAX overflowed here in overflow-checked
+        // builds (a crafted input of fuzz/fuzz_targets/slog_block.rs).
+        let seq = header.first_record_seq.checked_add(index).ok_or(BlockError::Corrupt("record sequence number overflows"))?;
+        let decoded = decode_record(&payload, at, seq, chain).map_err(BlockError::Corrupt)?;
         chain = decoded.chain;
         at += decoded.encoded_len;
         records.push(decoded);
