@@ -3,13 +3,13 @@
 # decoders of bytes from the object store, the log and cache devices, and the NBD wire) for a few
 # seconds each, starting from seeds made by the real encoders. Passes when the targets build, none
 # crashes, and each one ran inputs.
-# Env: E2E55_FUZZ_S, seconds per target (default 5: with the 20 targets of today, under 2 minutes
+# Env: E2E55_FUZZ_S, seconds per target (default 3: with the 20 targets of today, about a minute
 # of fuzzing; the build is incremental in the tools cache, see scripts/fuzz.sh).
 E2E_NAME=55_fuzz_short
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$E2E_ROOT" || exit 1
 
-secs="${E2E55_FUZZ_S:-5}"
+secs="${E2E55_FUZZ_S:-3}"
 log="$FARDISK_RUN_DIR/fuzz.log"
 require "cargo-fuzz on the nightly toolchain (scripts/install-deps.sh)" cargo +nightly fuzz --version
 
