@@ -250,6 +250,9 @@ curl -sf -o "$M" "http://127.0.0.1:$PORT/metrics"
 inflight() { awk -v op="$1" '/^fardisk_store_requests_in_flight_max\{/ && index($0, "op=\"" op "\"") {print int($2)}' "$M"; }
 PUT_MAX="$(inflight put)" GET_MAX="$(inflight get)" DELETE_MAX="$(inflight delete)" HEAD_MAX="$(inflight head)" LIST_MAX="$(inflight list)"
 INFLIGHT_MAX=$((PUT_MAX + GET_MAX + DELETE_MAX + HEAD_MAX + LIST_MAX))
+# A read that finds a segment gone (deleted under it, or not uploaded yet) looks again
+# (pool/read.rs): each such GET counts as an error here, and none may reach a client.
+GET_ERRORS="$(awk '/^fardisk_store_request_errors_total\{/ && /op="get"/ {printf "%.0f\n", $2}' "$M")"
 check "PUTs in flight: max $PUT_MAX <= $PUT_BOUND" test "$PUT_MAX" -le "$PUT_BOUND"
 check "GETs in flight: max $GET_MAX <= $GET_BOUND" test "$GET_MAX" -le "$GET_BOUND"
 check "DELETEs in flight: max $DELETE_MAX <= $DELETE_BOUND" test "$DELETE_MAX" -le "$DELETE_BOUND"
@@ -301,6 +304,6 @@ check "and no thread each ($CONN_THREADS threads, idle $THREADS_IDLE)" test "$CO
 for _ in $(seq 20); do [ "$(fd_count)" -le "$FDS_IDLE" ] && break; sleep 0.25; done
 check "their fds are released ($(fd_count))" test "$(fd_count)" -le "$FDS_IDLE"
 
-echo "E2E56 figures: duration $ELAPSED s, max RSS $RSS_PEAK_MIB MiB (limit $((RSS_LIMIT / MiB)) MiB = arc $((ARC / MiB)) + dirty $((DIRTY / MiB)) + map $((MAP / MiB)) + overhead $((OVERHEAD / MiB))), idle RSS $((RSS_IDLE_KB / 1024)) MiB, after load $((RSS_AFTER_KB / 1024)) MiB, RSS max 2nd/3rd third $RSS2_MIB/$RSS3_MIB MiB, RSS beyond arc+dirty+map as sampled $UNEXPLAINED_MIB MiB, max threads $THREADS_MAX (bound $THREADS_BOUND), max fds $FDS_MAX (bound $FDS_BOUND), store requests in flight max put $PUT_MAX/$PUT_BOUND get $GET_MAX/$GET_BOUND delete $DELETE_MAX/$DELETE_BOUND, max ARC $((ARC_MAX_SEEN / MiB)) MiB, max dirty $((DIRTY_MAX_SEEN / MiB)) MiB, max map cache $((MAP_MAX_SEEN / MiB)) MiB, ARC cycled $((EVICTED / ARC))x"
+echo "E2E56 figures: duration $ELAPSED s, max RSS $RSS_PEAK_MIB MiB (limit $((RSS_LIMIT / MiB)) MiB = arc $((ARC / MiB)) + dirty $((DIRTY / MiB)) + map $((MAP / MiB)) + overhead $((OVERHEAD / MiB))), idle RSS $((RSS_IDLE_KB / 1024)) MiB, after load $((RSS_AFTER_KB / 1024)) MiB, RSS max 2nd/3rd third $RSS2_MIB/$RSS3_MIB MiB, RSS beyond arc+dirty+map as sampled $UNEXPLAINED_MIB MiB, max threads $THREADS_MAX (bound $THREADS_BOUND), max fds $FDS_MAX (bound $FDS_BOUND), store requests in flight max put $PUT_MAX/$PUT_BOUND get $GET_MAX/$GET_BOUND delete $DELETE_MAX/$DELETE_BOUND, store GETs that found no segment (looked again) ${GET_ERRORS:-0}, client I/O errors $load_errors, max ARC $((ARC_MAX_SEEN / MiB)) MiB, max dirty $((DIRTY_MAX_SEEN / MiB)) MiB, max map cache $((MAP_MAX_SEEN / MiB)) MiB, ARC cycled $((EVICTED / ARC))x"
 require "export" "$B" export tank
 e2e_finish

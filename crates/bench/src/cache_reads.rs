@@ -243,7 +243,7 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     eprintln!("fardisk-bench: local {:.0} reads/s p99 {:.0} µs", local.ops_per_s(), local.p(99.0));
 
     // The pool: write the working set, let the L2ARC take what the ARC evicts.
-    let env = Env { clock: clock.clone(), seed: a.seed };
+    let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
     let (_, store) = far_file_store(&a.dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     let guid = fardisk_engine::rng::Rng::new(a.seed).next_u128();
     Pool::create(store.clone(), "bench", CreateOptions { pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("{e}"))?;

@@ -52,7 +52,7 @@ pub struct Drive {
 
 impl Drive {
     fn env(&self) -> Env {
-        Env { clock: self.clock.clone(), seed: self.seed }
+        Env { clock: self.clock.clone(), seed: self.seed, blocking_inline: false }
     }
 }
 

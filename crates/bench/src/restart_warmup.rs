@@ -144,7 +144,7 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
     let _ = std::fs::remove_dir_all(&a.dir);
     std::fs::create_dir_all(&a.dir)?;
-    let env = Env { clock: clock.clone(), seed: a.seed };
+    let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
     let (_, store) = far_file_store(&a.dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     let guid = fardisk_engine::rng::Rng::new(a.seed).next_u128();
     Pool::create(store.clone(), "bench", CreateOptions { pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("{e}"))?;

@@ -64,7 +64,7 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     let dir = a.dir.join(format!("{size_gib}g"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let env = Env { clock: clock.clone(), seed: a.seed };
+    let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
     let (base, far) = far_file_store(&dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     Pool::create(base.clone(), "bench", CreateOptions::default(), &env).await.map_err(e)?;
     let config = PoolConfig { compression: fardisk_engine::compress::Compression::Off, ..PoolConfig::default() };

@@ -117,7 +117,7 @@ async fn pool(dir: &Path, with_log: bool, latency_ms: u64, seed: u64, clock: Arc
 pub(crate) async fn bench_pool(dir: &Path, log: Option<(&Path, u64)>, simulate: &str, volume_bytes: u64, seed: u64, clock: Arc<dyn Clock>) -> Result<Pool> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
-    let env = Env { clock: clock.clone(), seed };
+    let env = Env { clock: clock.clone(), seed, blocking_inline: false };
     let base = open_store_url(&format!("file://{}", dir.join("store").display()), true).map_err(|e| anyhow!("{e}"))?;
     let spec = SimulateSpec::parse(simulate).map_err(|e| anyhow!("{e}"))?;
     let store: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock, seed));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn env(seed: u64) -> Env {
-    Env { clock: Arc::new(ManualClock::default()), seed }
+    Env { clock: Arc::new(ManualClock::default()), seed, blocking_inline: false }
 }
 
 fn config() -> PoolConfig {
@@ -212,7 +212,7 @@ async fn reads_never_wait_behind_uploads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_suspends_commits_stalls_writers_at_the_limit_and_resumes_by_itself() {
-    let e = Env { clock: Arc::new(fardisk_engine::clock::SystemClock::default()), seed: 7 };
+    let e = Env { clock: Arc::new(fardisk_engine::clock::SystemClock::default()), seed: 7, blocking_inline: false };
     let base = open_store_url("memory://outage", true).expect("store");
     let sim = Arc::new(SimulatedStore::new(base, SimulateSpec::default(), e.clock.clone(), 7));
     let store: Arc<dyn Store> = sim.clone();
@@ -360,7 +360,7 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     let clock: Arc<dyn fardisk_engine::clock::Clock> = Arc::new(fardisk_engine::clock::SystemClock::default());
     let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(store, SimulateSpec::parse("latency=10").expect("spec"), clock.clone(), 10));
     let cache = Arc::new(ArcBlockCache::new(256 << 20, None));
-    let e = Env { clock, seed: 10 };
+    let e = Env { clock, seed: 10, blocking_inline: false };
     let pool = Pool::import(far, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, cache).await.expect("import");
     let vol = pool.volume_id("v").expect("v");
     for i in 0..16u64 {

@@ -44,7 +44,7 @@ async fn fixture(name: &str, seed: u64) -> Fixture {
     fo.size_bytes = 64 << 20;
     let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo).expect("format log mirror");
     let vdev = VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths: legs.iter().map(|p| p.display().to_string()).collect() };
-    let env = Env { clock: Arc::new(ManualClock::default()), seed };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed, blocking_inline: false };
     let store = open_store_url(&format!("memory://intent-{name}"), true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), ..Default::default() }, &env).await.expect("create");
     Fixture { dir, store, env, legs }
@@ -152,7 +152,7 @@ async fn log_devices_added_replaced_and_removed_at_run_time_lose_nothing() {
     let dir = std::env::temp_dir().join(format!("fardisk-intent-admin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let env = Env { clock: Arc::new(ManualClock::default()), seed: 21 };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed: 21, blocking_inline: false };
     let store = open_store_url("memory://intent-admin", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let f = Fixture { dir: dir.clone(), store, env, legs: vec![dir.join("log-a"), dir.join("log-b"), dir.join("log-c")] };

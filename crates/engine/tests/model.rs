@@ -79,7 +79,7 @@ async fn check_crash_outcome(pool: &Pool, model: &mut Model, what: &str) {
 async fn run_seed(seed: u64, ops: usize) {
     let rng = Rng::new(seed);
     let clock = Arc::new(ManualClock::default());
-    let env = Env { clock: clock.clone(), seed };
+    let env = Env { clock: clock.clone(), seed, blocking_inline: false };
     let base = open_store_url(&format!("memory://model-{seed}"), true).expect("memory store");
     let faulty = Arc::new(FaultyStore::new(base, FaultPlan::default(), seed));
     let store: Arc<dyn Store> = faulty.clone();

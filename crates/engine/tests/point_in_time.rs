@@ -21,7 +21,7 @@ fn config() -> PoolConfig {
 
 async fn setup(retention_s: u64, seed: u64) -> (Arc<dyn Store>, Arc<ManualClock>, Env, Pool) {
     let clock = Arc::new(ManualClock::default());
-    let env = Env { clock: clock.clone(), seed };
+    let env = Env { clock: clock.clone(), seed, blocking_inline: false };
     let store: Arc<dyn Store> = open_store_url(&format!("memory://pit-{seed}"), true).unwrap();
     let props = BTreeMap::from([("roots_kept".to_string(), "2".to_string()), ("root_retention_s".to_string(), retention_s.to_string())]);
     Pool::create(store.clone(), "pit", CreateOptions { props, ..Default::default() }, &env).await.unwrap();

@@ -70,7 +70,7 @@ async fn flip_byte(store: &Arc<dyn Store>, seg: u64, at: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrub_finds_a_flipped_byte_and_repairs_it_from_the_arc() {
-    let env = Env { clock: Arc::new(ManualClock::default()), seed: 11 };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed: 11, blocking_inline: false };
     let store = open_store_url("memory://scrub-repair", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let pool = import(&store, &env, 64 * MIB).await;
@@ -110,7 +110,7 @@ async fn scrub_finds_a_flipped_byte_and_repairs_it_from_the_arc() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_good_copy_the_error_is_reported_and_reads_fail_not_lie() {
-    let env = Env { clock: Arc::new(ManualClock::default()), seed: 12 };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed: 12, blocking_inline: false };
     let store = open_store_url("memory://scrub-unrepaired", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let pool = import(&store, &env, 64 * MIB).await;

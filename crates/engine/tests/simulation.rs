@@ -53,14 +53,18 @@ fn ci_seeds() {
     assert!(totals.crashes > 0 && totals.outages > 0 && totals.leg_faults > 0, "the CI seeds must exercise crashes, outages and leg faults");
 }
 
-/// The same seed twice: the same steps, the same store mutations in the same order, the same
+/// The same seed twice, on two threads at once so that each disturbs the other's timing: the
+/// same steps, the same store mutations in the same order, the same faults injected, the same
 /// crash cuts and the same final volumes.
 #[test]
 fn a_seed_replays_exactly() {
     let seed = env_u64("FARDISK_SIM_SEED").unwrap_or(7);
-    let a = run_and_print(seed, CI_STEPS / 2);
-    let b = run_and_print(seed, CI_STEPS / 2);
-    assert_eq!(a, b, "seed {seed} did not replay exactly");
+    let runs: Vec<_> = (0..2).map(|_| std::thread::spawn(move || run_seed(SimOptions::for_seed(seed, CI_STEPS / 2)))).collect();
+    let mut results = runs.into_iter().map(|r| r.join().expect("simulation thread"));
+    let (a, b) = (results.next().expect("first run"), results.next().expect("second run"));
+    eprintln!("sim {:?}\nsim {:?}", a.0, b.0);
+    assert_eq!(a.0, b.0, "seed {seed} did not replay exactly");
+    assert_eq!(a.1, b.1, "seed {seed} replayed with different store faults");
 }
 
 #[test]

@@ -101,7 +101,7 @@ async fn check_all(pool: &Pool, m: &Model, what: &str) {
 
 async fn run_seed(seed: u64, ops: usize) {
     let rng = Rng::new(seed);
-    let env = Env { clock: Arc::new(ManualClock::default()), seed };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed, blocking_inline: false };
     let store: Arc<dyn Store> = open_store_url(&format!("memory://snaps-{seed}"), true).expect("memory store");
     Pool::create(store.clone(), "snaps", CreateOptions::default(), &env).await.expect("create");
     let mut pool = import(store.clone(), &env).await;

@@ -25,7 +25,7 @@ async fn import(store: &Arc<dyn fardisk_engine::objstore::Store>, env: &Env) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hot_set_saved_at_export_is_warm_after_import() {
-    let env = Env { clock: Arc::new(ManualClock::default()), seed: 5 };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed: 5, blocking_inline: false };
     let store = open_store_url("memory://warmup", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let (pool, _) = import(&store, &env).await;
@@ -72,7 +72,7 @@ async fn the_hot_set_saved_at_export_is_warm_after_import() {
 /// buffers): reading back what was just written costs no store request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocks_written_by_a_txg_are_read_back_from_the_arc() {
-    let env = Env { clock: Arc::new(ManualClock::default()), seed: 6 };
+    let env = Env { clock: Arc::new(ManualClock::default()), seed: 6, blocking_inline: false };
     let store = open_store_url("memory://written-in-arc", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let (pool, _cache) = import(&store, &env).await;

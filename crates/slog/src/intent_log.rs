@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub vdevs: RwLock<Vec<Arc<Vdev>>>,
     pub queue: Mutex<Queue>,
     pub queue_wake: Condvar,
+    /// Signalled when the writer runs out of work (see `IntentLog::wait_idle`).
+    pub idle_wake: Condvar,
     pub admission: Semaphore,
     pub next_seq: AtomicU64,
     pub session: Session,
@@ -82,6 +84,7 @@ impl IntentLog {
             vdevs: RwLock::new(assembled),
             queue: Mutex::new(Queue::default()),
             queue_wake: Condvar::new(),
+            idle_wake: Condvar::new(),
             admission: Semaphore::new(opts.max_waiters.max(1)),
             next_seq: AtomicU64::new(plan.next_seq),
             session,
@@ -159,6 +162,24 @@ impl IntentLog {
             self.shared.queue.lock().head_dirty = true;
             self.shared.queue_wake.notify_one();
         }
+    }
+
+    /// Waits until the writer thread has nothing queued and nothing in hand: every commit
+    /// answered and every head a release asked for written. False if that took longer than
+    /// `timeout` (a device that hangs). A simulation cuts the power only at such a point, so
+    /// that what the devices hold does not depend on how fast the writer thread ran.
+    pub fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut queue = self.shared.queue.lock();
+        while queue.busy || !queue.waiters.is_empty() || queue.head_dirty {
+            if queue.shutdown {
+                return true;
+            }
+            if self.shared.idle_wake.wait_until(&mut queue, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
     }
 
     /// Per vdev and leg: path, state, error counters, volatile flag, space.

@@ -31,6 +31,8 @@ pub(crate) struct Queue {
     pub waiters: VecDeque<Waiter>,
     pub head_dirty: bool,
     pub shutdown: bool,
+    /// The writer holds work taken from the queue (a batch or heads being written).
+    pub busy: bool,
 }
 
 /// The writer thread's main loop; returns at shutdown.
@@ -39,6 +41,9 @@ pub(crate) fn run_writer(shared: Arc<Shared>) {
         let (batch, heads_due) = {
             let mut queue = shared.queue.lock();
             while queue.waiters.is_empty() && !queue.head_dirty && !queue.shutdown {
+                if std::mem::take(&mut queue.busy) {
+                    shared.idle_wake.notify_all();
+                }
                 shared.queue_wake.wait(&mut queue);
             }
             if queue.shutdown {
@@ -46,9 +51,11 @@ pub(crate) fn run_writer(shared: Arc<Shared>) {
                     let _ = waiter.reply.send(Err(LogError::Closed));
                 }
                 drop(queue);
-                        shared.persist_dirty_heads();
+                shared.persist_dirty_heads();
+                shared.idle_wake.notify_all();
                 return;
             }
+            queue.busy = true;
             let heads_due = std::mem::take(&mut queue.head_dirty);
             (take_batch(&mut queue.waiters, shared.max_batch_bytes), heads_due)
         };

@@ -8,6 +8,8 @@ E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 SCRIPTS="$E2E_ROOT/scripts"
 export FARDISK_RUN_DIR
 FARDISK_RUN_DIR="$(mktemp -d "/tmp/fardisk-e2e-${E2E_NAME}.XXXXXX")"
+# Some tests point FARDISK_RUN_DIR elsewhere; the directory made here is removed at exit anyway.
+E2E_RUN_DIR_MADE="$FARDISK_RUN_DIR"
 # mktemp makes it 0700; the postgres user must reach socket dirs inside it.
 chmod 755 "$FARDISK_RUN_DIR"
 
@@ -29,6 +31,7 @@ e2e_cleanup() {
     else
         echo "$E2E_NAME: run dir kept for inspection: $FARDISK_RUN_DIR"
     fi
+    rmdir "$E2E_RUN_DIR_MADE" 2>/dev/null || true
 }
 trap e2e_cleanup EXIT
 # `timeout` signals the script and then its whole process group: the second TERM must not cut the

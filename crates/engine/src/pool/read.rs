@@ -51,13 +51,19 @@ impl Pool {
                 Err(e) => Err(e),
             };
             match got {
-                // The segment left the store while this read waited between resolving its pointers
-                // and fetching them: an overwrite or compaction freed it and the collector deleted
-                // it roots_kept txgs later (gc.rs does not wait for reads in flight; under load
-                // that is a second or two). The map now points elsewhere: look again, as scrub
-                // does. A segment the current map still references fails again and is reported.
+                // A segment the store does not have, for one of two reasons that are no damage:
+                // - it left the store while this read waited between resolving its pointers and
+                //   fetching them: an overwrite or compaction freed it and the collector deleted
+                //   it roots_kept txgs later (gc.rs does not wait for reads in flight; under load
+                //   that is a second or two), and the map now points elsewhere;
+                // - it is the running sync's, not uploaded yet: compaction's moves (and scrub's
+                //   repairs) reach the map before their segment reaches the store, and no dirty
+                //   data stands in for them as it does for written blocks (sync.rs).
+                // So wait for the sync in progress to end, then look again, as scrub does. A
+                // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
                     looked_again += 1;
+                    let _ = tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.sync_lock.lock()).await;
                     tree = self.readable_tree(volume_id)?.1;
                 }
                 other => break other?,
@@ -243,8 +249,9 @@ async fn read_from_device(inner: &Arc<Inner>, blocks: Vec<(usize, BlockPtr)>, pr
     let results: Vec<(usize, BlockPtr, Option<Bytes>)> = futures::stream::iter(blocks)
         .map(|(i, p)| {
             let cache = inner.blocks.clone();
+            let env = inner.env.clone();
             async move {
-                let got = tokio::task::spawn_blocking(move || cache.get_device(&p, prefetch)).await.ok().flatten();
+                let got = env.blocking("cache-device read", move || cache.get_device(&p, prefetch)).await.ok().flatten();
                 (i, p, got)
             }
         })
@@ -355,6 +362,9 @@ async fn fetch_group_now(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch
 const SEGMENT_MISSING: &str = "missing from the store although the map references it";
 /// Times a read resolves its pointers again after finding a segment gone (see `Pool::read`).
 const MISSING_SEGMENT_LOOKS_MAX: u32 = 3;
+/// The longest a read waits for the running sync before it looks again (a sync retrying through a
+/// store outage may take much longer; the read then fails as it would have).
+const MISSING_SEGMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn is_missing_segment(e: &Error) -> bool {
     matches!(e, Error::Corrupt { why, .. } if why == SEGMENT_MISSING)

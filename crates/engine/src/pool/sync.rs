@@ -151,7 +151,7 @@ struct PackedSegment {
     updates: Vec<(u32, u64, BlockPtr)>,
 }
 
-/// Compresses `blocks` into one segment (CPU work: runs in `spawn_blocking`).
+/// Compresses `blocks` into one segment (CPU work: runs on a blocking thread, see `Env::blocking`).
 fn pack_into(mut builder: SegmentBuilder, blocks: Vec<((u32, u64), Bytes)>, algo: crate::compress::Compression)
     -> (SegmentBuilder, Vec<(u32, u64, BlockPtr)>) {
     let mut updates = Vec::with_capacity(blocks.len());
@@ -211,21 +211,20 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         let chunk = std::mem::replace(&mut rest, tail);
         let builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
         counter += 1;
-        let seg = tokio::task::spawn_blocking(move || {
-            let (b, u) = pack_into(builder, chunk, algo);
-            finish_segment(b, u)
-        })
-        .await
-        .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
+        let seg = inner
+            .env
+            .blocking("packing", move || {
+                let (b, u) = pack_into(builder, chunk, algo);
+                finish_segment(b, u)
+            })
+            .await?;
         written.insert(seg.id, seg.written_bytes);
         cache_written(inner, seg.id, &seg.bytes, &seg.updates);
         updates.extend(seg.updates);
         spawn_upload(&mut uploads, inner, &limit, seg.id, Bytes::from(seg.bytes));
     }
     let meta_builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
-    let (mut builder, meta_updates) = tokio::task::spawn_blocking(move || pack_into(meta_builder, rest, algo))
-        .await
-        .map_err(|e| Error::Bug(format!("packing task failed: {e}")))?;
+    let (mut builder, meta_updates) = inner.env.blocking("packing", move || pack_into(meta_builder, rest, algo)).await?;
     updates.extend(meta_updates);
     let mut delta = SpaceDelta::default();
     let (mut volumes, mut snaps) = {

@@ -152,7 +152,7 @@ impl Pool {
             Err(e) => tracing::warn!(error = %e, "closing the removed log vdev"),
         }
         // Dropping the log joins its writer thread.
-        let _ = tokio::task::spawn_blocking(move || drop(log)).await;
+        let _ = self.inner.env.blocking("closing the log vdev", move || drop(log)).await;
         Ok(())
     }
 
@@ -199,9 +199,11 @@ impl Pool {
         let (old_p, new_p) = (PathBuf::from(old), PathBuf::from(new));
         // Copying the live records reads and writes the devices: off the async workers.
         let copier = log.clone();
-        let config = tokio::task::spawn_blocking(move || copier.replace_leg_with(&old_p, &new_p, force))
-            .await
-            .map_err(|e| Error::Bug(format!("replace task failed: {e}")))?
+        let config = self
+            .inner
+            .env
+            .blocking("replace", move || copier.replace_leg_with(&old_p, &new_p, force))
+            .await?
             .map_err(|e| slog_err(&format!("replacing {old}"), e))?;
         let paths: Vec<String> = config.legs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
         self.publish_vdevs(|v| {

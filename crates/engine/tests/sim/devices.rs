@@ -48,29 +48,6 @@ impl LogDevices {
         self.provider.device(&self.legs[leg])
     }
 
-    /// Waits until the log's writer thread has gone quiet (no write or flush for 20 ms, at most
-    /// 2 s): the engine is idle between steps, but the writer may still be persisting a head
-    /// after a release, and a replay must cut the power at the same point of that work.
-    pub fn settle(&self) {
-        let activity = || -> u64 {
-            (0..self.legs.len()).filter_map(|l| self.device(l)).map(|d| d.write_count() + d.flush_count()).sum()
-        };
-        let mut last = activity();
-        let mut quiet_ms = 0;
-        for _ in 0..1000 {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            let now = activity();
-            if now == last {
-                quiet_ms += 2;
-                if quiet_ms >= 20 {
-                    return;
-                }
-            } else {
-                (last, quiet_ms) = (now, 0);
-            }
-        }
-    }
-
     /// A power cut now: every device keeps what its last flush made durable, plus whatever of
     /// the writes since then the seed lets through, whole or torn.
     pub fn power_cut(&mut self, seed: u64) {

@@ -47,8 +47,7 @@ impl SimOptions {
     }
 }
 
-/// What one seed did; every field but the store's request counts must be equal when the seed is
-/// replayed (GETs depend on what the caches held, which depends on thread timing).
+/// What one seed did; a replay of the seed must give an equal report.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     pub seed: u64,
@@ -104,6 +103,8 @@ pub struct World {
     pub guid: u128,
     /// Log legs that are faulted now (index into `log.legs`).
     pub bad_legs: Vec<usize>,
+    /// A crash is being set up with a log commit held between its write and its flush.
+    pub log_flushes_held: bool,
 }
 
 pub fn config() -> PoolConfig {
@@ -125,7 +126,7 @@ pub fn config() -> PoolConfig {
 impl World {
     pub async fn new(opts: SimOptions) -> World {
         let clock = Arc::new(ManualClock::default());
-        let env = Env { clock: clock.clone(), seed: opts.seed };
+        let env = Env { clock: clock.clone(), seed: opts.seed, blocking_inline: true };
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let base = open_store_url(&format!("memory://sim-{}-{run}", opts.seed), true).expect("memory store");
@@ -154,6 +155,7 @@ impl World {
             step: 0,
             guid,
             bad_legs: Vec::new(),
+            log_flushes_held: false,
         };
         world.create().await;
         world
@@ -253,8 +255,12 @@ impl World {
     pub async fn crash_now<T>(&mut self, in_flight: Vec<tokio::task::JoinHandle<T>>) {
         let dead = FaultPlan { crash_after_mutations: Some(self.faulty.mutations()), ..self.weather.clone() };
         self.faulty.set_plan(dead);
+        // Unless a commit is held at its flush on purpose, the power goes when the log writer
+        // has finished what it was given (heads after a release, say): the same cut every replay.
+        if !std::mem::take(&mut self.log_flushes_held) {
+            self.wait_log_idle();
+        }
         if let Some(log) = &mut self.log {
-            log.settle();
             log.power_cut(self.rng.next_u64());
         }
         for h in in_flight {
@@ -277,6 +283,16 @@ impl World {
         self.faulty.set_plan(self.weather.clone());
         self.import().await;
         self.audit_after_import().await;
+    }
+
+    /// Waits for the log writer thread to run out of work (it runs beside the simulation's one
+    /// thread, so what it has written at any instant depends on the machine's load).
+    pub fn wait_log_idle(&self) {
+        if let Some(log) = self.pool.as_ref().and_then(|p| p.log()) {
+            if !log.wait_idle(Duration::from_secs(60)) {
+                self.fail("the log writer did not go idle in 60 s");
+            }
+        }
     }
 
     /// Reads every volume whole, retrying while the store is away.

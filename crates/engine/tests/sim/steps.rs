@@ -318,6 +318,7 @@ impl World {
             // was never acknowledged, and its torn remains must not be replayed as data.
             let data = self.bytes(4096);
             self.write(0, self.rng.below(256) * 4096, data).await;
+            self.wait_log_idle();
             let held = self.log.as_ref().map(|l| l.hold_flushes()).unwrap_or_default();
             let pool = self.pool();
             let handle = tokio::spawn(async move {
@@ -335,6 +336,7 @@ impl World {
                 self.fail(format!("a log commit never reached its flush (blocked: {blocked:?}, health {:?})", self.pool().health()));
             }
             self.report.crashes_mid_commit += 1;
+            self.log_flushes_held = true;
             self.crash_now(vec![handle]).await;
             return;
         }
