@@ -18,6 +18,9 @@
 #                            is 10272; seeds longer than this would be cut)
 #   FARDISK_FUZZ_RSS_MB      -rss_limit_mb (default 1024; the decoders allocate what the input
 #                            holds, so more means a bug)
+#   FARDISK_FUZZ_CORPUS_MAX  files a target's kept corpus may hold (default 2000): above it the
+#                            corpus is minimised with libFuzzer's -merge=1 (inputs that add no
+#                            coverage go), then the oldest beyond it are dropped
 set -uo pipefail
 FD_NAME=fuzz
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -34,6 +37,8 @@ SEED="${FARDISK_FUZZ_SEED:-20261123}"
 SANITIZER="${FARDISK_FUZZ_SANITIZER:-none}"
 MAX_LEN="${FARDISK_FUZZ_MAX_LEN:-16384}"
 RSS_MB="${FARDISK_FUZZ_RSS_MB:-1024}"
+CORPUS_MAX="${FARDISK_FUZZ_CORPUS_MAX:-2000}"
+case "$CORPUS_MAX" in '' | *[!0-9]*) fd_die "FARDISK_FUZZ_CORPUS_MAX=$CORPUS_MAX: not a whole number of files" ;; esac
 TARGET_DIR="${FARDISK_FUZZ_TARGET_DIR:-$(fd_tools_dir)/fuzz-target}"
 WORK="${FARDISK_FUZZ_WORK:-$(fd_tools_dir)/fuzz-work}"
 # A single input of these decoders takes microseconds: one that takes this long is a hang.
@@ -60,6 +65,27 @@ wanted() { # wanted TARGET: true when no TARGET was named or this one was
 summary=()
 failed=0
 
+# bound_corpus BIN DIR: keeps a kept corpus from growing without limit between runs.
+bound_corpus() {
+    local bin="$1" dir="$2" n min
+    n="$(find "$dir" -maxdepth 1 -type f | wc -l)"
+    [ "$n" -le "$CORPUS_MAX" ] && return 0
+    min="$dir.min"
+    rm -rf "$min"
+    mkdir -p "$min"
+    if timeout --kill-after=10 300 "$bin" -merge=1 -max_len="$MAX_LEN" -rss_limit_mb="$RSS_MB" \
+        -timeout="$INPUT_TIMEOUT_S" "$min" "$dir" >"$WORK/logs/$(basename "$dir")-merge.log" 2>&1; then
+        rm -rf "$dir" && mv "$min" "$dir"
+    else
+        rm -rf "$min"
+        fd_log "corpus merge of $dir failed (see $WORK/logs/$(basename "$dir")-merge.log); dropping its oldest inputs instead"
+    fi
+    # Still too many (or the merge failed): the oldest go.
+    find "$dir" -maxdepth 1 -type f -printf '%T@ %p\n' | sort -rn | tail -n +$((CORPUS_MAX + 1)) \
+        | cut -d' ' -f2- | xargs -r rm -f
+    fd_log "corpus $(basename "$dir"): $n inputs, $(find "$dir" -maxdepth 1 -type f | wc -l) kept (FARDISK_FUZZ_CORPUS_MAX=$CORPUS_MAX)"
+}
+
 # fuzz_one CRATE_DIR TARGET: run the built binary of TARGET; record a summary line.
 fuzz_one() {
     local crate="$1" target="$2" bin log artifact execs rss rc t0
@@ -70,6 +96,7 @@ fuzz_one() {
     # they always match today's encoders; stale ones would only slow the first pass.
     rm -rf "${WORK:?}/seeds/$target"
     mkdir -p "$WORK/seeds/$target"
+    bound_corpus "$bin" "$WORK/corpus/$target"
     t0=$SECONDS
     # The first corpus directory receives what libFuzzer finds; the seeds are only read.
     FARDISK_FUZZ_SEEDS_DIR="$WORK/seeds" timeout --kill-after=10 $((seconds * 2 + 120)) \
