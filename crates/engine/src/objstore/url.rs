@@ -10,6 +10,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
     static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
@@ -69,22 +70,39 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
             if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
                 b = b.with_region("us-east-1");
             }
+            b = b.with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         "gs" => {
             let (bucket, prefix) = bucket_and_prefix(rest);
-            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket).with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         "az" | "azure" => {
             let (container, prefix) = bucket_and_prefix(rest);
-            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(container);
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(container).with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         other => return Err(bad(&format!("unknown scheme '{other}'"))),
     };
     Ok(Arc::new(ObjectStoreBackend::new(inner, &prefix, url.to_string())))
 }
+
+/// The HTTP client's own retries, kept short: the engine retries every request itself within a
+/// budget (retry.rs) and waits out outages where it must (commits). With the client's default
+/// (10 retries within 3 minutes) one engine attempt against an unreachable store took minutes,
+/// so a read the engine meant to give up after 30 s hung far longer, and every retry loop above
+/// it was multiplied.
+fn client_retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig { init_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(2), base: 2.0 },
+        max_retries: CLIENT_RETRIES_MAX,
+        retry_timeout: Duration::from_secs(10),
+    }
+}
+
+/// Retries of one request inside the HTTP client (see `client_retry`).
+const CLIENT_RETRIES_MAX: usize = 2;
 
 #[cfg(test)]
 mod tests {
