@@ -3,7 +3,7 @@
 # decoders of bytes from the object store, the log and cache devices, and the NBD wire) for a few
 # seconds each, starting from seeds made by the real encoders. Passes when the targets build, none
 # crashes, and each one ran inputs.
-# Env: E2E55_FUZZ_S, seconds per target (default 3: with the 21 targets of today, about a minute
+# Env: E2E55_FUZZ_S, seconds per target (default 3: with the 22 targets of today, about a minute
 # of fuzzing; the build is incremental in the tools cache, see scripts/fuzz.sh).
 E2E_NAME=55_fuzz_short
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
