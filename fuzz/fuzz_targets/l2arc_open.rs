@@ -2,8 +2,7 @@
 //! rebuild thread's walk of every log block, l2arc/rebuild.rs), then reading every block back
 //! (`L2Arc::get`, l2arc/reader.rs). A 640 KiB device is formatted and written by the real L2ARC
 //! once; each input is a list of patches to its image, as a torn write, rot or a stale device
-//! would present it:
-//!   `[offset: u32 LE, modulo the image] [len: 1 byte] [len bytes]`...
+//! would present it (format: `fardisk_fuzz::patches`).
 //! Whatever the damage: no panic, a rebuild that ends, and every block read back is exactly the
 //! one written under that key (anything else must be a miss). The undamaged image gives every
 //! block back.
@@ -88,12 +87,7 @@ fn remove_dead_runs(tmp: &std::path::Path) {
 }
 
 fn seeds() -> Vec<Vec<u8>> {
-    let patch = |offset: u32, bytes: &[u8]| -> Vec<u8> {
-        let mut p = offset.to_le_bytes().to_vec();
-        p.push(bytes.len() as u8);
-        p.extend_from_slice(bytes);
-        p
-    };
+    let patch = |offset: u32, bytes: &[u8]| fardisk_fuzz::patches::encode(0, offset, bytes);
     vec![
         Vec::new(),
         patch(0, &[0u8; 255]),                                           // the first label
@@ -105,18 +99,9 @@ fn seeds() -> Vec<Vec<u8>> {
 
 fuzz_target!(init: fardisk_fuzz::write_seeds("l2arc_open", seeds), |data: &[u8]| {
     let base = base();
-    let mut image = base.image.clone();
-    let mut at = 0usize;
-    while at + 5 <= data.len() {
-        let offset = u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]) as usize;
-        let len = data[at + 4] as usize;
-        at += 5;
-        let bytes = &data[at..(at + len).min(data.len())];
-        at += bytes.len();
-        let start = offset % image.len();
-        let end = (start + bytes.len()).min(image.len());
-        image[start..end].copy_from_slice(&bytes[..end - start]);
-    }
+    let mut images = [base.image.clone()];
+    fardisk_fuzz::patches::apply(&mut images, data);
+    let [image] = images;
     let path = base.dir.join("device.img");
     std::fs::write(&path, &image).expect("write the patched image");
     let clock = Arc::new(ManualClock::new(1_000_000));

@@ -2,8 +2,7 @@
 //! head slots, the scan of every block of the ring, the merge of two legs, the resync of the
 //! weaker one, the cut at the end of the replayable prefix). Two 208 KiB legs are formatted and
 //! written by the real log once; each input is a list of patches to their images, as a damaged
-//! or stale device would present them:
-//!   `[leg: 1 byte (low bit)] [offset: u32 LE, modulo the image] [len: 1 byte] [len bytes]`...
+//! or stale device would present them (format: `fardisk_fuzz::patches`).
 //! Whatever the damage: no panic, no hang, and every record replayed is the very record that was
 //! committed at that sequence number, in increasing order. An unpatched pair replays every
 //! record not yet released.
@@ -81,13 +80,7 @@ fn base() -> &'static Base {
 }
 
 fn seeds() -> Vec<Vec<u8>> {
-    let patch = |leg: u8, offset: u32, bytes: &[u8]| -> Vec<u8> {
-        let mut p = vec![leg];
-        p.extend_from_slice(&offset.to_le_bytes());
-        p.push(bytes.len() as u8);
-        p.extend_from_slice(bytes);
-        p
-    };
+    use fardisk_fuzz::patches::encode as patch;
     vec![
         Vec::new(),
         patch(0, 8192, &[0u8; 64]),                         // head slot 0 of leg 0 zeroed
@@ -101,19 +94,7 @@ fn seeds() -> Vec<Vec<u8>> {
 fuzz_target!(init: fardisk_fuzz::write_seeds("slog_open", seeds), |data: &[u8]| {
     let base = base();
     let mut images = base.images.clone();
-    let mut at = 0usize;
-    while at + 6 <= data.len() {
-        let leg = (data[at] & 1) as usize;
-        let offset = u32::from_le_bytes([data[at + 1], data[at + 2], data[at + 3], data[at + 4]]) as usize;
-        let len = data[at + 5] as usize;
-        at += 6;
-        let bytes = &data[at..(at + len).min(data.len())];
-        at += bytes.len();
-        let image = &mut images[leg];
-        let start = offset % image.len();
-        let end = (start + bytes.len()).min(image.len());
-        image[start..end].copy_from_slice(&bytes[..end - start]);
-    }
+    fardisk_fuzz::patches::apply(&mut images, data);
     let provider = MemProvider::new();
     for (leg, image) in base.legs.iter().zip(images) {
         provider.insert(CrashDevice::from_image(leg.clone(), image));

@@ -5,6 +5,7 @@
 //! checksum checks. They are not committed: a target writes its seeds when it starts with
 //! FARDISK_FUZZ_SEEDS_DIR set (scripts/fuzz.sh does), so they always match today's format.
 
+pub mod patches;
 pub mod seeds;
 
 use bytes::Bytes;

@@ -103,8 +103,6 @@ pub struct World {
     pub guid: u128,
     /// Log legs that are faulted now (index into `log.legs`).
     pub bad_legs: Vec<usize>,
-    /// A crash is being set up with a log commit held between its write and its flush.
-    pub log_flushes_held: bool,
 }
 
 pub fn config() -> PoolConfig {
@@ -155,7 +153,6 @@ impl World {
             step: 0,
             guid,
             bad_legs: Vec::new(),
-            log_flushes_held: false,
         };
         world.create().await;
         world
@@ -249,17 +246,20 @@ impl World {
         self.clock.mono_us()
     }
 
-    /// The process dies now. The store refuses every mutation of the dead pool's leftovers, the
-    /// log devices keep what a power cut leaves, the cache device may be damaged; then a new
-    /// process imports and the auditor checks what it finds.
+    /// The process dies once the log writer has finished what it was given (heads after a
+    /// release, say): the same cut every replay. See `crash_at_once`.
     pub async fn crash_now<T>(&mut self, in_flight: Vec<tokio::task::JoinHandle<T>>) {
+        self.wait_log_idle();
+        self.crash_at_once(in_flight).await;
+    }
+
+    /// The process dies at this instant, whatever the log writer is doing (a commit held at its
+    /// flush on purpose). The store refuses every mutation of the dead pool's leftovers, the log
+    /// devices keep what a power cut leaves, the cache device may be damaged; then a new process
+    /// imports and the auditor checks what it finds.
+    pub async fn crash_at_once<T>(&mut self, in_flight: Vec<tokio::task::JoinHandle<T>>) {
         let dead = FaultPlan { crash_after_mutations: Some(self.faulty.mutations()), ..self.weather.clone() };
         self.faulty.set_plan(dead);
-        // Unless a commit is held at its flush on purpose, the power goes when the log writer
-        // has finished what it was given (heads after a release, say): the same cut every replay.
-        if !std::mem::take(&mut self.log_flushes_held) {
-            self.wait_log_idle();
-        }
         if let Some(log) = &mut self.log {
             log.power_cut(self.rng.next_u64());
         }

@@ -336,8 +336,7 @@ impl World {
                 self.fail(format!("a log commit never reached its flush (blocked: {blocked:?}, health {:?})", self.pool().health()));
             }
             self.report.crashes_mid_commit += 1;
-            self.log_flushes_held = true;
-            self.crash_now(vec![handle]).await;
+            self.crash_at_once(vec![handle]).await;
             return;
         }
         self.crash_now::<()>(Vec::new()).await;
