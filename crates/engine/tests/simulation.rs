@@ -44,13 +44,19 @@ fn ci_seeds() {
         totals.cache_damages += r.cache_damages;
         totals.store_corruptions += r.store_corruptions;
         totals.unacked_ops_lost += r.unacked_ops_lost;
+        totals.store_power_cuts += r.store_power_cuts;
+        totals.store_objects_volatile += r.store_objects_volatile;
+        totals.store_objects_reverted += r.store_objects_reverted;
+        totals.store_objects_torn += r.store_objects_torn;
     }
     eprintln!(
-        "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults, {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, 0 acknowledged lost",
+        "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults, {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, {} power cuts of a file:// store's host ({} objects not yet durable: {} reverted, {} torn), 0 acknowledged lost",
         totals.ops, totals.acks, totals.crashes, totals.crashes_mid_txg, totals.crashes_mid_commit, totals.outages, totals.suspended_seen,
-        totals.leg_faults, totals.cache_damages, totals.store_corruptions, totals.unacked_ops_lost
+        totals.leg_faults, totals.cache_damages, totals.store_corruptions, totals.unacked_ops_lost, totals.store_power_cuts,
+        totals.store_objects_volatile, totals.store_objects_reverted, totals.store_objects_torn
     );
     assert!(totals.crashes > 0 && totals.outages > 0 && totals.leg_faults > 0, "the CI seeds must exercise crashes, outages and leg faults");
+    assert!(totals.store_power_cuts > 0, "the CI seeds must cut the power of a file:// store's host");
 }
 
 /// The same seed twice, on two threads at once so that each disturbs the other's timing: the

@@ -54,7 +54,8 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
                 )));
             }
             let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
-                .map_err(|e| bad(&e.to_string()))?;
+                .map_err(|e| bad(&e.to_string()))?
+                .with_fsync(FILE_STORE_FSYNC);
             (Arc::new(fs), String::new())
         }
         "memory" => {
@@ -87,6 +88,15 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
     };
     Ok(Arc::new(ObjectStoreBackend::new(inner, &prefix, url.to_string())))
 }
+
+/// Whether a `file://` store's PUT is durable when it returns: the staged file is fsynced, linked
+/// or renamed into place, and its directory fsynced. Without it a published root, the `head` hint
+/// or a segment could still sit in the page cache when the txg's log records are released, and a
+/// power cut lost acknowledged writes or left a root that no longer decodes (the pool did not
+/// import). Deletes are not fsynced: one undone by a power cut brings back a whole object that
+/// nothing references any more (a pruned root, a freed segment), which import and the orphan
+/// collector take in their stride. The simulation's file host (`power_cut.rs`) reads this too.
+pub const FILE_STORE_FSYNC: bool = true;
 
 /// The HTTP client's own retries, kept short: the engine retries every request itself within a
 /// budget (retry.rs) and waits out outages where it must (commits). With the client's default

@@ -17,7 +17,7 @@ mod steps;
 use bytes::Bytes;
 use devices::{CacheDamage, LogDevices};
 use fardisk_engine::clock::ManualClock;
-use fardisk_engine::objstore::{open_store_url, FaultCounts, FaultPlan, FaultyStore, Store};
+use fardisk_engine::objstore::{open_store_url, FaultCounts, FaultPlan, FaultyStore, PowerCutStore, Store};
 use fardisk_engine::pool::{CreateOptions, ImportOptions, PoolHealth};
 use fardisk_engine::rng::Rng;
 use fardisk_engine::root::VdevEntry;
@@ -36,6 +36,8 @@ pub struct SimOptions {
     pub steps: usize,
     pub log: bool,
     pub cache: bool,
+    /// The store is a `file://` directory on this host: a crash is a power cut for it too.
+    pub file_host: bool,
 }
 
 impl SimOptions {
@@ -43,7 +45,8 @@ impl SimOptions {
     /// become txg syncs) or without a cache device.
     pub fn for_seed(seed: u64, steps: usize) -> SimOptions {
         let r = Rng::new(seed ^ 0xc0ff_ee00);
-        SimOptions { seed, steps, log: !r.chance(0.2), cache: !r.chance(0.2) }
+        let (log, cache) = (!r.chance(0.2), !r.chance(0.2));
+        SimOptions { seed, steps, log, cache, file_host: r.chance(0.5) }
     }
 }
 
@@ -53,6 +56,7 @@ pub struct Report {
     pub seed: u64,
     pub log: bool,
     pub cache: bool,
+    pub file_host: bool,
     pub ops: u64,
     pub acks: u64,
     pub crashes: u64,
@@ -70,6 +74,11 @@ pub struct Report {
     pub reads_checked: u64,
     pub writes_refused_in_outage: u64,
     pub exports: u64,
+    /// Power cuts of a file:// store's host, and what they did to objects not yet durable.
+    pub store_power_cuts: u64,
+    pub store_objects_volatile: u64,
+    pub store_objects_reverted: u64,
+    pub store_objects_torn: u64,
     pub mutations: u64,
     pub mutation_trace: u64,
     pub final_digest: u64,
@@ -87,6 +96,8 @@ pub struct World {
     pub clock: Arc<ManualClock>,
     pub env: Env,
     pub base: Arc<dyn Store>,
+    /// The file:// store's host (its page cache), when the seed runs on one.
+    pub host: Option<Arc<PowerCutStore>>,
     pub faulty: Arc<FaultyStore>,
     /// The store weather between crashes (no crash budget in it).
     pub weather: FaultPlan,
@@ -127,7 +138,12 @@ impl World {
         let env = Env { clock: clock.clone(), seed: opts.seed, blocking_inline: true };
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let base = open_store_url(&format!("memory://sim-{}-{run}", opts.seed), true).expect("memory store");
+        let disk = open_store_url(&format!("memory://sim-{}-{run}", opts.seed), true).expect("memory store");
+        let host = opts.file_host.then(|| Arc::new(PowerCutStore::file_host(disk.clone())));
+        let base: Arc<dyn Store> = match &host {
+            Some(h) => h.clone(),
+            None => disk,
+        };
         let faulty = Arc::new(FaultyStore::new(base.clone(), FaultPlan::default(), opts.seed).with_clock(clock.clone()));
         let dir = std::env::temp_dir().join(format!("fardisk-sim-{}-{run}-{}", opts.seed, std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -140,6 +156,7 @@ impl World {
             clock,
             env,
             base,
+            host,
             faulty,
             weather: FaultPlan::default(),
             log: opts.log.then(LogDevices::new),
@@ -149,7 +166,7 @@ impl World {
             cache: None,
             cache_clock: Arc::new(fardisk_arc::ManualClock::new(0)),
             history: History::new(&VOLUMES.map(|(_, b)| b)),
-            report: Report { seed: opts.seed, log: opts.log, cache: opts.cache, ..Report::default() },
+            report: Report { seed: opts.seed, log: opts.log, cache: opts.cache, file_host: opts.file_host, ..Report::default() },
             step: 0,
             guid,
             bad_legs: Vec::new(),
@@ -266,6 +283,18 @@ impl World {
         for h in in_flight {
             h.abort();
             let _ = h.await;
+        }
+        if let Some(host) = self.host.clone() {
+            // The store's directory is on the same host: what its page cache held goes too.
+            match host.power_cut(&self.rng).await {
+                Ok(cut) => {
+                    self.report.store_power_cuts += 1;
+                    self.report.store_objects_volatile += cut.volatile_at_cut;
+                    self.report.store_objects_reverted += cut.reverted;
+                    self.report.store_objects_torn += cut.torn;
+                }
+                Err(e) => self.fail(format!("power cut of the store's host: {e}")),
+            }
         }
         self.pool = None;
         if let Some(cache) = self.cache.take() {
