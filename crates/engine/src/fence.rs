@@ -12,48 +12,154 @@ use bytes::Bytes;
 /// it lags by at most a few roots after a crash).
 const PROBE_ROOTS_MAX: u64 = 100_000;
 
-/// The newest published root, or None when the store holds no pool.
+/// What the store's `roots/` hold: the newest root that decodes and verifies, and the keys of any
+/// newer roots that do not (a torn PUT on a store that lost power, bit rot).
+#[derive(Debug, Clone)]
+pub struct RootScan {
+    /// The newest intact root (None: no intact root at all).
+    pub intact: Option<Root>,
+    /// Txgs of damaged roots newer than `intact`, ascending.
+    pub damaged: Vec<u64>,
+    /// The newest root key in the store, intact or not: a new claim must come after it.
+    pub newest_key_txg: u64,
+}
+
+impl RootScan {
+    /// The error an import without `--rewind` gives when the newest root is damaged: one line
+    /// naming the damaged txg, the newest intact root and the command that goes back to it.
+    pub fn damaged_error(&self, pool: &str) -> Option<Error> {
+        let newest_damaged = *self.damaged.last()?;
+        let first_damaged = self.damaged[0];
+        let range = if first_damaged == newest_damaged { format!("txg {newest_damaged}") } else { format!("txgs {first_damaged}-{newest_damaged}") };
+        Some(match &self.intact {
+            Some(root) => Error::corrupt(
+                root_key(newest_damaged),
+                format!(
+                    "the newest root of pool '{pool}' does not verify ({range} damaged); the newest intact root is txg {}: \
+                     `fardisk import {pool} --rewind` imports there and discards the damaged {range} (nothing changes until you do)",
+                    root.txg
+                ),
+            ),
+            None => Error::corrupt(root_key(newest_damaged), format!("no root of pool '{pool}' verifies ({range} damaged): the pool cannot be imported")),
+        })
+    }
+}
+
+/// The newest published root, or None when the store holds no pool. A damaged `head` hint is
+/// skipped (it is advisory); a damaged newest root is an error that names the way out
+/// ([`RootScan::damaged_error`], `import --rewind`).
 pub async fn find_latest_root(store: &dyn Store) -> Result<Option<Root>> {
-    let start = match store.get(HEAD_KEY).await {
+    let scan = scan_roots(store).await?;
+    let name = scan.intact.as_ref().map(|r| r.pool_name.clone()).unwrap_or_else(|| "POOL".into());
+    if let Some(e) = scan.damaged_error(&name) {
+        return Err(e);
+    }
+    Ok(scan.intact)
+}
+
+/// Finds the newest root: from the `head` hint (or, without a usable one, the newest key under
+/// `roots/`), probing `roots/<txg+1>...` until a key is missing. Store errors are returned; bytes
+/// that do not verify are recorded as damaged, never returned as a root.
+pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
+    let hint = match store.get(HEAD_KEY).await {
         Ok(b) if crate::objstore::is_encrypted_object(&b) => {
             return Err(Error::BadInput(format!(
                 "the pool in {} is encrypted: give its key with --key-file PATH (or FARDISK_KEY_FILE)",
                 store.describe()
             )))
         }
-        Ok(b) => decode_head(&b)?,
-        Err(e) if e.is_not_found() => match first_root_txg(store).await? {
-            Some(t) => t,
-            None => return Ok(None),
+        Ok(b) => match decode_head(&b) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "the head hint is damaged; finding the newest root by listing roots/");
+                None
+            }
         },
+        Err(e) if e.is_not_found() => None,
+        Err(e) if e.kind == StoreErrorKind::Corrupt => {
+            tracing::warn!(error = %e, "the head hint does not open; finding the newest root by listing roots/");
+            None
+        }
         Err(e) => return Err(e.into()),
     };
-    let mut latest = match read_root(store, start).await? {
-        Some(r) => r,
-        // The hint names a root that no longer exists: the hint is corrupt or roots were pruned.
-        None => match first_root_txg(store).await? {
-            Some(t) => read_root(store, t).await?.ok_or_else(|| Error::corrupt("pool", "roots vanished while importing"))?,
-            None => return Ok(None),
+    let start = match hint {
+        Some(t) if store_has_root(store, t).await? => t,
+        // No hint, a damaged one, or one naming a root that is gone (pruned, or the hint is stale).
+        _ => match root_txgs(store).await?.last() {
+            Some(t) => *t,
+            None => return Ok(RootScan { intact: None, damaged: Vec::new(), newest_key_txg: 0 }),
         },
     };
+    let mut scan = RootScan { intact: None, damaged: Vec::new(), newest_key_txg: start };
+    let mut txg = start;
     for _ in 0..PROBE_ROOTS_MAX {
-        match read_root(store, latest.txg + 1).await? {
-            Some(next) => latest = next,
-            None => return Ok(Some(latest)),
+        match read_root_checked(store, txg).await? {
+            RootRead::Missing => break,
+            RootRead::Intact(root) => {
+                scan.intact = Some(root);
+                scan.damaged.clear();
+            }
+            RootRead::Damaged(why) => {
+                tracing::warn!(txg, why = %why, "root does not verify");
+                scan.damaged.push(txg);
+            }
+        }
+        scan.newest_key_txg = txg;
+        txg += 1;
+    }
+    if txg - start >= PROBE_ROOTS_MAX {
+        return Err(Error::corrupt("pool", "root chain longer than the probe limit past the head hint"));
+    }
+    if scan.intact.is_none() {
+        // Every key from the start on is damaged: the newest intact root is below it.
+        let older: Vec<u64> = root_txgs(store).await?.into_iter().filter(|t| *t < start).collect();
+        for t in older.into_iter().rev() {
+            match read_root_checked(store, t).await? {
+                RootRead::Intact(root) => {
+                    scan.intact = Some(root);
+                    break;
+                }
+                RootRead::Damaged(_) => scan.damaged.insert(0, t),
+                RootRead::Missing => {}
+            }
         }
     }
-    Err(Error::corrupt("pool", "root chain longer than the probe limit past the head hint"))
+    Ok(scan)
 }
 
-/// Without a head hint, the oldest retained root (listing `roots/` only; never data objects).
-async fn first_root_txg(store: &dyn Store) -> Result<Option<u64>> {
+async fn store_has_root(store: &dyn Store, txg: u64) -> Result<bool> {
+    match store.head(&root_key(txg)).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Txgs of every key under `roots/`, ascending (listing only; never data objects).
+async fn root_txgs(store: &dyn Store) -> Result<Vec<u64>> {
     let keys = store.list("roots/").await?;
     let mut txgs: Vec<u64> = keys
         .iter()
         .filter_map(|(k, _)| k.strip_prefix("roots/").and_then(|h| u64::from_str_radix(h, 16).ok()))
         .collect();
     txgs.sort_unstable();
-    Ok(txgs.last().copied())
+    Ok(txgs)
+}
+
+enum RootRead {
+    Missing,
+    Intact(Root),
+    Damaged(String),
+}
+
+async fn read_root_checked(store: &dyn Store, txg: u64) -> Result<RootRead> {
+    match read_root(store, txg).await {
+        Ok(Some(root)) => Ok(RootRead::Intact(root)),
+        Ok(None) => Ok(RootRead::Missing),
+        Err(e @ (Error::Corrupt { .. } | Error::Checksum { .. })) => Ok(RootRead::Damaged(e.to_string())),
+        Err(Error::Store(e)) if e.kind == StoreErrorKind::Corrupt => Ok(RootRead::Damaged(e.to_string())),
+        Err(e) => Err(e),
+    }
 }
 
 pub async fn read_root(store: &dyn Store, txg: u64) -> Result<Option<Root>> {

@@ -106,8 +106,8 @@ impl std::fmt::Debug for EncryptedStore {
 }
 
 fn corrupt(op: &'static str, key: &str, why: impl Into<String>) -> StoreError {
-    // Permanent: retrying returns the same bytes. The engine reports it like a bad checksum.
-    StoreError::new(StoreErrorKind::Permanent, op, key, why)
+    // Retrying returns the same bytes. The engine reports it like a bad checksum.
+    StoreError::new(StoreErrorKind::Corrupt, op, key, why)
 }
 
 fn aad(key: &str, index: u64) -> Vec<u8> {

@@ -41,6 +41,9 @@ pub enum StoreErrorKind {
     Permanent,
     /// The store cannot do what was asked (e.g. conditional writes).
     Unsupported,
+    /// The object is there but its bytes fail verification below the engine (an encrypted
+    /// object that does not open): retrying returns the same bytes.
+    Corrupt,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

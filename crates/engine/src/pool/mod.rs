@@ -12,6 +12,7 @@ mod intent;
 mod open;
 mod point_in_time;
 mod read;
+mod rewind;
 mod scrub;
 mod snapshot;
 mod snapshot_space;

@@ -7,7 +7,7 @@ use crate::blockmap::{PageCache, TreeRef};
 use crate::cache::BlockCache;
 use crate::dirty::DirtySet;
 use crate::error::{Error, Result};
-use crate::fence::{check_conditional_writes, find_latest_root, publish_root};
+use crate::fence::{check_conditional_writes, find_latest_root, publish_root, scan_roots};
 use crate::objstore::{DynStore, InstrumentedStore, RetryingStore};
 use crate::rng::Rng;
 use crate::root::{Holder, Root, VdevEntry};
@@ -36,6 +36,9 @@ pub struct ImportOptions {
     pub log_unpublished_hint: Option<(u64, u64)>,
     /// Where the log devices named in the root are opened (files unless a test says otherwise).
     pub log_devices: LogDevices,
+    /// The newest root (or several) does not verify: import at the newest intact one instead and
+    /// discard the damaged txgs (`zpool import -F`). Without it such an import is refused.
+    pub rewind: bool,
 }
 
 /// Opens log devices: files normally; the simulation passes crash-able in-memory devices so a
@@ -140,15 +143,31 @@ impl Pool {
 
     /// Reads the newest root without importing (for `status` of an exported pool, recovery points).
     pub async fn peek(store: DynStore, env: &Env) -> Result<Root> {
+        Self::peek_rewind(store, env, false).await
+    }
+
+    /// `peek`, where `rewind` returns the newest intact root even when newer ones are damaged.
+    pub async fn peek_rewind(store: DynStore, env: &Env, rewind: bool) -> Result<Root> {
         let (store, _) = wrap_store(store, &PoolConfig::default(), env);
-        find_latest_root(store.as_ref()).await?.ok_or_else(|| no_pool(store.as_ref()))
+        if !rewind {
+            return find_latest_root(store.as_ref()).await?.ok_or_else(|| no_pool(store.as_ref()));
+        }
+        scan_roots(store.as_ref()).await?.intact.ok_or_else(|| no_pool(store.as_ref()))
     }
 
     pub async fn import(store: DynStore, name: &str, opts: ImportOptions, env: Env, blocks: Arc<dyn BlockCache>) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &opts.config, &env);
         let rng = Rng::new(env.seed);
+        // Damaged newest roots are found before anything is written (the probe below included).
+        let scan = scan_roots(store.as_ref()).await?;
+        if !opts.rewind {
+            if let Some(e) = scan.damaged_error(name) {
+                return Err(e);
+            }
+        }
         check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
-        let latest = find_latest_root(store.as_ref()).await?.ok_or_else(|| no_pool(store.as_ref()))?;
+        let latest = scan.intact.clone().ok_or_else(|| no_pool(store.as_ref()))?;
+        let rewind = super::rewind::Rewind::plan(&scan, &latest);
         // Each import of one process (same env) draws new ids: the holder's import id and the
         // roots' put ids must not repeat those of an earlier import.
         let rng = Rng::new(env.seed ^ latest.txg.wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -172,8 +191,8 @@ impl Pool {
         let log = open_log(&latest, &opts, &env)?;
         let me = holder(&env, &rng, true);
         let claim = Root {
-            txg: latest.txg + 1,
-            epoch: latest.epoch + 1,
+            txg: rewind.claim_txg,
+            epoch: rewind.claim_epoch,
             time_ms: env.clock.wall_ms(),
             put_id: rng.next_u128(),
             holder: me.clone(),
@@ -191,6 +210,7 @@ impl Pool {
         if replayed > 0 {
             tracing::info!(records = replayed, "intent log replayed");
         }
+        rewind.report(&inner, replayed).await;
         super::gc::start_background(&pool, config.txg_timeout.is_some());
         Ok(pool)
     }

@@ -26,6 +26,10 @@ pub struct ImportArgs {
     /// Take the pool over from another live writer, which is fenced
     #[arg(long)]
     pub force: bool,
+    /// The newest root does not verify: import at the newest intact one and discard the damaged
+    /// txgs (like `zpool import -F`); says what it discards and writes it into the history
+    #[arg(long)]
+    pub rewind: bool,
     /// Stay in the foreground (logs to stderr) instead of starting a background daemon
     #[arg(long)]
     pub foreground: bool,
@@ -90,6 +94,7 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         nbd,
         force: a.force,
         missing_log: a.missing_log,
+        rewind: a.rewind,
         config: PoolConfig::default(),
         key: key.map(|k| k.key),
         metrics: a.metrics.clone().or_else(|| std::env::var("FARDISK_METRICS").ok()).as_deref().map(|m| daemon::metrics_http::parse_listen(m, a.metrics_public)).transpose()?,
@@ -99,8 +104,8 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
 
 /// `--read-only`, `--txg N` or `--at TIME` as the point the pool opens at.
 fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
-    if (a.force || a.missing_log) && (a.read_only || a.txg.is_some() || a.at.is_some()) {
-        bail!("--force and --missing-log concern a writable import; a read-only one needs neither");
+    if (a.force || a.missing_log || a.rewind) && (a.read_only || a.txg.is_some() || a.at.is_some()) {
+        bail!("--force, --missing-log and --rewind concern a writable import; a read-only one needs none of them");
     }
     Ok(match (a.txg, &a.at) {
         (Some(t), _) => Some(PointInTime::Txg(t)),

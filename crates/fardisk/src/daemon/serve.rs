@@ -45,6 +45,8 @@ pub struct DaemonOptions {
     pub nbd: Vec<NbdListen>,
     pub force: bool,
     pub missing_log: bool,
+    /// `--rewind`: import at the newest intact root when newer ones are damaged.
+    pub rewind: bool,
     pub config: PoolConfig,
     pub key: Option<EncryptionKey>,
     /// Where to serve Prometheus metrics (`--metrics`); None: no endpoint.
@@ -105,8 +107,8 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let env = Env::system();
     let store = open_store(&opts.store_url, &opts.simulate, &env, false, opts.key.as_ref())?;
     let log_hint = crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
-    let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint, ..Default::default() };
-    let root = Pool::peek(store.clone(), &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint, rewind: opts.rewind, ..Default::default() };
+    let root = Pool::peek_rewind(store.clone(), &env, opts.rewind && opts.read_only.is_none()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     // A read-only import leaves the cache devices alone: the writer may be using them.
     let cache = Arc::new(build_cache(&root, &env, opts.read_only.is_none()));
     let hot_set_budget = arc_max_bytes(&root);
