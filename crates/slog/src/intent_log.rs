@@ -107,6 +107,14 @@ impl IntentLog {
     /// Group commit: appends the records and returns once they are durable on every healthy
     /// leg of the vdev they went to (and every earlier commit is durable too).
     pub async fn commit(&self, records: Vec<LogRecord>) -> Result<CommitReceipt, LogError> {
+        self.enqueue(records).await?.durable().await
+    }
+
+    /// The first half of `commit`: the records take their place in the log's order (sequence
+    /// numbers follow queue order) when this returns; [`QueuedCommit::durable`] waits for the
+    /// device flush. A caller that must keep its own order between commits (the pool: records in
+    /// the order their writes were applied) enqueues under its own lock and waits outside it.
+    pub async fn enqueue(&self, records: Vec<LogRecord>) -> Result<QueuedCommit<'_>, LogError> {
         let shared = &self.shared;
         let started_us = shared.clock.now_us();
         StatsCounters::add(&shared.stats.sync_requests, 1);
@@ -118,7 +126,7 @@ impl IntentLog {
             let total_bytes = self.space_total_bytes();
             return Err(LogError::LogFull { needed_bytes: block_len_for_payload(payload_bytes), free_bytes: 0, total_bytes });
         }
-        let _permit = shared.admission.acquire().await.map_err(|_| LogError::Closed)?;
+        let permit = shared.admission.acquire().await.map_err(|_| LogError::Closed)?;
         let (reply, answer) = oneshot::channel();
         {
             let mut queue = shared.queue.lock();
@@ -128,9 +136,7 @@ impl IntentLog {
             queue.waiters.push_back(Waiter { records, payload_bytes, reply });
         }
         shared.queue_wake.notify_one();
-        let result = answer.await.map_err(|_| LogError::Closed)?;
-        shared.stats.record_latency_us(shared.clock.now_us().saturating_sub(started_us));
-        result
+        Ok(QueuedCommit { shared, answer, _permit: permit, started_us })
     }
 
     /// Space of records whose txg is <= `txg` becomes reusable (once the new head is
@@ -363,5 +369,23 @@ impl Shared {
             vdevs.remove(index).finish_removal();
             tracing::info!(vdev = vdev_guid, "log vdev removed");
         }
+    }
+}
+
+/// Records queued in the log's order by [`IntentLog::enqueue`], not yet known to be durable.
+pub struct QueuedCommit<'a> {
+    shared: &'a Arc<Shared>,
+    answer: tokio::sync::oneshot::Receiver<Result<CommitReceipt, LogError>>,
+    /// Held until the answer: it bounds the commits in flight (admission).
+    _permit: tokio::sync::SemaphorePermit<'a>,
+    started_us: u64,
+}
+
+impl QueuedCommit<'_> {
+    /// Returns once the records are durable on every healthy leg (and every earlier commit too).
+    pub async fn durable(self) -> Result<CommitReceipt, LogError> {
+        let result = self.answer.await.map_err(|_| LogError::Closed)?;
+        self.shared.stats.record_latency_us(self.shared.clock.now_us().saturating_sub(self.started_us));
+        result
     }
 }

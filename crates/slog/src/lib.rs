@@ -68,7 +68,7 @@ pub use device::crash::{CrashDevice, MemProvider};
 pub use device::file::{FileDevice, FileProvider};
 pub use device::{DeviceProvider, LogDevice};
 pub use error::{ErrorKind, LogError};
-pub use intent_log::{CommitReceipt, IntentLog};
+pub use intent_log::{CommitReceipt, IntentLog, QueuedCommit};
 pub use label::{DeviceLabel, Role};
 pub use record::{LogRecord, RecordKind};
 pub use replay::{Replay, ReplayedRecord};

@@ -30,6 +30,9 @@ struct State {
     /// Every ticket up to this one has finished (committed or covered by a txg).
     done_through: u64,
     done: BTreeSet<u64>,
+    /// Newest txg holding records whose commit and txg fallback both failed: they are not
+    /// durable, so no sync request may return Ok until that txg is published.
+    failed_txg: u64,
 }
 
 #[derive(Default)]
@@ -39,6 +42,14 @@ pub(crate) struct Intent {
     /// Where a log added at run time opens its devices.
     pub devices: super::open::LogDevices,
     state: Mutex<State>,
+    /// Held from taking the pending records until they are queued in the log, so records enter
+    /// the log (whose replay applies them by sequence) in the order their writes were applied.
+    /// Without it two sync requests could queue in the opposite order from the one they took
+    /// their records in, and replay would put an older write of a block over a newer one that a
+    /// flush had acknowledged. FIFO, so sync requests also queue in arrival order.
+    order: tokio::sync::Mutex<()>,
+    #[cfg(test)]
+    pub(crate) pause_after_take: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     finished: Notify,
     pub fallbacks: AtomicU64,
     pub sync_requests: AtomicU64,
@@ -148,6 +159,16 @@ impl Intent {
         self.finished.notify_waiters();
     }
 
+    /// Test hook: a sync request that finds a semaphore here waits for one permit after taking
+    /// its records and before queueing them (the window where two requests could swap order).
+    #[cfg(test)]
+    async fn pause_for_test(&self) {
+        let pause = self.pause_after_take.lock().take();
+        if let Some(sem) = pause {
+            let _ = sem.acquire().await.map(|p| p.forget());
+        }
+    }
+
     async fn wait_through(&self, ticket: u64) {
         loop {
             let notified = self.finished.notified();
@@ -196,16 +217,26 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
         return sync::wait_for_open_writes(inner).await;
     };
     let published = *inner.published.borrow();
-    let (ticket, records, unlogged_txg) = {
-        let mut st = intent.state.lock();
-        st.next_ticket += 1;
-        let records: Vec<LogRecord> = std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
-        st.pending_bytes = 0;
-        let unlogged = std::mem::take(&mut st.unlogged_txg);
-        (st.next_ticket, records, unlogged)
+    let (ticket, newest_txg, unlogged_txg, queued) = {
+        let _order = intent.order.lock().await;
+        let (ticket, records, unlogged_txg) = {
+            let mut st = intent.state.lock();
+            st.next_ticket += 1;
+            let records: Vec<LogRecord> = std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
+            st.pending_bytes = 0;
+            let unlogged = std::mem::take(&mut st.unlogged_txg);
+            (st.next_ticket, records, unlogged)
+        };
+        #[cfg(test)]
+        intent.pause_for_test().await;
+        let newest_txg = records.iter().map(|r| r.txg).max().unwrap_or(0);
+        (ticket, newest_txg, unlogged_txg, log.enqueue(records).await)
     };
-    let newest_txg = records.iter().map(|r| r.txg).max().unwrap_or(0);
-    let outcome = match log.commit(records).await {
+    let committed = match queued {
+        Ok(q) => q.durable().await,
+        Err(e) => Err(e),
+    };
+    let outcome = match committed {
         Ok(_) => Ok(()),
         Err(e) => {
             // The log cannot take these records (full, every leg failed): they are in the open or
@@ -221,9 +252,21 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
         (Ok(()), t) if t > 0 => sync::wait_published(inner, t).await,
         (o, _) => o,
     };
+    if outcome.is_err() {
+        // Not durable, and the records are gone from `pending`: every later request must see it.
+        let mut st = intent.state.lock();
+        st.failed_txg = st.failed_txg.max(newest_txg.max(unlogged_txg));
+    }
     intent.finish(ticket);
     outcome?;
     intent.wait_through(ticket).await;
+    // An earlier request (or one that ran beside this one) failed to make its records durable;
+    // they were written before this request returns, so it may return Ok only once their txg is
+    // in the store (or fail with the reason it is not).
+    let failed_txg = intent.state.lock().failed_txg;
+    if failed_txg > *inner.published.borrow() {
+        sync::wait_published(inner, failed_txg).await?;
+    }
     Ok(())
 }
 
@@ -257,6 +300,10 @@ pub(crate) async fn replay(inner: &Arc<Inner>, pool: &super::Pool, after_txg: u6
     inner.intent.published(*inner.published.borrow());
     Ok(n)
 }
+
+#[cfg(test)]
+#[path = "intent_tests.rs"]
+mod order_tests;
 
 #[cfg(test)]
 mod tests {
