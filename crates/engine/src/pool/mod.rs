@@ -145,6 +145,10 @@ pub(crate) struct Inner {
     pub scrub: scrub::ScrubControl,
     /// Roots in the store and their ages (point_in_time.rs).
     pub roots: Mutex<point_in_time::RetainedRoots>,
+    /// Test hook: a partial-block write that finds a semaphore here waits for one permit after
+    /// reading its edge blocks and before taking the txg lock (write.rs).
+    #[cfg(test)]
+    pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }
 
 impl Inner {

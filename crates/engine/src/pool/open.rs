@@ -263,6 +263,8 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         warmup: Default::default(),
         scrub: Default::default(),
         roots: Default::default(),
+        #[cfg(test)]
+        pause_before_write_lock: Default::default(),
         env,
     })
 }

@@ -12,6 +12,16 @@ use std::time::Duration;
 const DELAY_US_MAX: u64 = 100_000;
 /// Wakeups a stalled writer waits for before re-checking the pool's health.
 const STALL_WAIT_MS: u64 = 1_000;
+/// Reads of a partial write's edge blocks before it gives up because a txg rotated after each.
+const EDGE_READS_MAX: usize = 64;
+
+/// The partial blocks at the ends of a write, as read before taking the txg lock.
+struct Edges {
+    head: Option<Bytes>,
+    tail: Option<Bytes>,
+    /// The open txg when they were read.
+    read_in_txg: u64,
+}
 
 impl Pool {
     fn check_range(&self, volume_id: u32, offset: u64, len: u64) -> Result<u64> {
@@ -41,36 +51,71 @@ impl Pool {
         self.write_inner_with(volume_id, offset, data, log, None).await
     }
 
-    /// `write_inner`, where `known_first` (if given) is the current content of the first block,
-    /// read by the caller, so this write cannot fail on a read.
-    async fn write_inner_with(&self, volume_id: u32, offset: u64, data: Bytes, log: bool, known_first: Option<Bytes>) -> Result<u64> {
+    /// `write_inner`, where `known_first` (if given) is the current content of the first block
+    /// and the open txg when it was read, so this write cannot fail on a read unless a txg
+    /// rotated meanwhile.
+    async fn write_inner_with(&self, volume_id: u32, offset: u64, data: Bytes, log: bool, mut known_first: Option<(Bytes, u64)>) -> Result<u64> {
         self.check_writable()?;
         self.check_range(volume_id, offset, data.len() as u64)?;
         self.throttle(data.len() as u64).await?;
         if data.is_empty() {
             return Ok(self.open_txg());
         }
-        let first = offset / BLOCK_BYTES;
-        let last = (offset + data.len() as u64 - 1) / BLOCK_BYTES;
-        // Partial blocks at the ends need their old contents; read them before taking the lock.
-        let head = if offset % BLOCK_BYTES != 0 || (first == last && data.len() as u64 != BLOCK_BYTES) {
-            match known_first {
-                Some(b) => Some(b),
-                None => Some(self.read(volume_id, first * BLOCK_BYTES, BLOCK_BYTES as u32).await?),
+        for _ in 0..EDGE_READS_MAX {
+            let edges = match known_first.take() {
+                Some((first, read_in_txg)) => Edges { head: Some(first), tail: None, read_in_txg },
+                None => self.read_edges(volume_id, offset, data.len() as u64).await?,
+            };
+            #[cfg(test)]
+            self.pause_for_test().await;
+            if let Some(txg) = self.apply_write(volume_id, offset, &data, log, &edges)? {
+                return Ok(txg);
             }
+        }
+        Err(crate::Error::Suspended(format!(
+            "a partial-block write at {offset} found the txg changed after each of {EDGE_READS_MAX} reads of its edge blocks; retry"
+        )))
+    }
+
+    /// Reads the partial blocks at the ends of a write (before taking the txg lock: a read may
+    /// go to the store), noting the open txg first.
+    async fn read_edges(&self, volume_id: u32, offset: u64, len: u64) -> Result<Edges> {
+        let read_in_txg = self.open_txg();
+        let first = offset / BLOCK_BYTES;
+        let end = offset + len;
+        let last = (end - 1) / BLOCK_BYTES;
+        let head = if offset % BLOCK_BYTES != 0 || (first == last && len != BLOCK_BYTES) {
+            Some(self.read(volume_id, first * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
         } else {
             None
         };
-        let end = offset + data.len() as u64;
         let tail = if last != first && end % BLOCK_BYTES != 0 {
             Some(self.read(volume_id, last * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
         } else {
             None
         };
+        Ok(Edges { head, tail, read_in_txg })
+    }
+
+    /// Applies the write to the open txg under the txg lock. Returns None, changing nothing, when
+    /// an edge block must be patched but its bytes read before the lock may be stale: the block
+    /// is not dirty in the open txg and a txg rotated since the read (another write of that
+    /// block may have gone into the txg now syncing or published, after the read).
+    fn apply_write(&self, volume_id: u32, offset: u64, data: &Bytes, log: bool, edges: &Edges) -> Result<Option<u64>> {
+        let first = offset / BLOCK_BYTES;
+        let end = offset + data.len() as u64;
+        let last = (end - 1) / BLOCK_BYTES;
         let logbias_throughput = log && self.inner.logbias_throughput(volume_id);
         let pending_max = self.inner.config.read().dirty_bytes_max;
         let mut t = self.inner.txg.lock();
         let txg = t.open_txg;
+        let partial = |block: u64| {
+            let b_start = block * BLOCK_BYTES;
+            offset.max(b_start) != b_start || end.min(b_start + BLOCK_BYTES) != b_start + BLOCK_BYTES
+        };
+        if txg != edges.read_in_txg && [first, last].iter().any(|b| partial(*b) && t.open.get(volume_id, *b).is_none()) {
+            return Ok(None);
+        }
         for block in first..=last {
             let b_start = block * BLOCK_BYTES;
             let lo = offset.max(b_start);
@@ -83,8 +128,8 @@ impl Pool {
                 let base = match t.open.get(volume_id, block) {
                     Some(Dirty::Data(b)) => b,
                     Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
-                    None if block == first => head.clone().ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
-                    None => tail.clone().ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
+                    None if block == first => edges.head.clone().ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
+                    None => edges.tail.clone().ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
                 };
                 let mut buf = BytesMut::from(&base[..]);
                 let within = (lo - b_start) as usize;
@@ -94,11 +139,19 @@ impl Pool {
             t.open.insert(volume_id, block, d);
         }
         // Records given up for their size (intent.rs) are made durable by the txg: start it.
-        let gave_up = log && self.inner.intent.record_write(txg, volume_id, offset, &data, logbias_throughput, pending_max);
+        let gave_up = log && self.inner.intent.record_write(txg, volume_id, offset, data, logbias_throughput, pending_max);
         if gave_up || t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
             self.inner.kick.notify_one();
         }
-        Ok(txg)
+        Ok(Some(txg))
+    }
+
+    #[cfg(test)]
+    async fn pause_for_test(&self) {
+        let pause = self.inner.pause_before_write_lock.lock().take();
+        if let Some(sem) = pause {
+            let _ = sem.acquire().await.map(|p| p.forget());
+        }
     }
 
     /// Makes `len` bytes at `offset` read as zeros and frees their space (TRIM, WRITE_ZEROES).
@@ -124,7 +177,8 @@ impl Pool {
         // The partial last block is read before anything is applied: a read that fails (the
         // store away too long) must fail the whole request, not leave its middle zeroed.
         let tail = if end > end_full * BLOCK_BYTES {
-            Some(self.read(volume_id, end_full * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
+            let read_in_txg = self.open_txg();
+            Some((self.read(volume_id, end_full * BLOCK_BYTES, BLOCK_BYTES as u32).await?, read_in_txg))
         } else {
             None
         };
@@ -186,3 +240,7 @@ fn whole_block(b: Bytes) -> Dirty {
         Dirty::Data(b)
     }
 }
+
+#[cfg(test)]
+#[path = "write_tests.rs"]
+mod tests;
