@@ -4,7 +4,7 @@
 //! rival's by the random `put_id` each root carries.
 
 use crate::error::{Error, Result};
-use crate::objstore::{PutMode, Store, StoreErrorKind};
+use crate::objstore::{PutMode, Store, StoreError, StoreErrorKind};
 use crate::root::{decode_head, encode_head, root_key, Root, HEAD_KEY};
 use bytes::Bytes;
 
@@ -191,7 +191,17 @@ pub async fn publish_root(store: &dyn Store, root: &Root) -> Result<()> {
                         root.txg, t.holder.hostname, t.holder.pid, t.holder.import_id
                     )))
                 }
-                None => return Err(Error::Bug("create-only PUT conflicted but no root is there".into())),
+                // S3 answers 409 ConditionalRequestConflict (AlreadyExists to us) when the PUT races
+                // an earlier attempt of ours still in flight, which may land later or never:
+                // ambiguous, so the caller retries (and the next attempt tells which).
+                None => {
+                    return Err(Error::Store(StoreError::new(
+                        StoreErrorKind::Transient,
+                        "PUT",
+                        &root_key(root.txg),
+                        "create-only PUT conflicted but no root is there (an earlier attempt still in flight?); retrying",
+                    )))
+                }
             }
         }
         Err(e) => return Err(e.into()),

@@ -373,3 +373,36 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     // Data (incompressible) plus the map pages; a block fetched twice would push this far over.
     assert!(fetched < (16 << 20) + (2 << 20), "fetched {fetched} bytes to read 16 MiB");
 }
+
+/// S3's 409 ConditionalRequestConflict (AlreadyExists to object_store) to a create-only PUT that
+/// raced an earlier attempt still in flight: neither a root nor a segment may be taken as stored
+/// on that answer. Before the fix a root conflict was reported as a bug (the pool faulted) and a
+/// segment conflict counted as stored, so a published root could reference a missing segment.
+#[tokio::test]
+async fn conflicting_create_only_puts_are_resolved_by_reading_back() {
+    let e = env(11);
+    let base = open_store_url("memory://conflicts", true).expect("store");
+    let faulty = Arc::new(FaultyStore::new(base, FaultPlan::default(), 11));
+    let store: Arc<dyn Store> = faulty.clone();
+    Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
+    let cfg = PoolConfig { sync_attempts_max: None, ..config() };
+    let pool = Pool::import(store.clone(), "tank", ImportOptions { config: cfg.clone(), ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let vol = pool.volume_create("v", 8 << 20).expect("volume");
+    faulty.set_plan(FaultPlan { conflict_rate: 0.4, ..FaultPlan::default() });
+    for i in 0..40u64 {
+        pool.write(vol, i * 4096 * 3, Bytes::from(vec![(i + 1) as u8; 4096])).await.expect("write");
+        if i % 4 == 3 {
+            pool.sync_txg().await.expect("a sync survives conflicting create-only PUTs");
+        }
+    }
+    assert!(faulty.counts().conflicts > 5, "the fault must be exercised: {:?}", faulty.counts());
+    faulty.set_plan(FaultPlan::default());
+    pool.export().await.expect("export");
+    drop(pool);
+    let again = Pool::import(store, "tank", ImportOptions { config: cfg, ..Default::default() }, e, Arc::new(NoCache)).await.expect("reimport");
+    let vol = again.volume_id("v").expect("v");
+    for i in 0..40u64 {
+        let got = again.read(vol, i * 4096 * 3, 4096).await.expect("every block's segment is in the store");
+        assert!(got.iter().all(|&x| x == (i + 1) as u8), "write {i}");
+    }
+}

@@ -22,8 +22,8 @@ fn run_and_print(seed: u64, steps: usize) -> sim::Report {
     let (report, counts) = run_seed(SimOptions::for_seed(seed, steps));
     eprintln!("sim {report:?}");
     eprintln!(
-        "sim seed {seed}: store injected {} errors, {} lost responses, {} outage refusals, {} crash refusals; fingerprint {:016x}",
-        counts.injected_errors, counts.lost_responses, counts.outage_refusals, counts.crash_refusals, report.fingerprint()
+        "sim seed {seed}: store injected {} errors, {} lost responses, {} conflicting create-only PUTs, {} outage refusals, {} crash refusals; fingerprint {:016x}",
+        counts.injected_errors, counts.lost_responses, counts.conflicts, counts.outage_refusals, counts.crash_refusals, report.fingerprint()
     );
     report
 }

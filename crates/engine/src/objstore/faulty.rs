@@ -36,6 +36,11 @@ pub struct FaultPlan {
     /// Round-trip time added to every request, plus up to `jitter` more; needs `with_clock`.
     pub latency: Duration,
     pub jitter: Duration,
+    /// Probability that a create-only PUT is answered "already exists" without being applied, as
+    /// S3 answers 409 ConditionalRequestConflict to a conditional write that races an earlier
+    /// attempt of its own still in flight (which object_store reports as AlreadyExists). Here the
+    /// earlier attempt never lands: the caller must find out by reading back, then retry.
+    pub conflict_rate: f64,
 }
 
 /// What the store did to its callers, for reports and for checking that a replay matched.
@@ -46,6 +51,7 @@ pub struct FaultCounts {
     pub lost_responses: u64,
     pub outage_refusals: u64,
     pub crash_refusals: u64,
+    pub conflicts: u64,
     /// A running hash of every mutation that reached the store (operation, key, size) in order.
     pub mutation_trace: u64,
 }
@@ -56,6 +62,7 @@ struct Counters {
     lost_responses: AtomicU64,
     outage_refusals: AtomicU64,
     crash_refusals: AtomicU64,
+    conflicts: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -115,6 +122,7 @@ impl FaultyStore {
             lost_responses: c.lost_responses.load(Ordering::Relaxed),
             outage_refusals: c.outage_refusals.load(Ordering::Relaxed),
             crash_refusals: c.crash_refusals.load(Ordering::Relaxed),
+            conflicts: c.conflicts.load(Ordering::Relaxed),
             mutation_trace,
         }
     }
@@ -200,6 +208,11 @@ impl FaultyStore {
 impl Store for FaultyStore {
     async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         self.before("PUT", key, true).await?;
+        let rate = self.plan.lock().conflict_rate;
+        if mode == PutMode::Create && rate > 0.0 && self.roll("PUT", key, 0xc0f1) < rate {
+            self.counters.conflicts.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::new(StoreErrorKind::AlreadyExists, "PUT", key, "injected 409 ConditionalRequestConflict"));
+        }
         let len = data.len() as u64;
         self.inner.put(key, data, mode).await?;
         self.after_mutation("PUT", key, len)

@@ -23,6 +23,9 @@ pub struct CreateOptions {
     pub pool_guid: Option<u128>,
 }
 
+/// Attempts at publishing the claim root when the store's answer is ambiguous.
+const CLAIM_ATTEMPTS_MAX: usize = 4;
+
 #[derive(Debug, Clone, Default)]
 pub struct ImportOptions {
     /// Take over a pool another live writer holds; that writer is fenced at its next commit.
@@ -199,7 +202,16 @@ impl Pool {
             next_segment_counter: 1,
             ..latest.clone()
         };
-        publish_root(store.as_ref(), &claim).await.map_err(|e| match e {
+        // An ambiguous answer (a conflict with no root there yet, a lost response) is retried:
+        // the next attempt finds our root (same put id) or creates it.
+        let mut claimed = publish_root(store.as_ref(), &claim).await;
+        for _ in 0..CLAIM_ATTEMPTS_MAX {
+            match &claimed {
+                Err(Error::Store(e)) if e.is_transient() => claimed = publish_root(store.as_ref(), &claim).await,
+                _ => break,
+            }
+        }
+        claimed.map_err(|e| match e {
             Error::Fenced(why) => Error::Unavailable(format!("another importer claimed pool '{name}' at the same time: {why}")),
             other => other,
         })?;

@@ -10,7 +10,7 @@ use crate::blockmap::TreeWalk;
 use crate::dirty::{Dirty, DirtySet, BLOCK_BYTES};
 use crate::error::{Error, Result};
 use crate::fence::publish_root;
-use crate::objstore::{PutMode, StoreErrorKind};
+use crate::objstore::{PutMode, StoreError, StoreErrorKind};
 use crate::root::Root;
 use crate::segment::{segment_id, segment_key, BlockOwner, SegmentBuilder};
 use crate::space::{SegmentSpace, SPACE_TREE_ID};
@@ -467,13 +467,35 @@ fn spawn_upload(set: &mut tokio::task::JoinSet<Result<()>>, inner: &Arc<Inner>, 
         inner.counters.add_segment(bytes.len() as u64);
         retry_forever(&inner, "segment upload", || async {
             match inner.store.put(&segment_key(id), bytes.clone(), PutMode::Create).await {
-                // Segment ids are unique per writer epoch: an existing key is our own retried PUT.
-                Err(e) if e.kind == StoreErrorKind::AlreadyExists => Ok(()),
+                Err(e) if e.kind == StoreErrorKind::AlreadyExists => verify_existing_segment(&inner, id, &bytes).await,
                 other => other.map_err(Error::from),
             }
         })
         .await
     });
+}
+
+/// A create-only segment PUT found its key taken. Segment ids are unique per writer epoch, so it
+/// is most likely our own earlier attempt (a lost response) — but S3 also answers that way (409)
+/// to a PUT racing an attempt still in flight that may never land. Read it back: the same bytes
+/// are stored; none yet is worth another try; other bytes at our key are never counted stored.
+async fn verify_existing_segment(inner: &Inner, id: u64, ours: &Bytes) -> Result<()> {
+    let key = segment_key(id);
+    match inner.store.get(&key).await {
+        Ok(theirs) if theirs == *ours => Ok(()),
+        Ok(theirs) => Err(Error::Bug(format!(
+            "{key} holds {} bytes that are not this writer's segment ({} bytes): another writer uploaded with this epoch",
+            theirs.len(),
+            ours.len()
+        ))),
+        Err(e) if e.is_not_found() => Err(Error::Store(StoreError::new(
+            StoreErrorKind::Transient,
+            "PUT",
+            &key,
+            "create-only PUT conflicted but the segment is not there (an earlier attempt still in flight?); retrying",
+        ))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn publish_until_done(inner: &Arc<Inner>, root: &Root) -> Result<()> {

@@ -273,6 +273,8 @@ impl World {
             1 => FaultPlan {
                 error_rate: 0.01 * (1 + self.rng.below(10)) as f64,
                 lost_response_rate: 0.01 * (1 + self.rng.below(10)) as f64,
+                // S3's 409 to a create-only PUT racing our own earlier attempt.
+                conflict_rate: 0.01 * self.rng.below(10) as f64,
                 ..FaultPlan::default()
             },
             2 => FaultPlan {
