@@ -24,12 +24,23 @@ pub(crate) fn start_background(pool: &Pool, syncer: bool) {
             tracing::warn!(error = %e, "could not list the roots at import; nothing is deleted until the next import");
         } else if let Err(e) = catalog(&inner, true).await {
             tracing::warn!(error = %e, "could not walk the space table at import");
+        } else if let Err(e) = super::orphans::collect(&inner).await {
+            tracing::warn!(error = %e, "could not collect orphaned segments; will retry in an hour");
         }
         inner.roots.lock().settled = true;
     });
     if !syncer {
         return;
     }
+    let inner = pool.inner.clone();
+    pool.spawn(async move {
+        loop {
+            inner.env.clock.sleep(Duration::from_secs(super::orphans::ORPHAN_PASS_EVERY_S)).await;
+            if let Err(e) = super::orphans::collect(&inner).await {
+                tracing::warn!(error = %e, "could not collect orphaned segments; will retry in an hour");
+            }
+        }
+    });
     let inner = pool.inner.clone();
     pool.spawn(async move { syncer_loop(inner).await });
 }

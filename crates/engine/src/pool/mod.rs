@@ -10,6 +10,7 @@ mod history;
 mod hotset;
 mod intent;
 mod open;
+mod orphans;
 mod point_in_time;
 mod read;
 mod rewind;

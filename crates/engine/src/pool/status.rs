@@ -82,6 +82,7 @@ pub(crate) struct Counters {
     readahead_blocks: AtomicU64,
     compacted_segments: AtomicU64,
     deleted_segments: AtomicU64,
+    orphans_deleted: AtomicU64,
 }
 
 impl Counters {
@@ -115,6 +116,9 @@ impl Counters {
     }
     pub fn add_deleted(&self) {
         self.deleted_segments.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn add_orphan_deleted(&self) {
+        self.orphans_deleted.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -157,6 +161,8 @@ pub struct PoolStatus {
     pub readahead_blocks: u64,
     pub compacted_segments: u64,
     pub deleted_segments: u64,
+    /// Segments no root references that txgs never published (crash, fenced writer), deleted.
+    pub orphans_deleted: u64,
     pub pending_deletes: u64,
     pub map_cache_bytes: u64,
     pub store_requests: StoreStatsSnapshot,
@@ -286,6 +292,7 @@ impl Pool {
             readahead_blocks: l(&c.readahead_blocks),
             compacted_segments: l(&c.compacted_segments),
             deleted_segments: l(&c.deleted_segments),
+            orphans_deleted: l(&c.orphans_deleted),
             pending_deletes: meta.pending_deletes.len() as u64,
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),

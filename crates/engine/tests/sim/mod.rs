@@ -79,6 +79,9 @@ pub struct Report {
     pub store_objects_volatile: u64,
     pub store_objects_reverted: u64,
     pub store_objects_torn: u64,
+    /// Segments of txgs cut by crashes deleted by the last import, and found by a second pass.
+    pub orphans_collected: u64,
+    pub orphans_collected_late: u64,
     pub mutations: u64,
     pub mutation_trace: u64,
     pub final_digest: u64,
@@ -364,6 +367,16 @@ impl World {
                 self.report.unacked_ops_kept += cut.kept as u64;
             }
             Err(e) => self.fail(format!("after crash {}: {e}", self.report.crashes)),
+        }
+        if !self.store_away() {
+            // The import collected what earlier crashes orphaned; another pass finds what it could
+            // not (the store away meanwhile). The space audit after it checks that nothing any
+            // root references went with them.
+            match self.pool().collect_orphans_now().await {
+                Ok(n) => self.report.orphans_collected_late += n,
+                Err(e) => tracing::debug!(error = %e, "orphan collection failed"),
+            }
+            self.report.orphans_collected += self.pool().status().orphans_deleted;
         }
         self.audit_space().await;
     }

@@ -88,6 +88,7 @@ const POOL_FIELDS: &[Field] = &[
     ("readahead_blocks", "readahead_blocks", C, "Blocks prefetched by sequential read-ahead"),
     ("compacted_segments", "compacted_segments", C, "Segments rewritten by compaction"),
     ("deleted_segments", "deleted_segments", C, "Segments deleted from the store"),
+    ("orphans_deleted", "orphans_deleted", C, "Orphaned segments (uploaded by txgs never published) deleted from the store"),
     ("pending_deletes", "pending_deletes", G, "Segments waiting to be deleted"),
     ("map_cache_bytes", "map_cache_bytes", G, "Block-map pages held in memory"),
 ];
