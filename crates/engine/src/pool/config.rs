@@ -82,6 +82,8 @@ pub const POOL_PROPS: &[(&str, &str)] = &[
     ("roots_kept", "8"),
     ("root_retention_s", "0"),
     ("scrub_rate_max", "67108864"),
+    ("multihost", "off"),
+    ("multihost_lease_ms", "20000"),
 ];
 
 pub fn parse_u64(name: &str, v: &str) -> Result<u64> {
@@ -112,6 +114,14 @@ pub fn validate_prop(name: &str, value: &str) -> Result<()> {
         "map_cache_bytes" => match parse_u64(name, value)? {
             v if v >= 1 << 20 => Ok(()),
             _ => Err(Error::BadInput("map_cache_bytes must be at least 1 MiB (1048576)".into())),
+        },
+        "multihost" => match value {
+            "on" | "off" => Ok(()),
+            _ => Err(Error::BadInput("multihost must be on or off".into())),
+        },
+        "multihost_lease_ms" => match parse_u64(name, value)? {
+            5_000..=600_000 => Ok(()),
+            _ => Err(Error::BadInput("multihost_lease_ms must be 5000 to 600000 (milliseconds)".into())),
         },
         "root_retention_s" => match parse_u64(name, value)? {
             0..=31_536_000 => Ok(()),

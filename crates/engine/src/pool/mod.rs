@@ -9,6 +9,7 @@ mod audit;
 mod history;
 mod hotset;
 mod intent;
+mod lease;
 mod open;
 mod orphans;
 mod point_in_time;
@@ -28,6 +29,7 @@ pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDe
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use audit::SpaceAudit;
+pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
 pub use point_in_time::{list_root_txgs, PointInTime};
 pub use snapshot::{split_snapshot_name, SnapshotInfo};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
@@ -148,6 +150,8 @@ pub(crate) struct Inner {
     pub roots: Mutex<point_in_time::RetainedRoots>,
     /// Test hook: a partial-block write that finds a semaphore here waits for one permit after
     /// reading its edge blocks and before taking the txg lock (write.rs).
+    /// The multihost lease (`multihost=on`), set at import.
+    pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     #[cfg(test)]
     pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }
@@ -235,7 +239,12 @@ impl Pool {
         if self.inner.sync_disabled() {
             return Ok(());
         }
-        intent::sync_request(&self.inner).await
+        intent::sync_request(&self.inner).await?;
+        // multihost=on: durable locally is not enough once another host may have taken the pool.
+        if let Some(lease) = self.inner.lease.get() {
+            lease.check_acknowledge(&self.inner.env).await?;
+        }
+        Ok(())
     }
 
     /// True once the import-time work in the background (listing the roots, cataloguing freed
@@ -270,6 +279,11 @@ impl Pool {
         }
         sync::sync_until_clean(&self.inner).await?;
         sync::publish_export(&self.inner).await?;
+        if let Some(lease) = self.inner.lease.get() {
+            if let Err(e) = lease.release(self.inner.store.as_ref(), &self.inner.env).await {
+                tracing::warn!(error = %e, "could not release the multihost lease; the next import waits it out");
+            }
+        }
         for t in self.tasks.lock().drain(..) {
             t.abort();
         }

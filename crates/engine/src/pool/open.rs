@@ -190,6 +190,13 @@ impl Pool {
         }
         let mut config = opts.config.clone();
         config.apply_props(&latest.props)?;
+        let multihost = latest.props.get("multihost").map(String::as_str) == Some("on");
+        if opts.force && !multihost && latest.holder.active {
+            tracing::warn!(
+                "--force with multihost=off: if the writer on host {} is alive it keeps acknowledging sync writes from its own intent log until its next commit finds it fenced, and those writes are lost; set multihost=on to make a takeover wait out the writer's lease instead",
+                latest.holder.hostname
+            );
+        }
         // The log is opened before the pool is claimed: a refused import changes nothing.
         let log = open_log(&latest, &opts, &env)?;
         let me = holder(&env, &rng, true);
@@ -215,8 +222,34 @@ impl Pool {
             Error::Fenced(why) => Error::Unavailable(format!("another importer claimed pool '{name}' at the same time: {why}")),
             other => other,
         })?;
+        let lease = if multihost {
+            let lease_ms = latest.props.get("multihost_lease_ms").and_then(|v| v.parse().ok()).unwrap_or(super::lease::LEASE_MS_DEFAULT);
+            let me = super::lease::LeaseRecord {
+                pool_guid: latest.pool_guid,
+                import_id: me.import_id,
+                epoch: rewind.claim_epoch,
+                n: 0,
+                lease_ms,
+                time_ms: env.clock.wall_ms(),
+                hostname: me.hostname.clone(),
+                flags: 0,
+            };
+            let say = |line: String| tracing::warn!("{line}");
+            Some(Arc::new(super::lease::Lease::acquire(store.as_ref(), &env, me, &say).await?))
+        } else {
+            None
+        };
+        if multihost || opts.force {
+            tracing::warn!(
+                "pool '{name}' starts from txg {}: writes the previous writer acknowledged from its own intent log after that txg are not in the store",
+                latest.txg
+            );
+        }
         let log_devices = opts.log_devices.clone();
         let inner = new_inner(InnerParts { store, store_stats, rng, config: config.clone(), name, root: &claim, import_id: me.import_id, log, log_devices, env, blocks });
+        if let Some(lease) = lease {
+            let _ = inner.lease.set(lease.clone());
+        }
         let pool = Pool::from_inner(inner.clone());
         let replayed = super::intent::replay(&inner, &pool, latest.txg).await?;
         if replayed > 0 {
@@ -224,6 +257,9 @@ impl Pool {
         }
         rewind.report(&inner, replayed).await;
         super::gc::start_background(&pool, config.txg_timeout.is_some());
+        if let Some(lease) = inner.lease.get().cloned() {
+            pool.spawn(super::lease::renew_loop(inner.clone(), lease));
+        }
         Ok(pool)
     }
 }
@@ -275,6 +311,7 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         warmup: Default::default(),
         scrub: Default::default(),
         roots: Default::default(),
+        lease: Default::default(),
         #[cfg(test)]
         pause_before_write_lock: Default::default(),
         env,

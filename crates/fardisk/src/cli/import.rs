@@ -117,6 +117,11 @@ fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
 
 pub fn run(a: ImportArgs) -> Result<()> {
     let (record, opts) = resolve(&a)?;
+    if a.force && !a.foreground {
+        eprintln!(
+            "fardisk: --force takes the pool from its writer. With multihost=off, a writer that is still running keeps acknowledging sync writes from its own intent log until its next commit finds it fenced, and those writes are lost; with multihost=on this import first waits out that writer's lease (fardisk set multihost=on POOL)."
+        );
+    }
     let socket = control_socket(&opts.pool);
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         let hint = if opts.read_only.is_some() { "; give the read-only import another local name with --as NAME" } else { "" };
