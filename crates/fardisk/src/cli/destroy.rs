@@ -28,7 +28,7 @@ pub struct DestroyArgs {
 }
 
 /// Key prefixes fardisk writes (docs/format.md); anything else under the prefix is not ours.
-const POOL_KEY_PREFIXES: [&str; 6] = ["roots/", "segments/", "history/", "probe/", "head", "hotset"];
+const POOL_KEY_PREFIXES: [&str; 7] = ["roots/", "segments/", "history/", "probe/", "leases/", "head", "hotset"];
 
 fn is_pool_key(key: &str) -> bool {
     POOL_KEY_PREFIXES.iter().any(|p| if p.ends_with('/') { key.starts_with(p) } else { key == *p })
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn only_keys_fardisk_writes_are_pool_keys() {
-        for k in ["roots/0000000000000001", "segments/0000010000000001", "history/1-2", "head", "hotset", "probe/ab"] {
+        for k in ["roots/0000000000000001", "segments/0000010000000001", "history/1-2", "head", "hotset", "probe/ab", "leases/0000000000000001"] {
             assert!(is_pool_key(k), "{k}");
         }
         for k in ["headroom", "backup.tar", "rootsx/1", "notes/hotset"] {
