@@ -95,6 +95,8 @@ struct LeaseState {
     valid_until_us: u64,
     /// Set once another writer took the lease: this one acknowledges nothing more.
     fenced: Option<String>,
+    /// The loss of the lease was logged (once per loss; a renewal clears it).
+    loss_logged: bool,
 }
 
 #[derive(Debug)]
@@ -183,7 +185,7 @@ impl Lease {
         }
         let valid_until_us = sent_us + (me.lease_ms - LEASE_MARGIN_MS) * 1000;
         let n = me.n;
-        Ok(Lease { me, state: Mutex::new(LeaseState { n, valid_until_us, fenced: None }) })
+        Ok(Lease { me, state: Mutex::new(LeaseState { n, valid_until_us, fenced: None, loss_logged: false }) })
     }
 
     pub fn lease_ms(&self) -> u64 {
@@ -205,6 +207,7 @@ impl Lease {
             {
                 let mut st = self.state.lock();
                 st.n = next.n;
+                st.loss_logged = false;
                 st.valid_until_us = st.valid_until_us.max(sent_us + (self.me.lease_ms - LEASE_MARGIN_MS) * 1000);
             }
             if next.n > LEASES_KEPT {
@@ -237,10 +240,14 @@ impl Lease {
                 return Ok(());
             }
             if now >= deadline_us {
-                return Err(Error::Unavailable(format!(
+                let e = Error::Unavailable(format!(
                     "multihost lease lost: it could not be renewed in the store for {:.1} s, so the pool may have been imported elsewhere; this writer acknowledges nothing until it can renew (sync writes fail)",
                     (now - valid_until_us) as f64 / 1e6 + (self.me.lease_ms - LEASE_MARGIN_MS) as f64 / 1000.0
-                )));
+                ));
+                if !std::mem::replace(&mut self.state.lock().loss_logged, true) {
+                    tracing::error!("{e}");
+                }
+                return Err(e);
             }
             env.clock.sleep(Duration::from_millis(RECHECK_MS)).await;
         }
