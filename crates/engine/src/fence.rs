@@ -85,7 +85,7 @@ pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
     let start = match hint {
         Some(t) if store_has_root(store, t).await? => t,
         // No hint, a damaged one, or one naming a root that is gone (pruned, or the hint is stale).
-        _ => match root_txgs(store).await?.last() {
+        _ => match list_root_txgs(store).await?.last() {
             Some(t) => *t,
             None => return Ok(RootScan { intact: None, damaged: Vec::new(), newest_key_txg: 0 }),
         },
@@ -112,7 +112,7 @@ pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
     }
     if scan.intact.is_none() {
         // Every key from the start on is damaged: the newest intact root is below it.
-        let older: Vec<u64> = root_txgs(store).await?.into_iter().filter(|t| *t < start).collect();
+        let older: Vec<u64> = list_root_txgs(store).await?.into_iter().filter(|t| *t < start).collect();
         for t in older.into_iter().rev() {
             match read_root_checked(store, t).await? {
                 RootRead::Intact(root) => {
@@ -135,8 +135,8 @@ async fn store_has_root(store: &dyn Store, txg: u64) -> Result<bool> {
     }
 }
 
-/// Txgs of every key under `roots/`, ascending (listing only; never data objects).
-async fn root_txgs(store: &dyn Store) -> Result<Vec<u64>> {
+/// Every root txg in the store, oldest first (a listing of `roots/` only; never data objects).
+pub async fn list_root_txgs(store: &dyn Store) -> Result<Vec<u64>> {
     let keys = store.list("roots/").await?;
     let mut txgs: Vec<u64> = keys
         .iter()

@@ -7,6 +7,7 @@ use super::open::{new_inner, no_pool, wrap_store, InnerParts};
 use super::{Inner, Pool};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
+pub use crate::fence::list_root_txgs;
 use crate::fence::{find_latest_root, read_root};
 use crate::objstore::{DynStore, Store};
 use crate::rng::Rng;
@@ -37,18 +38,6 @@ pub(crate) struct RetainedRoots {
     /// Set when the import-time work (this listing and the space catalog) has ended, whether
     /// or not it succeeded.
     pub(crate) settled: bool,
-}
-
-/// Every root txg in the store, oldest first (a listing of `roots/` only).
-pub async fn list_root_txgs(store: &dyn Store) -> Result<Vec<u64>> {
-    let mut txgs: Vec<u64> = store
-        .list("roots/")
-        .await?
-        .iter()
-        .filter_map(|(k, _)| k.strip_prefix("roots/").and_then(|h| u64::from_str_radix(h, 16).ok()))
-        .collect();
-    txgs.sort_unstable();
-    Ok(txgs)
 }
 
 /// Learns the roots in the store (at import, before anything is deleted).
