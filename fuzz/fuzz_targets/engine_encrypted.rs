@@ -13,7 +13,9 @@
 use bytes::Bytes;
 use fardisk_engine::codec::checksum64;
 use fardisk_engine::objstore::{EncryptedStore, EncryptionKey, PutMode, Store};
-use fardisk_fuzz::seeds::{ENCRYPTED_OBJECT_KEY, ENCRYPTED_RANGE_PREFIX_BYTES, ENCRYPTION_KEY_BYTES};
+use fardisk_fuzz::seeds::{
+    ENCRYPTED_OBJECT_KEY, ENCRYPTED_RANGE_PREFIX_BYTES, ENCRYPTION_KEY_BYTES,
+};
 use fardisk_fuzz::{block_on, MemStore};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
@@ -39,7 +41,8 @@ fn stores() -> &'static Stores {
 
 fn check(object: &[u8], start: u64, len: u64) {
     let s = stores();
-    block_on(s.inner.put(ENCRYPTED_OBJECT_KEY, Bytes::copy_from_slice(object), PutMode::Overwrite)).expect("raw put");
+    block_on(s.inner.put(ENCRYPTED_OBJECT_KEY, Bytes::copy_from_slice(object), PutMode::Overwrite))
+        .expect("raw put");
     let whole = block_on(s.enc.get(ENCRYPTED_OBJECT_KEY));
     let head = block_on(s.enc.head(ENCRYPTED_OBJECT_KEY));
     let ranged = block_on(s.enc.get_range(ENCRYPTED_OBJECT_KEY, start..start + len));

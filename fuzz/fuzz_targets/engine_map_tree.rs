@@ -11,7 +11,9 @@
 
 use bytes::Bytes;
 use fardisk_engine::blkptr::BlockPtr;
-use fardisk_engine::blockmap::{encode_page, BlockSource, PageCache, TreeRef, TreeWalk, FANOUT, SLOT_BYTES};
+use fardisk_engine::blockmap::{
+    encode_page, BlockSource, PageCache, TreeRef, TreeWalk, FANOUT, SLOT_BYTES,
+};
 use fardisk_engine::root::Root;
 use fardisk_engine::{Error, Result};
 use fardisk_fuzz::{block_on, le_u64};
@@ -35,7 +37,8 @@ struct Pages(Vec<Page>);
 impl BlockSource for Pages {
     async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes> {
         let n = ptr.segment_id.checked_sub(1).ok_or_else(|| Error::Bug("read of a hole".into()))?;
-        let page = self.0.get(n as usize).ok_or_else(|| Error::corrupt("fuzz store", "no such block"))?;
+        let page =
+            self.0.get(n as usize).ok_or_else(|| Error::corrupt("fuzz store", "no such block"))?;
         let mut slots = vec![[0u8; SLOT_BYTES]; FANOUT];
         for (pos, slot) in &page.slots {
             slots[*pos as usize] = *slot;
@@ -48,7 +51,8 @@ impl BlockSource for Pages {
 fn pages(mut data: &[u8]) -> Vec<Page> {
     let mut out = Vec::new();
     while data.len() >= 4 && out.len() < PAGES_MAX {
-        let (level, index, count) = (data[0], u16::from_le_bytes([data[1], data[2]]), data[3] as usize);
+        let (level, index, count) =
+            (data[0], u16::from_le_bytes([data[1], data[2]]), data[3] as usize);
         data = &data[4..];
         let mut slots = Vec::with_capacity(count);
         for _ in 0..count {
@@ -63,7 +67,15 @@ fn pages(mut data: &[u8]) -> Vec<Page> {
 
 /// The tree reference as import gets it: through a root's encoding and decoder.
 fn tree_from_root(levels: u8) -> Option<TreeRef> {
-    let top = BlockPtr { segment_id: 1, offset_bytes: 0, physical_bytes: 0, checksum: 0, birth_txg: 1, compression: 0, logical_bytes: 0 };
+    let top = BlockPtr {
+        segment_id: 1,
+        offset_bytes: 0,
+        physical_bytes: 0,
+        checksum: 0,
+        birth_txg: 1,
+        compression: 0,
+        logical_bytes: 0,
+    };
     let mut root = fardisk_fuzz::seeds::sample_root(1, 0, 0);
     root.space = TreeRef { tree_id: TREE_ID, levels, top, page_tag: TREE_ID };
     Root::decode(&root.encode()).ok().map(|r| r.space)

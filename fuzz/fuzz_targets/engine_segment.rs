@@ -9,7 +9,8 @@
 use fardisk_engine::codec::checksum64;
 use fardisk_engine::compress::Compression;
 use fardisk_engine::segment::{
-    parse_segment, BlockOwner, SegmentBuilder, FOOTER_ENTRY_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_TRAILER_BYTES,
+    parse_segment, BlockOwner, SegmentBuilder, FOOTER_ENTRY_BYTES, SEGMENT_HEADER_BYTES,
+    SEGMENT_TRAILER_BYTES,
 };
 use fardisk_fuzz::seeds::{SEGMENT_ID, SEGMENT_POOL_GUID};
 use libfuzzer_sys::fuzz_target;
@@ -36,7 +37,8 @@ fn reseal(bytes: &mut [u8]) {
     let sum = checksum64(&bytes[..SEGMENT_HEADER_BYTES - 8]);
     bytes[SEGMENT_HEADER_BYTES - 8..SEGMENT_HEADER_BYTES].copy_from_slice(&sum.to_le_bytes());
     let footer_end = bytes.len() - SEGMENT_TRAILER_BYTES;
-    let footer_offset = u64::from_le_bytes(bytes[footer_end..footer_end + 8].try_into().expect("8 bytes"));
+    let footer_offset =
+        u64::from_le_bytes(bytes[footer_end..footer_end + 8].try_into().expect("8 bytes"));
     if footer_offset <= footer_end as u64 {
         let sum = checksum64(&bytes[footer_offset as usize..footer_end + 16]);
         bytes[footer_end + 16..footer_end + 24].copy_from_slice(&sum.to_le_bytes());
@@ -57,7 +59,8 @@ fn builder_round_trip(data: &[u8]) {
         b.add(owner, &vec![spec[2]; spec[1] as usize * 16], algo);
     }
     let (bytes, entries) = b.finish();
-    let index = parse_segment(&bytes, SEGMENT_POOL_GUID, SEGMENT_ID).expect("a built segment parses");
+    let index =
+        parse_segment(&bytes, SEGMENT_POOL_GUID, SEGMENT_ID).expect("a built segment parses");
     assert_eq!(index.entries, entries);
 }
 

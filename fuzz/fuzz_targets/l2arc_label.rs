@@ -21,7 +21,10 @@ fn check(buf: &[u8]) {
     }
     if buf.len() >= 2 * SECTOR_BYTES {
         let (first, second) = (&buf[..SECTOR_BYTES], &buf[SECTOR_BYTES..2 * SECTOR_BYTES]);
-        assert_eq!(cache_label_pool_guid(buf), L2Label::decode_either(first, second).ok().map(|l| l.pool_guid()));
+        assert_eq!(
+            cache_label_pool_guid(buf),
+            L2Label::decode_either(first, second).ok().map(|l| l.pool_guid())
+        );
     }
 }
 

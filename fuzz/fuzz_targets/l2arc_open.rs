@@ -26,12 +26,19 @@ struct Base {
 }
 
 fn config() -> L2ArcConfig {
-    L2ArcConfig { log_block_bytes: 16 << 10, write_max_bytes_per_s: 1 << 30, flush_interval_ms: 1, health_check_interval_ms: 1 << 30 }
+    L2ArcConfig {
+        log_block_bytes: 16 << 10,
+        write_max_bytes_per_s: 1 << 30,
+        flush_interval_ms: 1,
+        health_check_interval_ms: 1 << 30,
+    }
 }
 
 fn block(i: u64) -> Bytes {
     let len = 512 + (i as usize * 977) % 5000;
-    Bytes::from((0..len).map(|j| (i as usize).wrapping_mul(61).wrapping_add(j) as u8).collect::<Vec<u8>>())
+    Bytes::from(
+        (0..len).map(|j| (i as usize).wrapping_mul(61).wrapping_add(j) as u8).collect::<Vec<u8>>(),
+    )
 }
 
 /// Formats the device, writes 48 blocks through the writer in several log blocks (some spill
@@ -41,7 +48,11 @@ fn base() -> &'static Base {
     BASE.get_or_init(|| {
         // tmpfs when there is one: it refuses O_DIRECT, so the device reads come from memory
         // instead of forcing each freshly written image out to disk (12 times the executions).
-        let tmp = [std::path::Path::new("/dev/shm")].into_iter().find(|d| d.is_dir()).map(|d| d.to_path_buf()).unwrap_or_else(std::env::temp_dir);
+        let tmp = [std::path::Path::new("/dev/shm")]
+            .into_iter()
+            .find(|d| d.is_dir())
+            .map(|d| d.to_path_buf())
+            .unwrap_or_else(std::env::temp_dir);
         remove_dead_runs(&tmp);
         let dir = tmp.join(format!("{DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
@@ -79,7 +90,9 @@ fn remove_dead_runs(tmp: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(tmp) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
@@ -90,10 +103,10 @@ fn seeds() -> Vec<Vec<u8>> {
     let patch = |offset: u32, bytes: &[u8]| fardisk_fuzz::patches::encode(0, offset, bytes);
     vec![
         Vec::new(),
-        patch(0, &[0u8; 255]),                                           // the first label
-        [patch(0, &[0xff; 255]), patch(4096, &[0xff; 255])].concat(),    // both labels, if there
-        patch(64 << 10, &[0x5a; 64]),                                    // inside the ring
-        patch((64 << 10) + (16 << 10), &[0u8; 255]),                     // a block header, perhaps
+        patch(0, &[0u8; 255]), // the first label
+        [patch(0, &[0xff; 255]), patch(4096, &[0xff; 255])].concat(), // both labels, if there
+        patch(64 << 10, &[0x5a; 64]), // inside the ring
+        patch((64 << 10) + (16 << 10), &[0u8; 255]), // a block header, perhaps
     ]
 }
 

@@ -8,7 +8,10 @@
 
 use bytes::Bytes;
 use fardisk_fuzz::seeds::SLOG_VDEV_GUID;
-use fardisk_slog::fuzz_api::{decode_header, decode_payload, encode_block, reseal_block, BlockContext, BlockHeader, ChainPoint, LogRecord};
+use fardisk_slog::fuzz_api::{
+    decode_header, decode_payload, encode_block, reseal_block, BlockContext, BlockHeader,
+    ChainPoint, LogRecord,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn check(buf: &[u8]) {
@@ -18,7 +21,11 @@ fn check(buf: &[u8]) {
     assert_eq!(records.len() as u64, u64::from(header.record_count));
     let ctx = BlockContext {
         vdev_guid: header.vdev_guid,
-        point: ChainPoint { offset_bytes: 0, block_seq: header.block_seq, prev_chain: header.prev_chain },
+        point: ChainPoint {
+            offset_bytes: 0,
+            block_seq: header.block_seq,
+            prev_chain: header.prev_chain,
+        },
         release_seq: header.release_seq,
         writer_epoch: header.writer_epoch,
         epoch_first_seq: header.epoch_first_seq,
@@ -28,9 +35,14 @@ fn check(buf: &[u8]) {
     let decoded = decode_header(&again, SLOG_VDEV_GUID).expect("a re-encoded header decodes");
     assert_eq!(decoded, written);
     // Checksums match only when the reserved bytes were zero; every other field must.
-    let same_fields = BlockHeader { payload_checksum: header.payload_checksum, header_checksum: header.header_checksum, ..written };
+    let same_fields = BlockHeader {
+        payload_checksum: header.payload_checksum,
+        header_checksum: header.header_checksum,
+        ..written
+    };
     assert_eq!(same_fields, header);
-    let back = decode_payload(&Bytes::copy_from_slice(&again), &decoded).expect("a re-encoded payload decodes");
+    let back = decode_payload(&Bytes::copy_from_slice(&again), &decoded)
+        .expect("a re-encoded payload decodes");
     assert!(back.iter().map(|d| &d.record).eq(refs.iter().copied()));
 }
 

@@ -9,7 +9,10 @@
 #![no_main]
 
 use bytes::Bytes;
-use fardisk_slog::{CrashDevice, FormatOptions, IntentLog, LogRecord, MemProvider, MissingPolicy, OpenOptions, RecordKind, VdevConfig, VdevSpec};
+use fardisk_slog::{
+    CrashDevice, FormatOptions, IntentLog, LogRecord, MemProvider, MissingPolicy, OpenOptions,
+    RecordKind, VdevConfig, VdevSpec,
+};
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,10 +37,25 @@ struct Base {
 fn record(txg: u64, id: u64) -> LogRecord {
     let len = (id as usize * 733) % 3000;
     if len == 0 {
-        return LogRecord { txg, volume_id: 1, kind: RecordKind::Trim, offset_bytes: id << 12, length_bytes: 8192, data: Bytes::new() };
+        return LogRecord {
+            txg,
+            volume_id: 1,
+            kind: RecordKind::Trim,
+            offset_bytes: id << 12,
+            length_bytes: 8192,
+            data: Bytes::new(),
+        };
     }
-    let data: Vec<u8> = (0..len).map(|i| (id as usize).wrapping_mul(131).wrapping_add(i) as u8).collect();
-    LogRecord { txg, volume_id: (id % 3) as u32, kind: RecordKind::Write, offset_bytes: id << 12, length_bytes: len as u32, data: Bytes::from(data) }
+    let data: Vec<u8> =
+        (0..len).map(|i| (id as usize).wrapping_mul(131).wrapping_add(i) as u8).collect();
+    LogRecord {
+        txg,
+        volume_id: (id % 3) as u32,
+        kind: RecordKind::Write,
+        offset_bytes: id << 12,
+        length_bytes: len as u32,
+        data: Bytes::from(data),
+    }
 }
 
 /// Formats two legs, commits 5 txgs of records (some batches several records long), releases
@@ -51,8 +69,20 @@ fn base() -> &'static Base {
             provider.add(leg.clone(), LEG_BYTES);
         }
         let spec = VdevSpec::Mirror(legs.to_vec());
-        let config = IntentLog::format(POOL, POOL_GUID, &spec, &FormatOptions::new(Arc::new(provider.clone()), 7)).expect("format the legs");
-        let log = IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &OpenOptions::new(Arc::new(provider.clone()))).expect("open the new log");
+        let config = IntentLog::format(
+            POOL,
+            POOL_GUID,
+            &spec,
+            &FormatOptions::new(Arc::new(provider.clone()), 7),
+        )
+        .expect("format the legs");
+        let log = IntentLog::open(
+            POOL,
+            POOL_GUID,
+            std::slice::from_ref(&config),
+            &OpenOptions::new(Arc::new(provider.clone())),
+        )
+        .expect("open the new log");
         let mut committed = BTreeMap::new();
         let mut id = 1u64;
         for txg in 1..=5u64 {
@@ -83,10 +113,10 @@ fn seeds() -> Vec<Vec<u8>> {
     use fardisk_fuzz::patches::encode as patch;
     vec![
         Vec::new(),
-        patch(0, 8192, &[0u8; 64]),                         // head slot 0 of leg 0 zeroed
+        patch(0, 8192, &[0u8; 64]), // head slot 0 of leg 0 zeroed
         [patch(0, 8192, &[0xff; 200]), patch(0, 12288, &[0xff; 200])].concat(), // both heads
-        patch(1, 0, &[0u8; 255]),                           // leg 1's first label
-        patch(1, 16384 + 4096 * 3 + 100, &[0x5a; 40]),      // a block of leg 1's ring
+        patch(1, 0, &[0u8; 255]),   // leg 1's first label
+        patch(1, 16384 + 4096 * 3 + 100, &[0x5a; 40]), // a block of leg 1's ring
         [patch(0, 16384 + 4096 * 2, &[1; 255]), patch(1, 16384 + 4096 * 2, &[2; 255])].concat(), // the same block on both
     ]
 }

@@ -24,7 +24,8 @@ fn decode_run(payload: &Bytes) {
         assert!(at + d.encoded_len <= payload.len());
         let mut buf = vec![0u8; d.encoded_len];
         let chain_again = encode_record(&mut buf, 0, seq, &d.record, chain);
-        let again = decode_record(&Bytes::from(buf.clone()), 0, seq, chain).expect("a re-encoded record decodes");
+        let again = decode_record(&Bytes::from(buf.clone()), 0, seq, chain)
+            .expect("a re-encoded record decodes");
         assert_eq!(again.record, d.record);
         assert_eq!(again.chain, chain_again);
         let original = &payload[at..at + d.encoded_len];

@@ -47,7 +47,10 @@ pub struct MemStore {
 impl MemStore {
     fn object(&self, op: &'static str, key: &str) -> StoreResult<Bytes> {
         let objects = self.objects.lock().expect("store lock");
-        objects.get(key).cloned().ok_or_else(|| StoreError::new(StoreErrorKind::NotFound, op, key, "no such object"))
+        objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::new(StoreErrorKind::NotFound, op, key, "no such object"))
     }
 }
 
@@ -64,7 +67,12 @@ impl Store for MemStore {
         let object = self.object("get_range", key)?;
         let len = object.len() as u64;
         if range.start > range.end || range.start > len {
-            return Err(StoreError::new(StoreErrorKind::Permanent, "get_range", key, "range past the end"));
+            return Err(StoreError::new(
+                StoreErrorKind::Permanent,
+                "get_range",
+                key,
+                "range past the end",
+            ));
         }
         Ok(object.slice(range.start as usize..range.end.min(len) as usize))
     }
@@ -77,7 +85,11 @@ impl Store for MemStore {
     }
     async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
         let objects = self.objects.lock().expect("store lock");
-        let mut out: Vec<_> = objects.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.len() as u64)).collect();
+        let mut out: Vec<_> = objects
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.len() as u64))
+            .collect();
         out.sort();
         Ok(out)
     }

@@ -10,7 +10,8 @@ pub fn apply(images: &mut [Vec<u8>], data: &[u8]) {
     let mut at = 0usize;
     while at + 6 <= data.len() {
         let which = data[at] as usize % images.len();
-        let offset = u32::from_le_bytes([data[at + 1], data[at + 2], data[at + 3], data[at + 4]]) as usize;
+        let offset =
+            u32::from_le_bytes([data[at + 1], data[at + 2], data[at + 3], data[at + 4]]) as usize;
         let len = data[at + 5] as usize;
         at += 6;
         let bytes = &data[at..(at + len).min(data.len())];

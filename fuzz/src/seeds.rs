@@ -11,7 +11,10 @@ use fardisk_engine::objstore::{EncryptedStore, EncryptionKey, PutMode, Store};
 use fardisk_engine::root::{encode_head, Holder, Root, SnapshotEntry, VdevEntry, VolumeEntry};
 use fardisk_engine::segment::{BlockOwner, SegmentBuilder};
 use fardisk_engine::space::SpaceTotals;
-use fardisk_slog::fuzz_api::{encode_block, encode_record, BlockContext, ChainPoint, DeviceLabel, LogHead, LogRecord, RecordKind, Role};
+use fardisk_slog::fuzz_api::{
+    encode_block, encode_record, BlockContext, ChainPoint, DeviceLabel, LogHead, LogRecord,
+    RecordKind, Role,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -37,7 +40,15 @@ pub fn l2_place() -> L2Place {
 }
 
 fn ptr(seed: u64) -> BlockPtr {
-    BlockPtr { segment_id: seed | 1, offset_bytes: 64, physical_bytes: 100, checksum: seed ^ 0xabc, birth_txg: seed % 1000, compression: 1, logical_bytes: 4096 }
+    BlockPtr {
+        segment_id: seed | 1,
+        offset_bytes: 64,
+        physical_bytes: 100,
+        checksum: seed ^ 0xabc,
+        birth_txg: seed % 1000,
+        compression: 1,
+        logical_bytes: 4096,
+    }
 }
 
 fn tree(id: u32, seed: u64) -> TreeRef {
@@ -53,14 +64,25 @@ pub fn sample_root(seed: u64, volumes: u32, snapshots: u32) -> Root {
         epoch: seed / 3,
         time_ms: 1_700_000_000_000 + seed,
         put_id: seed as u128 ^ 0x55,
-        holder: Holder { hostname: "host".into(), pid: 42, import_id: 9, since_ms: 1, active: seed % 2 == 0 },
+        holder: Holder {
+            hostname: "host".into(),
+            pid: 42,
+            import_id: 9,
+            since_ms: 1,
+            active: seed % 2 == 0,
+        },
         next_segment_counter: seed + 5,
         next_volume_id: 100,
         space: tree(u32::MAX, seed + 1),
         totals: SpaceTotals { logical_bytes: seed, physical_bytes: seed * 2, live_bytes: seed },
         space_carry: vec![(seed, -(seed as i64)), (seed + 1, 7)],
         props: BTreeMap::from([("compression".to_string(), "zstd".to_string())]),
-        vdevs: vec![VdevEntry { role: "log".into(), mirror: true, guid: seed, paths: vec!["/a".into(), "/b".into()] }],
+        vdevs: vec![VdevEntry {
+            role: "log".into(),
+            mirror: true,
+            guid: seed,
+            paths: vec!["/a".into(), "/b".into()],
+        }],
         volumes: (0..volumes)
             .map(|i| VolumeEntry {
                 id: i + 1,
@@ -89,7 +111,10 @@ pub fn sample_root(seed: u64, volumes: u32, snapshots: u32) -> Root {
 }
 
 pub fn roots() -> Vec<Vec<u8>> {
-    [(1, 0, 0), (2, 1, 0), (3, 2, 2), (4, 3, 1)].iter().map(|&(s, v, n)| sample_root(s, v, n).encode()).collect()
+    [(1, 0, 0), (2, 1, 0), (3, 2, 2), (4, 3, 1)]
+        .iter()
+        .map(|&(s, v, n)| sample_root(s, v, n).encode())
+        .collect()
 }
 
 pub fn heads() -> Vec<Vec<u8>> {
@@ -100,7 +125,8 @@ pub fn heads() -> Vec<Vec<u8>> {
 pub fn sample_segment(seed: u64, blocks: usize) -> Vec<u8> {
     let mut b = SegmentBuilder::new(SEGMENT_POOL_GUID, SEGMENT_ID, seed);
     for i in 0..blocks {
-        let data: Vec<u8> = (0..512u32).map(|j| (seed as u8).wrapping_add((j % (i as u32 + 2)) as u8)).collect();
+        let data: Vec<u8> =
+            (0..512u32).map(|j| (seed as u8).wrapping_add((j % (i as u32 + 2)) as u8)).collect();
         b.add(BlockOwner::Data { tree_id: 1, block: i as u64 }, &data, Compression::Lz4);
     }
     b.add(BlockOwner::Page { tree_id: 1, level: 0, index: 0 }, &[9u8; 64], Compression::Off);
@@ -121,7 +147,11 @@ pub fn pages() -> Vec<Vec<u8>> {
 }
 
 pub fn blkptrs() -> Vec<Vec<u8>> {
-    vec![BlockPtr::HOLE.to_bytes().to_vec(), ptr(1).to_bytes().to_vec(), ptr(u64::MAX).to_bytes().to_vec()]
+    vec![
+        BlockPtr::HOLE.to_bytes().to_vec(),
+        ptr(1).to_bytes().to_vec(),
+        ptr(u64::MAX).to_bytes().to_vec(),
+    ]
 }
 
 /// Programs for the codec target: [op count n][n opcodes][bytes the opcodes read] (see
@@ -143,11 +173,15 @@ pub const ENCRYPTED_RANGE_PREFIX_BYTES: usize = 8;
 
 pub fn encrypted_objects() -> Vec<Vec<u8>> {
     let inner = Arc::new(crate::MemStore::default());
-    let enc = EncryptedStore::new(inner.clone(), &EncryptionKey::from_bytes(ENCRYPTION_KEY_BYTES), 1);
+    let enc =
+        EncryptedStore::new(inner.clone(), &EncryptionKey::from_bytes(ENCRYPTION_KEY_BYTES), 1);
     let mut out = Vec::new();
-    for (len, start, want) in [(0usize, 0u32, 0u32), (100, 10, 50), (4096, 4000, 96), (5000, 4090, 10)] {
+    for (len, start, want) in
+        [(0usize, 0u32, 0u32), (100, 10, 50), (4096, 4000, 96), (5000, 4090, 10)]
+    {
         let plain: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
-        crate::block_on(enc.put(ENCRYPTED_OBJECT_KEY, Bytes::from(plain), PutMode::Overwrite)).expect("seal seed");
+        crate::block_on(enc.put(ENCRYPTED_OBJECT_KEY, Bytes::from(plain), PutMode::Overwrite))
+            .expect("seal seed");
         let sealed = crate::block_on(inner.get(ENCRYPTED_OBJECT_KEY)).expect("sealed seed");
         let mut seed = Vec::with_capacity(ENCRYPTED_RANGE_PREFIX_BYTES + sealed.len());
         seed.extend_from_slice(&start.to_le_bytes());
@@ -174,9 +208,30 @@ pub fn compressed_blocks() -> Vec<Vec<u8>> {
 
 fn slog_records() -> Vec<LogRecord> {
     vec![
-        LogRecord { txg: 9, volume_id: 1, kind: RecordKind::Write, offset_bytes: 4096, length_bytes: 5, data: Bytes::from_static(b"hello") },
-        LogRecord { txg: 9, volume_id: 1, kind: RecordKind::Trim, offset_bytes: 0, length_bytes: 4096, data: Bytes::new() },
-        LogRecord { txg: 10, volume_id: 2, kind: RecordKind::WriteZeroes, offset_bytes: 8192, length_bytes: 512, data: Bytes::new() },
+        LogRecord {
+            txg: 9,
+            volume_id: 1,
+            kind: RecordKind::Write,
+            offset_bytes: 4096,
+            length_bytes: 5,
+            data: Bytes::from_static(b"hello"),
+        },
+        LogRecord {
+            txg: 9,
+            volume_id: 1,
+            kind: RecordKind::Trim,
+            offset_bytes: 0,
+            length_bytes: 4096,
+            data: Bytes::new(),
+        },
+        LogRecord {
+            txg: 10,
+            volume_id: 2,
+            kind: RecordKind::WriteZeroes,
+            offset_bytes: 8192,
+            length_bytes: 512,
+            data: Bytes::new(),
+        },
     ]
 }
 
@@ -209,7 +264,14 @@ pub fn slog_context(block_seq: u64) -> BlockContext {
 
 pub fn slog_blocks() -> Vec<Vec<u8>> {
     let records = slog_records();
-    let big = LogRecord { txg: 11, volume_id: 3, kind: RecordKind::Write, offset_bytes: 0, length_bytes: 4200, data: Bytes::from(vec![0x5a; 4200]) };
+    let big = LogRecord {
+        txg: 11,
+        volume_id: 3,
+        kind: RecordKind::Write,
+        offset_bytes: 0,
+        length_bytes: 4200,
+        data: Bytes::from(vec![0x5a; 4200]),
+    };
     let refs: Vec<&LogRecord> = records.iter().collect();
     vec![
         encode_block(&slog_context(7), 40, &refs).0.to_vec(),
@@ -253,7 +315,9 @@ pub fn slog_labels() -> Vec<Vec<u8>> {
 /// Both 4 KiB label sectors of a cache device.
 pub fn l2_labels() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    for label in [L2Label::new(0x1234_5678_9abc_def0, 42, 1 << 20, 100), L2Label::new(1, 2, 8192, 2)] {
+    for label in
+        [L2Label::new(0x1234_5678_9abc_def0, 42, 1 << 20, 100), L2Label::new(1, 2, 8192, 2)]
+    {
         let mut sectors = vec![0u8; 8192];
         sectors[..64].copy_from_slice(&label.encode());
         sectors[4096..4096 + 64].copy_from_slice(&label.encode());

@@ -17,9 +17,7 @@ pub struct MonotonicClock {
 
 impl MonotonicClock {
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-        }
+        Self { origin: Instant::now() }
     }
 }
 
@@ -43,9 +41,7 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start_ms: u64) -> Self {
-        Self {
-            now_ms: AtomicU64::new(start_ms),
-        }
+        Self { now_ms: AtomicU64::new(start_ms) }
     }
 
     pub fn advance_ms(&self, delta_ms: u64) {

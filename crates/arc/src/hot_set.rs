@@ -41,9 +41,7 @@ pub enum HotSetError {
 /// Serializes `keys` (at most [`HOT_SET_ENTRIES_MAX`]) into a checksummed blob.
 pub fn encode_hot_set(keys: &[BlockKey]) -> Result<Vec<u8>, HotSetError> {
     if keys.len() > HOT_SET_ENTRIES_MAX {
-        return Err(HotSetError::TooManyEntries {
-            entry_count: keys.len(),
-        });
+        return Err(HotSetError::TooManyEntries { entry_count: keys.len() });
     }
     let entry_count = u32::try_from(keys.len()).expect("bounded by HOT_SET_ENTRIES_MAX");
     let mut blob = vec![0u8; HOT_SET_HEADER_BYTES + keys.len() * HOT_SET_ENTRY_BYTES];
@@ -68,9 +66,7 @@ pub fn encode_hot_set(keys: &[BlockKey]) -> Result<Vec<u8>, HotSetError> {
 /// Verifies and parses a blob made by [`encode_hot_set`].
 pub fn decode_hot_set(blob: &[u8]) -> Result<Vec<BlockKey>, HotSetError> {
     if blob.len() < HOT_SET_HEADER_BYTES {
-        return Err(HotSetError::TooShort {
-            len_bytes: blob.len(),
-        });
+        return Err(HotSetError::TooShort { len_bytes: blob.len() });
     }
     let mut r = LeReader::new(blob);
     let magic = r.u64();
@@ -88,10 +84,7 @@ pub fn decode_hot_set(blob: &[u8]) -> Result<Vec<BlockKey>, HotSetError> {
         .filter(|n| *n <= HOT_SET_ENTRIES_MAX)
         .map(|n| HOT_SET_HEADER_BYTES + n * HOT_SET_ENTRY_BYTES);
     if expected_len != Some(blob.len()) {
-        return Err(HotSetError::BadLength {
-            entry_count,
-            len_bytes: blob.len(),
-        });
+        return Err(HotSetError::BadLength { entry_count, len_bytes: blob.len() });
     }
     let computed = xxh3_parts(&[&blob[..16], &blob[HOT_SET_HEADER_BYTES..]]);
     if computed != stored {
@@ -112,9 +105,7 @@ mod tests {
     use super::*;
 
     fn sample_keys() -> Vec<BlockKey> {
-        (0..100u64)
-            .map(|i| BlockKey::new(i * 7, (i * 4096) as u32))
-            .collect()
+        (0..100u64).map(|i| BlockKey::new(i * 7, (i * 4096) as u32)).collect()
     }
 
     #[test]
@@ -123,10 +114,7 @@ mod tests {
         let blob = encode_hot_set(&keys).expect("encode");
         assert_eq!(blob.len(), 24 + 12 * keys.len());
         assert_eq!(decode_hot_set(&blob), Ok(keys));
-        assert_eq!(
-            decode_hot_set(&encode_hot_set(&[]).expect("encode")),
-            Ok(vec![])
-        );
+        assert_eq!(decode_hot_set(&encode_hot_set(&[]).expect("encode")), Ok(vec![]));
     }
 
     #[test]
@@ -148,13 +136,7 @@ mod tests {
         ));
         let mut longer = blob.clone();
         longer.push(0);
-        assert!(matches!(
-            decode_hot_set(&longer),
-            Err(HotSetError::BadLength { .. })
-        ));
-        assert!(matches!(
-            decode_hot_set(&blob[..10]),
-            Err(HotSetError::TooShort { .. })
-        ));
+        assert!(matches!(decode_hot_set(&longer), Err(HotSetError::BadLength { .. })));
+        assert!(matches!(decode_hot_set(&blob[..10]), Err(HotSetError::TooShort { .. })));
     }
 }

@@ -11,9 +11,6 @@ pub struct BlockKey {
 
 impl BlockKey {
     pub fn new(segment_id: u64, offset_bytes: u32) -> Self {
-        Self {
-            segment_id,
-            offset_bytes,
-        }
+        Self { segment_id, offset_bytes }
     }
 }

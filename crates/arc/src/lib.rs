@@ -35,6 +35,6 @@ pub use key::BlockKey;
 #[doc(hidden)]
 pub use l2arc::fuzz_api;
 pub use l2arc::{
-    cache_label_pool_guid, DeviceId, DeviceState, DeviceStats, L2Arc, L2ArcConfig, L2Error, L2Stats, RebuildStats,
-    WriteTickReport, WriterHandle, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN,
+    cache_label_pool_guid, DeviceId, DeviceState, DeviceStats, L2Arc, L2ArcConfig, L2Error,
+    L2Stats, RebuildStats, WriteTickReport, WriterHandle, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN,
 };

@@ -14,24 +14,16 @@ use fardisk_arc::{
 #[test]
 fn evicted_blocks_come_back_from_l2_after_the_arc_is_gone() {
     let rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(64)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(64))).expect("add device");
     let mut arc_config = ArcConfig::new(0, 8 * 4096);
     arc_config.entry_overhead_bytes = 0;
     let arc = AdaptiveCache::new(arc_config);
-    let blocks: Vec<_> = (0..40)
-        .map(|i| (key(i), payload(key(i), 0, 4096)))
-        .collect();
+    let blocks: Vec<_> = (0..40).map(|i| (key(i), payload(key(i), 0, 4096))).collect();
     for (k, data) in &blocks {
         arc.insert(*k, data.clone(), InsertKind::Demand);
     }
     let feed = arc.feed();
-    assert_eq!(
-        feed.len(),
-        32,
-        "everything beyond 8 blocks was evicted to the feed"
-    );
+    assert_eq!(feed.len(), 32, "everything beyond 8 blocks was evicted to the feed");
     for _ in 0..10 {
         rig.clock.advance_ms(1000);
         rig.l2.write_tick(&feed);
@@ -39,18 +31,10 @@ fn evicted_blocks_come_back_from_l2_after_the_arc_is_gone() {
     rig.l2.flush();
     drop(arc);
     for (k, data) in &blocks[..32] {
-        assert_eq!(
-            rig.l2.get(k, checksum(data)).as_ref(),
-            Some(data),
-            "block {k:?}"
-        );
+        assert_eq!(rig.l2.get(k, checksum(data)).as_ref(), Some(data), "block {k:?}");
     }
     for (k, data) in &blocks[32..] {
-        assert_eq!(
-            rig.l2.get(k, checksum(data)),
-            None,
-            "never evicted, never written"
-        );
+        assert_eq!(rig.l2.get(k, checksum(data)), None, "never evicted, never written");
     }
     let stats = rig.l2.stats();
     assert_eq!((stats.hits, stats.misses), (32, 8));
@@ -63,9 +47,7 @@ fn evicted_blocks_come_back_from_l2_after_the_arc_is_gone() {
 #[test]
 fn a_new_key_never_gets_the_old_bytes() {
     let rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(16))).expect("add device");
     // Block version 1 lives at key A; an overwrite writes version 2 to a new key B.
     let (a, b) = (key(1), key(2));
     let old = payload(a, 1, 4096);
@@ -82,9 +64,7 @@ fn a_new_key_never_gets_the_old_bytes() {
 #[test]
 fn wrong_expected_checksum_drops_the_entry_and_counts() {
     let rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(16))).expect("add device");
     let k = key(7);
     let cached = payload(k, 1, 4096);
     rig.push(k, &cached);
@@ -102,9 +82,7 @@ fn wrong_expected_checksum_drops_the_entry_and_counts() {
 #[test]
 fn blocks_already_cached_are_not_written_twice() {
     let rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(16))).expect("add device");
     let k = key(3);
     let data = payload(k, 0, 1000);
     rig.push(k, &data);
@@ -121,30 +99,18 @@ fn blocks_already_cached_are_not_written_twice() {
 #[test]
 fn partly_filled_block_is_written_after_the_time_bound_and_extended_in_place() {
     let rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(16))).expect("add device");
     let first = (key(1), payload(key(1), 0, 1000));
     rig.push(first.0, &first.1);
     rig.clock.advance_ms(10);
     let report = rig.l2.write_tick(&rig.feed);
     assert_eq!((report.entries, report.block_writes), (1, 0));
-    assert!(
-        !rig.l2.contains(&first.0),
-        "not indexed before it is on the device"
-    );
+    assert!(!rig.l2.contains(&first.0), "not indexed before it is on the device");
     rig.clock.advance_ms(999);
     assert_eq!(rig.l2.write_tick(&rig.feed).block_writes, 0);
     rig.clock.advance_ms(1);
-    assert_eq!(
-        rig.l2.write_tick(&rig.feed).block_writes,
-        1,
-        "flush_interval_ms reached"
-    );
-    assert_eq!(
-        rig.l2.get(&first.0, checksum(&first.1)),
-        Some(first.1.clone())
-    );
+    assert_eq!(rig.l2.write_tick(&rig.feed).block_writes, 1, "flush_interval_ms reached");
+    assert_eq!(rig.l2.get(&first.0, checksum(&first.1)), Some(first.1.clone()));
 
     let second = (key(2), payload(key(2), 0, 1000));
     rig.push(second.0, &second.1);
@@ -153,74 +119,39 @@ fn partly_filled_block_is_written_after_the_time_bound_and_extended_in_place() {
     rig.clock.advance_ms(2000);
     rig.l2.write_tick(&rig.feed);
     let stats = rig.l2.stats();
-    assert_eq!(
-        stats.devices[0].log_blocks_written, 2,
-        "two write-outs of one block"
-    );
-    assert_eq!(
-        rig.l2.get(&first.0, checksum(&first.1)),
-        Some(first.1.clone())
-    );
-    assert_eq!(
-        rig.l2.get(&second.0, checksum(&second.1)),
-        Some(second.1.clone())
-    );
+    assert_eq!(stats.devices[0].log_blocks_written, 2, "two write-outs of one block");
+    assert_eq!(rig.l2.get(&first.0, checksum(&first.1)), Some(first.1.clone()));
+    assert_eq!(rig.l2.get(&second.0, checksum(&second.1)), Some(second.1.clone()));
 }
 
 #[test]
 fn log_blocks_are_striped_round_robin_and_devices_come_and_go() {
     let rig = Rig::new(config());
-    let d0 = rig
-        .l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(32)))
-        .expect("add 0");
-    let d1 = rig
-        .l2
-        .add_device(&rig.path("cache1"), Some(device_bytes(32)))
-        .expect("add 1");
+    let d0 = rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(32))).expect("add 0");
+    let d1 = rig.l2.add_device(&rig.path("cache1"), Some(device_bytes(32))).expect("add 1");
     assert!(
-        rig.l2
-            .add_device(&rig.path("cache1"), Some(device_bytes(32)))
-            .is_err(),
+        rig.l2.add_device(&rig.path("cache1"), Some(device_bytes(32))).is_err(),
         "duplicate path"
     );
-    let blocks: Vec<_> = (0..30)
-        .map(|i| (key(i), payload(key(i), 0, 4096)))
-        .collect();
+    let blocks: Vec<_> = (0..30).map(|i| (key(i), payload(key(i), 0, 4096))).collect();
     for (k, data) in &blocks {
         rig.push(*k, data);
     }
     rig.drain_and_flush();
     let stats = rig.l2.stats();
     let written: Vec<u64> = stats.devices.iter().map(|d| d.log_blocks_written).collect();
-    assert!(
-        written.iter().all(|w| *w >= 4),
-        "both devices take log blocks: {written:?}"
-    );
-    assert!(
-        written[0].abs_diff(written[1]) <= 1,
-        "round-robin: {written:?}"
-    );
+    assert!(written.iter().all(|w| *w >= 4), "both devices take log blocks: {written:?}");
+    assert!(written[0].abs_diff(written[1]) <= 1, "round-robin: {written:?}");
     assert!(stats.devices.iter().all(|d| d.state == DeviceState::Online));
 
     rig.l2.remove_device(d0).expect("remove");
-    let hits = blocks
-        .iter()
-        .filter(|(k, d)| rig.l2.get(k, checksum(d)).as_ref() == Some(d))
-        .count();
-    assert!(
-        hits > 0 && hits < blocks.len(),
-        "only the remaining device serves: {hits}"
-    );
+    let hits =
+        blocks.iter().filter(|(k, d)| rig.l2.get(k, checksum(d)).as_ref() == Some(d)).count();
+    assert!(hits > 0 && hits < blocks.len(), "only the remaining device serves: {hits}");
     assert!(rig.l2.remove_device(d0).is_err());
 
-    let d2 = rig
-        .l2
-        .add_device(&rig.path("cache2"), Some(device_bytes(32)))
-        .expect("add 2");
-    let more: Vec<_> = (100..110)
-        .map(|i| (key(i), payload(key(i), 0, 4096)))
-        .collect();
+    let d2 = rig.l2.add_device(&rig.path("cache2"), Some(device_bytes(32))).expect("add 2");
+    let more: Vec<_> = (100..110).map(|i| (key(i), payload(key(i), 0, 4096))).collect();
     for (k, data) in &more {
         rig.push(*k, data);
     }
@@ -235,9 +166,7 @@ fn log_blocks_are_striped_round_robin_and_devices_come_and_go() {
 #[test]
 fn oversized_blocks_are_skipped() {
     let rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(8)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(8))).expect("add device");
     let big = Bytes::from(vec![1u8; BLOCK_BYTES as usize]);
     rig.push(key(1), &big);
     rig.drain_and_flush();
@@ -251,16 +180,11 @@ fn write_rate_is_capped_on_the_injected_clock() {
     let mut cfg = config();
     cfg.write_max_bytes_per_s = rate_bytes_per_s;
     let rig = Rig::new(cfg);
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(512)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(512))).expect("add device");
     let feed = EvictionFeed::new(10_000, 1 << 30);
     let entry_bytes = 4096u64;
     for i in 0..1000 {
-        feed.push(FeedItem {
-            key: key(i),
-            data: payload(key(i), 0, entry_bytes as usize),
-        });
+        feed.push(FeedItem { key: key(i), data: payload(key(i), 0, entry_bytes as usize) });
     }
     let seconds = 10u64;
     let mut taken = 0u64;
@@ -291,22 +215,15 @@ fn background_writer_fills_the_l2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(fardisk_arc::MonotonicClock::new());
     let l2 = L2Arc::new(cfg, POOL_GUID, clock, 1).expect("l2arc");
-    l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16)))
-        .expect("add device");
+    l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16))).expect("add device");
     let feed = Arc::new(EvictionFeed::new(100, 1 << 20));
     let data = payload(key(1), 0, 2000);
-    feed.push(FeedItem {
-        key: key(1),
-        data: data.clone(),
-    });
+    feed.push(FeedItem { key: key(1), data: data.clone() });
     let writer = l2.spawn_writer(Arc::clone(&feed), std::time::Duration::from_millis(5));
     assert!(writer.is_running());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while l2.get(&key(1), checksum(&data)).is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "writer never wrote the block"
-        );
+        assert!(std::time::Instant::now() < deadline, "writer never wrote the block");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     writer.stop();

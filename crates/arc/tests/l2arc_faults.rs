@@ -26,9 +26,7 @@ fn fill(rig: &Rig, items: &[(BlockKey, Bytes)]) {
 fn a_deleted_device_is_faulted_and_lookups_miss() {
     let rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(16))).expect("add device");
     let items = blocks(0..9);
     fill(&rig, &items);
     std::fs::remove_file(&path).expect("delete device file");
@@ -36,10 +34,7 @@ fn a_deleted_device_is_faulted_and_lookups_miss() {
     let stats = rig.l2.stats();
     assert_eq!(stats.devices[0].state, DeviceState::Faulted);
     assert!(stats.devices[0].fault_reason.is_some());
-    assert_eq!(
-        stats.entries, 0,
-        "a faulted device's entries leave the index"
-    );
+    assert_eq!(stats.entries, 0, "a faulted device's entries leave the index");
     for (k, data) in &items {
         assert_eq!(rig.l2.get(k, checksum(data)), None);
     }
@@ -54,9 +49,7 @@ fn a_deleted_device_is_faulted_and_lookups_miss() {
 fn the_writer_notices_a_vanished_device_by_itself() {
     let rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(16))).expect("add device");
     fill(&rig, &blocks(0..3));
     std::fs::remove_file(&path).expect("delete device file");
     rig.clock.advance_ms(1000); // health_check_interval_ms
@@ -68,15 +61,10 @@ fn the_writer_notices_a_vanished_device_by_itself() {
 fn a_truncated_device_faults_on_read() {
     let rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(16))).expect("add device");
     let items = blocks(0..9);
     fill(&rig, &items);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .expect("open");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
     file.set_len(8192).expect("truncate");
     let (k, data) = &items[0];
     assert_eq!(rig.l2.get(k, checksum(data)), None);
@@ -96,22 +84,14 @@ fn a_truncated_device_faults_on_read() {
 fn a_truncated_device_is_found_by_the_health_check() {
     let rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(16))).expect("add device");
     fill(&rig, &blocks(0..3));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .expect("open");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
     file.set_len(device_bytes(8)).expect("shrink");
     rig.l2.check_devices();
     let stats = rig.l2.stats();
     assert_eq!(stats.devices[0].state, DeviceState::Faulted);
-    assert!(stats.devices[0]
-        .fault_reason
-        .as_deref()
-        .is_some_and(|r| r.contains("truncated")));
+    assert!(stats.devices[0].fault_reason.as_deref().is_some_and(|r| r.contains("truncated")));
 }
 
 #[test]
@@ -119,9 +99,7 @@ fn a_device_that_comes_back_is_reopened_and_rebuilt() {
     let rig = Rig::new(config());
     let path = rig.path("cache0");
     let away = rig.path("cache0.away");
-    rig.l2
-        .add_device(&path, Some(device_bytes(16)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(16))).expect("add device");
     let items = blocks(0..9);
     fill(&rig, &items);
     std::fs::rename(&path, &away).expect("move away");
@@ -140,9 +118,7 @@ fn a_device_that_comes_back_is_reopened_and_rebuilt() {
 #[test]
 fn readers_racing_ring_reuse_never_see_wrong_bytes() {
     let rig = Arc::new(Rig::new(config()));
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(4)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(4))).expect("add device");
     let items: Arc<Vec<(BlockKey, Bytes)>> = Arc::new(blocks(0..600));
     let stop = Arc::new(AtomicBool::new(false));
     let hits = Arc::new(AtomicU64::new(0));
@@ -171,14 +147,8 @@ fn readers_racing_ring_reuse_never_see_wrong_bytes() {
         r.join().expect("reader thread");
     }
     let stats = rig.l2.stats();
-    assert_eq!(
-        stats.checksum_errors, 0,
-        "slot reuse must not look like damage"
-    );
+    assert_eq!(stats.checksum_errors, 0, "slot reuse must not look like damage");
     assert_eq!(stats.io_errors, 0);
-    assert!(
-        stats.devices[0].log_blocks_written >= 200,
-        "the ring wrapped many times"
-    );
+    assert!(stats.devices[0].log_blocks_written >= 200, "the ring wrapped many times");
     eprintln!("concurrent hits: {}", hits.load(Ordering::Relaxed));
 }

@@ -39,16 +39,10 @@ fn hits_all_correct(rig: &Rig, items: &[(BlockKey, Bytes)]) -> usize {
 fn reopen_rebuilds_the_index_and_writing_continues_after_the_newest_block() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(32)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(32))).expect("add device");
     let first = blocks(0..20);
     write_all(&rig, &first);
-    assert_eq!(
-        rig.l2.sync().block_writes,
-        0,
-        "nothing left unwritten after the flush"
-    );
+    assert_eq!(rig.l2.sync().block_writes, 0, "nothing left unwritten after the flush");
 
     rig.restart(config());
     assert!(!rig.l2.contains(&first[0].0), "a new L2ARC starts empty");
@@ -71,22 +65,15 @@ fn reopen_rebuilds_the_index_and_writing_continues_after_the_newest_block() {
     rig.l2.open_device(&path).expect("open device again");
     let stats = wait_rebuilt(&rig.l2);
     assert_eq!(stats.rebuild.entries, 35);
-    assert_eq!(
-        hits_all_correct(&rig, &first) + hits_all_correct(&rig, &second),
-        35
-    );
+    assert_eq!(hits_all_correct(&rig, &first) + hits_all_correct(&rig, &second), 35);
 }
 
 #[test]
 fn open_imports_the_good_devices_and_reports_the_rest() {
     let rig = Rig::new(config());
     let (good0, good1, missing) = (rig.path("cache0"), rig.path("cache1"), rig.path("gone"));
-    rig.l2
-        .add_device(&good0, Some(device_bytes(8)))
-        .expect("add 0");
-    rig.l2
-        .add_device(&good1, Some(device_bytes(8)))
-        .expect("add 1");
+    rig.l2.add_device(&good0, Some(device_bytes(8))).expect("add 0");
+    rig.l2.add_device(&good1, Some(device_bytes(8))).expect("add 1");
     let items = blocks(0..12);
     write_all(&rig, &items);
     let paths = vec![good0, missing.clone(), good1];
@@ -107,18 +94,12 @@ fn a_device_of_another_pool_or_without_label_is_refused() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
     std::fs::write(&path, vec![0u8; device_bytes(8) as usize]).expect("blank file");
-    assert!(matches!(
-        rig.l2.open_device(&path),
-        Err(L2Error::BadLabel { .. })
-    ));
+    assert!(matches!(rig.l2.open_device(&path), Err(L2Error::BadLabel { .. })));
     rig.l2.add_device(&path, None).expect("format");
     rig.restart(config());
     let clock = rig.clock.clone();
     let other = fardisk_arc::L2Arc::new(config(), POOL_GUID + 1, clock, 5).expect("l2arc");
-    assert!(matches!(
-        other.open_device(&path),
-        Err(L2Error::ForeignPool { .. })
-    ));
+    assert!(matches!(other.open_device(&path), Err(L2Error::ForeignPool { .. })));
     assert!(rig.l2.open_device(&path).is_ok());
 }
 
@@ -126,9 +107,7 @@ fn a_device_of_another_pool_or_without_label_is_refused() {
 fn a_damaged_label_copy_is_survived() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(8)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(8))).expect("add device");
     write_all(&rig, &blocks(0..3));
     flip_byte(&path, 20, 0xff);
     rig.restart(config());
@@ -136,27 +115,18 @@ fn a_damaged_label_copy_is_survived() {
     assert_eq!(wait_rebuilt(&rig.l2).rebuild.entries, 3);
     flip_byte(&path, 4096 + 20, 0xff);
     rig.restart(config());
-    assert!(matches!(
-        rig.l2.open_device(&path),
-        Err(L2Error::BadLabel { .. })
-    ));
+    assert!(matches!(rig.l2.open_device(&path), Err(L2Error::BadLabel { .. })));
 }
 
 #[test]
 fn a_corrupt_log_block_header_loses_only_its_own_entries() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(32)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(32))).expect("add device");
     let items = blocks(0..18); // six full log blocks in slots 0..6
     write_all(&rig, &items);
     // Damage block 2's entry table (its second entry's checksum field).
-    flip_byte(
-        &path,
-        slot_offset(2) + HEADER_BYTES + ENTRY_BYTES + 16,
-        0x01,
-    );
+    flip_byte(&path, slot_offset(2) + HEADER_BYTES + ENTRY_BYTES + 16, 0x01);
     rig.restart(config());
     rig.l2.open_device(&path).expect("open device");
     let stats = wait_rebuilt(&rig.l2);
@@ -176,20 +146,14 @@ fn a_corrupt_log_block_header_loses_only_its_own_entries() {
 fn a_torn_header_write_loses_only_that_block() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(32)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(32))).expect("add device");
     let items = blocks(0..12);
     write_all(&rig, &items);
     // A torn write: the first half of block 1's header is from an older write (zeros here).
     {
         use std::os::unix::fs::FileExt;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .expect("open");
-        file.write_all_at(&[0u8; 32][..], slot_offset(1) + 8)
-            .expect("tear");
+        let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
+        file.write_all_at(&[0u8; 32][..], slot_offset(1) + 8).expect("tear");
     }
     rig.restart(config());
     rig.l2.open_device(&path).expect("open device");
@@ -202,18 +166,12 @@ fn a_torn_header_write_loses_only_that_block() {
 fn corrupt_data_is_caught_on_read_and_never_returned() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
-    rig.l2
-        .add_device(&path, Some(device_bytes(32)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(32))).expect("add device");
     let items = blocks(0..9);
     write_all(&rig, &items);
     // Data grows down from the block end: the first entry of block 0 is its last 4 KiB.
     flip_byte(&path, slot_offset(1) - 100, 0x40);
-    assert_eq!(
-        rig.l2.get(&items[0].0, checksum(&items[0].1)),
-        None,
-        "live index"
-    );
+    assert_eq!(rig.l2.get(&items[0].0, checksum(&items[0].1)), None, "live index");
     assert_eq!(rig.l2.stats().checksum_errors, 1);
 
     // The same damage found after a restart.
@@ -221,11 +179,7 @@ fn corrupt_data_is_caught_on_read_and_never_returned() {
     rig.restart(config());
     rig.l2.open_device(&path).expect("open device");
     wait_rebuilt(&rig.l2);
-    assert_eq!(
-        hits_all_correct(&rig, &items),
-        7,
-        "the two damaged entries miss"
-    );
+    assert_eq!(hits_all_correct(&rig, &items), 7, "the two damaged entries miss");
     assert_eq!(rig.l2.stats().checksum_errors, 2);
 }
 
@@ -234,28 +188,19 @@ fn wrapping_the_ring_drops_overwritten_entries_first() {
     let mut rig = Rig::new(config());
     let path = rig.path("cache0");
     let slots = 4;
-    rig.l2
-        .add_device(&path, Some(device_bytes(slots)))
-        .expect("add device");
+    rig.l2.add_device(&path, Some(device_bytes(slots))).expect("add device");
     let items = blocks(0..30); // ten blocks through a four-slot ring
     for chunk in items.chunks(3) {
         write_all(&rig, chunk);
         let stats = rig.l2.stats();
-        assert!(
-            stats.entries <= slots * PER_BLOCK,
-            "index larger than the ring"
-        );
+        assert!(stats.entries <= slots * PER_BLOCK, "index larger than the ring");
         hits_all_correct(&rig, &items);
     }
     // The last four blocks survive (the open one included).
     let survivors = &items[18..];
     assert_eq!(hits_all_correct(&rig, survivors), 12);
     assert_eq!(hits_all_correct(&rig, &items[..18]), 0);
-    assert_eq!(
-        rig.l2.stats().checksum_errors,
-        0,
-        "no stale entry was ever read"
-    );
+    assert_eq!(rig.l2.stats().checksum_errors, 0, "no stale entry was ever read");
 
     rig.restart(config());
     rig.l2.open_device(&path).expect("open device");

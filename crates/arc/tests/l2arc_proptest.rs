@@ -51,28 +51,20 @@ const SLOTS: u64 = 6;
 fn open_or_format(rig: &Rig) {
     let path = rig.path("cache0");
     if rig.l2.open_device(&path).is_err() {
-        rig.l2
-            .add_device(&path, Some(device_bytes(SLOTS)))
-            .expect("format");
+        rig.l2.add_device(&path, Some(device_bytes(SLOTS))).expect("format");
     }
     wait_rebuilt(&rig.l2);
 }
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let mut rig = Rig::new(config());
-    rig.l2
-        .add_device(&rig.path("cache0"), Some(device_bytes(SLOTS)))
-        .expect("add device");
+    rig.l2.add_device(&rig.path("cache0"), Some(device_bytes(SLOTS))).expect("add device");
     // What the engine would expect for each key: the bytes last evicted for it.
     let mut expected: HashMap<u64, bytes::Bytes> = HashMap::new();
     let mut hits = 0u64;
     for op in ops {
         match op {
-            Op::Push {
-                key: i,
-                version,
-                len_bytes,
-            } => {
+            Op::Push { key: i, version, len_bytes } => {
                 let data = payload(key(*i), *version, *len_bytes);
                 rig.push(key(*i), &data);
                 expected.insert(*i, data);
@@ -90,11 +82,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Flip { position, mask } => {
                 let len = device_bytes(SLOTS);
-                flip_byte(
-                    &rig.path("cache0"),
-                    u64::from(*position) * len / 65536,
-                    *mask,
-                );
+                flip_byte(&rig.path("cache0"), u64::from(*position) * len / 65536, *mask);
             }
             Op::Get { key: i } => {
                 let k: BlockKey = key(*i);

@@ -48,10 +48,7 @@ impl PlainLru {
         }
         self.by_age.insert(self.clock, key);
         while self.size_bytes > self.capacity_bytes {
-            let (_, victim) = self
-                .by_age
-                .pop_first()
-                .expect("non-empty when over capacity");
+            let (_, victim) = self.by_age.pop_first().expect("non-empty when over capacity");
             self.by_key.remove(&victim);
             self.size_bytes -= BLOCK_BYTES as u64;
         }
@@ -78,11 +75,7 @@ impl Cache for AdaptiveCache {
     }
     fn prefetch(&mut self, key: BlockKey) {
         if self.get_prefetch(&key).is_none() {
-            self.insert(
-                key,
-                Bytes::from(vec![0u8; BLOCK_BYTES]),
-                InsertKind::Prefetch,
-            );
+            self.insert(key, Bytes::from(vec![0u8; BLOCK_BYTES]), InsertKind::Prefetch);
         }
     }
     fn resident(&self, key: &BlockKey) -> bool {
@@ -105,10 +98,7 @@ fn hot_key(i: u64) -> BlockKey {
 }
 
 fn scan_key(i: u64) -> BlockKey {
-    BlockKey::new(
-        SCAN_SEGMENT + i / 256,
-        (i % 256) as u32 * BLOCK_BYTES as u32,
-    )
+    BlockKey::new(SCAN_SEGMENT + i / 256, (i % 256) as u32 * BLOCK_BYTES as u32)
 }
 
 fn warm_hot_set(cache: &mut impl Cache, hot_blocks: u64) {
@@ -120,9 +110,7 @@ fn warm_hot_set(cache: &mut impl Cache, hot_blocks: u64) {
 }
 
 fn resident_fraction(cache: &impl Cache, hot_blocks: u64) -> f64 {
-    let resident = (0..hot_blocks)
-        .filter(|i| cache.resident(&hot_key(*i)))
-        .count();
+    let resident = (0..hot_blocks).filter(|i| cache.resident(&hot_key(*i))).count();
     resident as f64 / hot_blocks as f64
 }
 
@@ -163,20 +151,13 @@ fn compare(kind: Scan, hot_blocks: u64, hot_every: u64) -> (f64, f64) {
     let mut l = lru();
     warm_hot_set(&mut l, hot_blocks);
     scan(&mut l, kind, hot_blocks, hot_every);
-    (
-        resident_fraction(&a, hot_blocks),
-        resident_fraction(&l, hot_blocks),
-    )
+    (resident_fraction(&a, hot_blocks), resident_fraction(&l, hot_blocks))
 }
 
 fn assert_resistant(kind: Scan, hot_blocks: u64, hot_every: u64) {
     let (arc_fraction, lru_fraction) = compare(kind, hot_blocks, hot_every);
     eprintln!("hot set of {hot_blocks}: ARC kept {arc_fraction:.3}, LRU kept {lru_fraction:.3}");
-    assert!(
-        arc_fraction >= 0.9,
-        "ARC kept only {:.0}% of the hot set",
-        arc_fraction * 100.0
-    );
+    assert!(arc_fraction >= 0.9, "ARC kept only {:.0}% of the hot set", arc_fraction * 100.0);
     assert!(
         lru_fraction < 0.5,
         "control LRU kept {:.0}%: workload not hostile",

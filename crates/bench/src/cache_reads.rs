@@ -15,7 +15,9 @@ use crate::far_store::far_file_store;
 use crate::stats::round3;
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
-use fardisk_arc::{AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock};
+use fardisk_arc::{
+    AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock,
+};
 use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::clock::{Clock, SystemClock};
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
@@ -64,7 +66,13 @@ impl Reads {
 }
 
 fn local_reads(path: &Path, blocks: u64, a: &Args, clock: &Arc<dyn Clock>) -> Result<Reads> {
-    let file = Arc::new(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).context("O_DIRECT open")?);
+    let file = Arc::new(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .context("O_DIRECT open")?,
+    );
     let t0 = clock.mono_us();
     let deadline = t0 + a.seconds * 1_000_000;
     let handles: Vec<_> = (0..a.readers)
@@ -92,7 +100,14 @@ fn local_reads(path: &Path, blocks: u64, a: &Args, clock: &Arc<dyn Clock>) -> Re
 
 /// Random 4 KiB reads through the pool: for `seconds`, or (`seconds` = 0) one pass over every
 /// block in a random order.
-async fn pool_reads(pool: &Pool, blocks: u64, readers: usize, seconds: u64, seed: u64, clock: &Arc<dyn Clock>) -> Result<Reads> {
+async fn pool_reads(
+    pool: &Pool,
+    blocks: u64,
+    readers: usize,
+    seconds: u64,
+    seed: u64,
+    clock: &Arc<dyn Clock>,
+) -> Result<Reads> {
     let vol = pool.volume_id("v").ok_or_else(|| anyhow!("no volume"))?;
     let mut order: Vec<u64> = (0..blocks).collect();
     let mut rng = seed | 1;
@@ -111,7 +126,10 @@ async fn pool_reads(pool: &Pool, blocks: u64, readers: usize, seconds: u64, seed
             let mut rng = (seed + r as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
             loop {
                 let block = if seconds == 0 {
-                    match order.get(i) { Some(b) => *b, None => break }
+                    match order.get(i) {
+                        Some(b) => *b,
+                        None => break,
+                    }
                 } else {
                     next(&mut rng) % blocks
                 };
@@ -194,8 +212,14 @@ fn scan_resistance(cache_bytes: u64, seed: u64) -> ((f64, f64), (f64, f64)) {
     let pass = |arc: &AdaptiveCache, lru: &mut Lru, keys: &[u64]| {
         let (mut a, mut l) = (0u64, 0u64);
         for &k in keys {
-            if arc.get(&key(k)).is_some() { a += 1 } else { arc.insert(key(k), value.clone(), InsertKind::Demand) }
-            if lru.access(k) { l += 1 }
+            if arc.get(&key(k)).is_some() {
+                a += 1
+            } else {
+                arc.insert(key(k), value.clone(), InsertKind::Demand)
+            }
+            if lru.access(k) {
+                l += 1
+            }
         }
         (100.0 * a as f64 / keys.len() as f64, 100.0 * l as f64 / keys.len() as f64)
     };
@@ -214,7 +238,14 @@ fn scan_resistance(cache_bytes: u64, seed: u64) -> ((f64, f64), (f64, f64)) {
     ((before.0, after.0), (before.1, after.1))
 }
 
-fn row(setup: &str, order: i64, metrics: Vec<(&str, f64)>, params: &Value, notes: &str, seconds: u64) -> Value {
+fn row(
+    setup: &str,
+    order: i64,
+    metrics: Vec<(&str, f64)>,
+    params: &Value,
+    notes: &str,
+    seconds: u64,
+) -> Value {
     json!({
         "setup": setup, "order": order, "duration_s": seconds, "notes": notes, "params": params, "series": {},
         "metrics": metrics.iter().map(|(k, v)| json!([k, round3(*v)])).collect::<Vec<_>>(),
@@ -246,16 +277,29 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
     let (_, store) = far_file_store(&a.dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     let guid = fardisk_engine::rng::Rng::new(a.seed).next_u128();
-    Pool::create(store.clone(), "bench", CreateOptions { pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("{e}"))?;
+    Pool::create(
+        store.clone(),
+        "bench",
+        CreateOptions { pool_guid: Some(guid), ..Default::default() },
+        &env,
+    )
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
     let l2_path = a.dir.join("cache0");
-    let l2 = L2Arc::new(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed).map_err(|e| anyhow!("{e}"))?;
+    let l2 = L2Arc::new(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed)
+        .map_err(|e| anyhow!("{e}"))?;
     l2.add_device(&l2_path, Some(a.l2_mib * MIB)).map_err(|e| anyhow!("{e}"))?;
-    let cache = Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
+    let cache =
+        Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
     let opts = || ImportOptions { config: PoolConfig::default(), ..Default::default() };
-    let pool = Pool::import(store.clone(), "bench", opts(), env.clone(), cache.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    let pool = Pool::import(store.clone(), "bench", opts(), env.clone(), cache.clone())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     let vol = pool.volume_create("v", a.working_set_mib * MIB).map_err(|e| anyhow!("{e}"))?;
     for (i, chunk) in data.chunks(MIB as usize).enumerate() {
-        pool.write(vol, i as u64 * MIB, Bytes::copy_from_slice(chunk)).await.map_err(|e| anyhow!("{e}"))?;
+        pool.write(vol, i as u64 * MIB, Bytes::copy_from_slice(chunk))
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
     }
     drop(data);
     pool.sync_txg().await.map_err(|e| anyhow!("{e}"))?;
@@ -269,7 +313,13 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     let (l2_1, gets_1) = (l2_hits(&cache), pool.store_stats().snapshot().get.requests);
     let reads = steady.latencies_us.len() as f64;
     let steady_l2_hits = (l2_1 - l2_0) as f64;
-    eprintln!("fardisk-bench: fardisk {:.0} reads/s p99 {:.0} µs, {} L2 hits, {} GETs", steady.ops_per_s(), steady.p(99.0), steady_l2_hits, gets_1 - gets_0);
+    eprintln!(
+        "fardisk-bench: fardisk {:.0} reads/s p99 {:.0} µs, {} L2 hits, {} GETs",
+        steady.ops_per_s(),
+        steady.p(99.0),
+        steady_l2_hits,
+        gets_1 - gets_0
+    );
 
     // Export, import with the L2ARC rebuilt from its device, first pass over the working set.
     pool.export().await.map_err(|e| anyhow!("{e}"))?;
@@ -277,7 +327,9 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     drop(pool);
     drop(cache);
     let t_rebuild = clock.mono_us();
-    let (l2, failures) = L2Arc::open(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed, &[l2_path.clone()]).map_err(|e| anyhow!("{e}"))?;
+    let (l2, failures) =
+        L2Arc::open(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed, &[l2_path.clone()])
+            .map_err(|e| anyhow!("{e}"))?;
     if let Some((p, e)) = failures.first() {
         return Err(anyhow!("cache device {} did not reopen: {e}", p.display()));
     }
@@ -289,8 +341,11 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     }
     let rebuild_s = (clock.mono_us() - t_rebuild) as f64 / 1e6;
     let entries = l2.stats().devices.iter().map(|d| d.rebuild.entries).sum::<u64>();
-    let cache = Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
-    let pool = Pool::import(store, "bench", opts(), env, cache.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    let cache =
+        Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
+    let pool = Pool::import(store, "bench", opts(), env, cache.clone())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     let (l2_2, gets_2) = (l2_hits(&cache), pool.store_stats().snapshot().get.requests);
     let first = pool_reads(&pool, blocks, a.readers, 0, a.seed + 13, &clock).await?;
     let (l2_3, gets_3) = (l2_hits(&cache), pool.store_stats().snapshot().get.requests);
@@ -298,26 +353,75 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     eprintln!("fardisk-bench: after import: rebuild {rebuild_s:.1} s ({entries} entries), first pass {:.0} reads/s, {first_hits} L2 hits of {blocks}, {} GETs", first.ops_per_s(), gets_3 - gets_2);
     pool.export().await.map_err(|e| anyhow!("{e}"))?;
 
-    let ((arc_before, arc_after), (lru_before, lru_after)) = scan_resistance(a.arc_mib * MIB, a.seed);
+    let ((arc_before, arc_after), (lru_before, lru_after)) =
+        scan_resistance(a.arc_mib * MIB, a.seed);
     eprintln!("fardisk-bench: scan: ARC {arc_before:.1}% -> {arc_after:.1}%, LRU {lru_before:.1}% -> {lru_after:.1}%");
     let _ = std::fs::remove_dir_all(&a.dir);
 
     let local_ops = local.ops_per_s();
     let rows = vec![
-        row("local file, O_DIRECT random 4 KiB reads (the limit)", 0,
-            vec![("reads_per_s", local_ops), ("p50_us", local.p(50.0)), ("p99_us", local.p(99.0))], &params, note, a.seconds),
-        row("fardisk, working set > ARC, inside L2ARC", 1,
-            vec![("reads_per_s", steady.ops_per_s()), ("p50_us", steady.p(50.0)), ("p99_us", steady.p(99.0)),
-                 ("to_local_pct", 100.0 * steady.ops_per_s() / local_ops.max(1e-9)),
-                 ("l2_hit_pct_of_reads", 100.0 * steady_l2_hits / reads.max(1.0)), ("store_gets", (gets_1 - gets_0) as f64)], &params, note, a.seconds),
-        row("fardisk, first pass after export/import (L2ARC rebuilt)", 2,
-            vec![("reads_per_s", first.ops_per_s()), ("l2_hit_pct_of_reads", 100.0 * first_hits / blocks as f64),
-                 ("store_gets", (gets_3 - gets_2) as f64), ("rebuild_s", rebuild_s)], &params, note, 0),
-        row("ARC, hot set before/after a 4x-cache scan", 3,
-            vec![("hot_hit_before_pct", arc_before), ("hot_hit_after_pct", arc_after), ("kept_pct", 100.0 * arc_after / arc_before.max(1e-9))], &params, note, 0),
-        row("plain LRU of the same size, same access pattern", 4,
-            vec![("hot_hit_before_pct", lru_before), ("hot_hit_after_pct", lru_after), ("kept_pct", 100.0 * lru_after / lru_before.max(1e-9))], &params, note, 0),
+        row(
+            "local file, O_DIRECT random 4 KiB reads (the limit)",
+            0,
+            vec![("reads_per_s", local_ops), ("p50_us", local.p(50.0)), ("p99_us", local.p(99.0))],
+            &params,
+            note,
+            a.seconds,
+        ),
+        row(
+            "fardisk, working set > ARC, inside L2ARC",
+            1,
+            vec![
+                ("reads_per_s", steady.ops_per_s()),
+                ("p50_us", steady.p(50.0)),
+                ("p99_us", steady.p(99.0)),
+                ("to_local_pct", 100.0 * steady.ops_per_s() / local_ops.max(1e-9)),
+                ("l2_hit_pct_of_reads", 100.0 * steady_l2_hits / reads.max(1.0)),
+                ("store_gets", (gets_1 - gets_0) as f64),
+            ],
+            &params,
+            note,
+            a.seconds,
+        ),
+        row(
+            "fardisk, first pass after export/import (L2ARC rebuilt)",
+            2,
+            vec![
+                ("reads_per_s", first.ops_per_s()),
+                ("l2_hit_pct_of_reads", 100.0 * first_hits / blocks as f64),
+                ("store_gets", (gets_3 - gets_2) as f64),
+                ("rebuild_s", rebuild_s),
+            ],
+            &params,
+            note,
+            0,
+        ),
+        row(
+            "ARC, hot set before/after a 4x-cache scan",
+            3,
+            vec![
+                ("hot_hit_before_pct", arc_before),
+                ("hot_hit_after_pct", arc_after),
+                ("kept_pct", 100.0 * arc_after / arc_before.max(1e-9)),
+            ],
+            &params,
+            note,
+            0,
+        ),
+        row(
+            "plain LRU of the same size, same access pattern",
+            4,
+            vec![
+                ("hot_hit_before_pct", lru_before),
+                ("hot_hit_after_pct", lru_after),
+                ("kept_pct", 100.0 * lru_after / lru_before.max(1e-9)),
+            ],
+            &params,
+            note,
+            0,
+        ),
     ];
-    std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?).with_context(|| format!("writing {}", out.display()))?;
+    std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?)
+        .with_context(|| format!("writing {}", out.display()))?;
     Ok(())
 }

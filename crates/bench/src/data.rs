@@ -23,7 +23,10 @@ impl DataKind {
         match self {
             DataKind::Random => "incompressible (seeded pseudo-random)".to_string(),
             DataKind::Compressible { zero_percent } => {
-                format!("compressible (each 4 KiB block {}% random, {zero_percent}% zeros)", 100 - zero_percent as u32)
+                format!(
+                    "compressible (each 4 KiB block {}% random, {zero_percent}% zeros)",
+                    100 - zero_percent as u32
+                )
             }
         }
     }
@@ -75,7 +78,9 @@ impl SplitMix64 {
 /// regenerated to check a read without keeping the whole set.
 pub fn generate_object(seed: u64, index: u64, len_bytes: usize, kind: DataKind) -> Vec<u8> {
     // Distinct, well-mixed stream per object: seed the generator from a hash of (seed, index).
-    let mut rng = SplitMix64::new(SplitMix64::new(seed ^ index.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64());
+    let mut rng = SplitMix64::new(
+        SplitMix64::new(seed ^ index.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64(),
+    );
     let mut buf = vec![0u8; len_bytes];
     match kind {
         DataKind::Random => rng.fill(&mut buf),
@@ -101,7 +106,8 @@ impl Dataset {
     /// `total_bytes` must be a positive multiple of `object_bytes` (the caller checks the flags).
     pub fn generate(seed: u64, total_bytes: u64, object_bytes: usize, kind: DataKind) -> Dataset {
         let count = total_bytes / object_bytes as u64;
-        let objects = (0..count).map(|i| Bytes::from(generate_object(seed, i, object_bytes, kind))).collect();
+        let objects =
+            (0..count).map(|i| Bytes::from(generate_object(seed, i, object_bytes, kind))).collect();
         Dataset { objects, object_bytes }
     }
 
@@ -164,7 +170,8 @@ mod tests {
 
     #[test]
     fn compressible_blocks_have_a_zero_tail_and_a_random_head() {
-        let buf = generate_object(1, 0, 4 * BLOCK_BYTES, DataKind::Compressible { zero_percent: 50 });
+        let buf =
+            generate_object(1, 0, 4 * BLOCK_BYTES, DataKind::Compressible { zero_percent: 50 });
         for block in buf.chunks(BLOCK_BYTES) {
             assert!(block[2048..].iter().all(|&x| x == 0), "tail zeroed");
             assert!(block[..2048].iter().filter(|&&x| x == 0).count() < 64, "head random");
@@ -175,7 +182,8 @@ mod tests {
     fn the_engine_compressor_finds_nothing_in_random_data_and_half_in_the_compressible_kind() {
         use fardisk_engine::compress::{compress, Compression};
         let random = generate_object(3, 0, 64 * BLOCK_BYTES, DataKind::Random);
-        let half = generate_object(3, 0, 64 * BLOCK_BYTES, DataKind::Compressible { zero_percent: 50 });
+        let half =
+            generate_object(3, 0, 64 * BLOCK_BYTES, DataKind::Compressible { zero_percent: 50 });
         let stored = |buf: &[u8]| -> (usize, usize) {
             let mut kept = (0, 0);
             for block in buf.chunks(BLOCK_BYTES) {

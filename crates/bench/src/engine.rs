@@ -76,17 +76,27 @@ fn engine_err(what: &str) -> impl FnOnce(fardisk_engine::Error) -> anyhow::Error
 
 async fn import(url: &str, drive: &Drive, cache: ReadCache) -> Result<Pool> {
     let store = open_store_url(url, false).map_err(engine_err("opening the pool's store"))?;
-    let opts = ImportOptions { force: false, config: PoolConfig::default(), missing_log: false, ..Default::default() };
-    Pool::import(store, POOL_NAME, opts, drive.env(), cache.build()).await.map_err(engine_err("import"))
+    let opts = ImportOptions {
+        force: false,
+        config: PoolConfig::default(),
+        missing_log: false,
+        ..Default::default()
+    };
+    Pool::import(store, POOL_NAME, opts, drive.env(), cache.build())
+        .await
+        .map_err(engine_err("import"))
 }
 
 /// Creates a pool at `url` and writes `data` into one volume; the timed window runs from the
 /// first write to the publish of the txg holding the last one.
 pub async fn write(url: &str, data: &Arc<Dataset>, drive: &Drive) -> Result<(Sample, WriteFacts)> {
     let store = open_store_url(url, true).map_err(engine_err("opening the store"))?;
-    Pool::create(store, POOL_NAME, CreateOptions::default(), &drive.env()).await.map_err(engine_err("create"))?;
+    Pool::create(store, POOL_NAME, CreateOptions::default(), &drive.env())
+        .await
+        .map_err(engine_err("create"))?;
     let pool = import(url, drive, ReadCache::None).await?;
-    let vol = pool.volume_create(VOLUME_NAME, data.total_bytes()).map_err(engine_err("volume create"))?;
+    let vol =
+        pool.volume_create(VOLUME_NAME, data.total_bytes()).map_err(engine_err("volume create"))?;
     pool.sync_txg().await.map_err(engine_err("initial sync"))?; // The volume's own txg is not timed.
     let status0 = pool.status();
     let stats = pool.store_stats();
@@ -110,7 +120,10 @@ pub async fn write(url: &str, data: &Arc<Dataset>, drive: &Drive) -> Result<(Sam
         compress_ratio: status1.compress_ratio,
     };
     pool.export().await.map_err(engine_err("export"))?;
-    Ok((Sample { logical_bytes: data.total_bytes(), elapsed_us: t1 - t0, requests, progress }, facts))
+    Ok((
+        Sample { logical_bytes: data.total_bytes(), elapsed_us: t1 - t0, requests, progress },
+        facts,
+    ))
 }
 
 /// `drive.writers` tasks take the next chunk from one shared counter, so the stream as a whole is
@@ -120,7 +133,8 @@ async fn run_writers(pool: &Pool, vol: u32, data: &Arc<Dataset>, drive: &Drive) 
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..drive.writers.max(1) {
-        let (pool, data, next, chunk) = (pool.clone(), data.clone(), next.clone(), drive.chunk_bytes);
+        let (pool, data, next, chunk) =
+            (pool.clone(), data.clone(), next.clone(), drive.chunk_bytes);
         tasks.spawn(async move {
             // Bounded by the chunk count: each iteration claims a distinct chunk.
             loop {
@@ -129,7 +143,9 @@ async fn run_writers(pool: &Pool, vol: u32, data: &Arc<Dataset>, drive: &Drive) 
                     return Ok::<(), anyhow::Error>(());
                 }
                 let offset = i * chunk as u64;
-                pool.write(vol, offset, data.chunk(offset, chunk)).await.map_err(engine_err("write"))?;
+                pool.write(vol, offset, data.chunk(offset, chunk))
+                    .await
+                    .map_err(engine_err("write"))?;
             }
         });
     }
@@ -143,7 +159,9 @@ async fn run_writers(pool: &Pool, vol: u32, data: &Arc<Dataset>, drive: &Drive) 
 /// `chunk_bytes` reads, checking every byte against `data`.
 pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) -> Result<Sample> {
     let pool = import(url, drive, cache).await?;
-    let vol = pool.volume_id(VOLUME_NAME).ok_or_else(|| anyhow!("volume '{VOLUME_NAME}' missing after import"))?;
+    let vol = pool
+        .volume_id(VOLUME_NAME)
+        .ok_or_else(|| anyhow!("volume '{VOLUME_NAME}' missing after import"))?;
     drive.clock.sleep(Duration::from_millis(IMPORT_SETTLE_MS)).await;
     let stats = pool.store_stats();
     let before = stats.snapshot();

@@ -57,7 +57,13 @@ impl Burst {
 }
 
 fn raw_burst(path: &Path, bytes: u64, write_bytes: u64, clock: &Arc<dyn Clock>) -> Result<Burst> {
-    let f = std::fs::OpenOptions::new().create(true).read(true).write(true).truncate(true).custom_flags(libc::O_DIRECT).open(path)
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
         .with_context(|| format!("opening {} with O_DIRECT", path.display()))?;
     let buf = fardisk_slog::AlignedBuf::copy_from(&vec![0x5au8; write_bytes as usize]);
     let t0 = clock.mono_us();
@@ -77,7 +83,12 @@ fn raw_burst(path: &Path, bytes: u64, write_bytes: u64, clock: &Arc<dyn Clock>) 
     Ok(b)
 }
 
-async fn pool_burst(pool: &Pool, bytes: u64, write_bytes: u64, clock: &Arc<dyn Clock>) -> Result<Burst> {
+async fn pool_burst(
+    pool: &Pool,
+    bytes: u64,
+    write_bytes: u64,
+    clock: &Arc<dyn Clock>,
+) -> Result<Burst> {
     let vol = pool.volume_id("v").ok_or_else(|| anyhow!("no volume"))?;
     let data = Bytes::from(vec![0x5au8; write_bytes as usize]);
     let t0 = clock.mono_us();
@@ -107,7 +118,9 @@ fn written_over_time(b: &Burst, write_bytes: u64) -> Value {
         .iter()
         .enumerate()
         .filter(|(i, _)| i % step == 0 || *i + 1 == b.ops.len())
-        .map(|(i, o)| (o.1 as f64 / 1000.0, round3(((i as u64 + 1) * write_bytes) as f64 / (1 << 20) as f64)))
+        .map(|(i, o)| {
+            (o.1 as f64 / 1000.0, round3(((i as u64 + 1) * write_bytes) as f64 / (1 << 20) as f64))
+        })
         .unzip();
     json!({"x": x, "y": y, "x_label": "seconds (270 % burst)", "y_label": "MiB written and synced"})
 }
@@ -132,10 +145,20 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
         for pct in BURST_PERCENTS {
             let bytes = (log_bytes * pct / 100).div_ceil(write_bytes) * write_bytes;
             let b = match log_path {
-                None => tokio::task::block_in_place(|| raw_burst(&args.dir.join("raw.dat"), bytes, write_bytes, &clock))?,
+                None => tokio::task::block_in_place(|| {
+                    raw_burst(&args.dir.join("raw.dat"), bytes, write_bytes, &clock)
+                })?,
                 Some(log) => {
                     let dir = args.dir.join(format!("pool-{order}"));
-                    let pool = crate::sync_writes::bench_pool(&dir, Some((log.as_path(), log_bytes)), &simulate, bytes, args.seed, clock.clone()).await?;
+                    let pool = crate::sync_writes::bench_pool(
+                        &dir,
+                        Some((log.as_path(), log_bytes)),
+                        &simulate,
+                        bytes,
+                        args.seed,
+                        clock.clone(),
+                    )
+                    .await?;
                     let b = pool_burst(&pool, bytes, write_bytes, &clock).await?;
                     pool.export().await.map_err(|e| anyhow!("export: {e}"))?;
                     drop(pool);
@@ -148,7 +171,10 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
             total_s += secs;
             eprintln!("fardisk-bench: {setup}, {pct} % burst ({} MiB): {:.2} s, {:.1} MiB/s, p99 {:.2} ms, log full {}x", bytes >> 20, secs, (bytes >> 20) as f64 / secs, b.p99_ms(), b.log_full_events);
             metrics.push((format!("s_{pct}pct"), round3(secs)));
-            metrics.push((format!("mib_per_s_{pct}pct"), round3((bytes as f64 / (1 << 20) as f64) / secs)));
+            metrics.push((
+                format!("mib_per_s_{pct}pct"),
+                round3((bytes as f64 / (1 << 20) as f64) / secs),
+            ));
             metrics.push((format!("p99_ms_{pct}pct"), round3(b.p99_ms())));
             if log_path.is_some() {
                 metrics.push((format!("log_full_{pct}pct"), b.log_full_events as f64));
@@ -166,6 +192,7 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
             "notes": note,
         }));
     }
-    std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?).with_context(|| format!("writing {}", out.display()))?;
+    std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?)
+        .with_context(|| format!("writing {}", out.display()))?;
     Ok(())
 }

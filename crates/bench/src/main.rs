@@ -229,7 +229,9 @@ const ROUNDS_MAX: usize = 20;
 
 impl EngineStoreArgs {
     fn object_bytes(&self) -> usize {
-        self.object_mib.map(|m| (m << 20) as usize).unwrap_or(PoolConfig::default().segment_bytes_target)
+        self.object_mib
+            .map(|m| (m << 20) as usize)
+            .unwrap_or(PoolConfig::default().segment_bytes_target)
     }
     fn concurrency(&self) -> usize {
         self.concurrency.unwrap_or(PoolConfig::default().upload_concurrency)
@@ -243,11 +245,22 @@ impl EngineStoreArgs {
 
     fn check(&self) -> Result<()> {
         let (object, chunk) = (self.object_bytes() as u64, self.chunk_bytes() as u64);
-        if object == 0 || chunk == 0 || chunk > object || !object.is_multiple_of(chunk) || !chunk.is_multiple_of(4096) {
-            bail!("--chunk-kib must be a multiple of 4 that divides the object size ({} KiB)", object >> 10);
+        if object == 0
+            || chunk == 0
+            || chunk > object
+            || !object.is_multiple_of(chunk)
+            || !chunk.is_multiple_of(4096)
+        {
+            bail!(
+                "--chunk-kib must be a multiple of 4 that divides the object size ({} KiB)",
+                object >> 10
+            );
         }
         if self.total_bytes() == 0 || !self.total_bytes().is_multiple_of(object) {
-            bail!("--total-mib must be a positive multiple of the object size ({} MiB)", object >> 20);
+            bail!(
+                "--total-mib must be a positive multiple of the object size ({} MiB)",
+                object >> 20
+            );
         }
         if self.rounds == 0 || self.rounds > ROUNDS_MAX {
             bail!("--rounds must be 1 to {ROUNDS_MAX}");
@@ -272,7 +285,10 @@ impl EngineStoreArgs {
         p.insert("writers".into(), Value::from(self.writers as u64));
         p.insert("rounds".into(), Value::from(self.rounds as u64));
         p.insert("seed".into(), Value::from(self.seed));
-        p.insert("txg_timeout_s".into(), Value::from(c.txg_timeout.map(|t| t.as_secs()).unwrap_or(0)));
+        p.insert(
+            "txg_timeout_s".into(),
+            Value::from(c.txg_timeout.map(|t| t.as_secs()).unwrap_or(0)),
+        );
         p.insert("dirty_sync_mib".into(), Value::from(c.dirty_sync_bytes >> 20));
         p.insert("dirty_max_mib".into(), Value::from(c.dirty_bytes_max >> 20));
         p.insert("compression".into(), Value::from(c.compression.name()));
@@ -287,7 +303,8 @@ fn log(msg: impl AsRef<str>) {
 
 fn say(what: &str, s: &Sample, write: bool) {
     let r = &s.requests;
-    let (n, b, other) = if write { (r.puts, r.put_bytes, r.gets) } else { (r.gets, r.get_bytes, r.puts) };
+    let (n, b, other) =
+        if write { (r.puts, r.put_bytes, r.gets) } else { (r.gets, r.get_bytes, r.puts) };
     let verb = if write { "PUT" } else { "GET" };
     log(format!("{what}: {:.0} MiB in {:.2} s = {:.1} MiB/s; {n} {verb}s ({:.0} MiB), {} other requests, {} errors",
         s.logical_bytes as f64 / MIB, s.elapsed_s(), s.mib_per_s(), b as f64 / MIB, r.heads + r.lists + r.deletes + other, r.errors));
@@ -303,7 +320,8 @@ fn arc_max_bytes() -> u64 {
 }
 
 async fn cleanup(url: &str) -> Result<()> {
-    let store = fardisk_engine::objstore::open_store_url(url, false).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let store =
+        fardisk_engine::objstore::open_store_url(url, false).map_err(|e| anyhow::anyhow!("{e}"))?;
     let n = raw::delete_all(&store).await?;
     log(format!("deleted {n} objects under {url}"));
     Ok(())
@@ -313,9 +331,23 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
     args.check()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
     let t = clock.mono_us();
-    let data = Arc::new(Dataset::generate(args.seed, args.total_bytes(), args.object_bytes(), DataKind::Random));
-    log(format!("generated {} MiB of pseudo-random data in {:.2} s (not timed)", args.total_mib, (clock.mono_us() - t) as f64 / 1e6));
-    let drive = engine::Drive { writers: args.writers, chunk_bytes: args.chunk_bytes(), seed: args.seed, clock: clock.clone() };
+    let data = Arc::new(Dataset::generate(
+        args.seed,
+        args.total_bytes(),
+        args.object_bytes(),
+        DataKind::Random,
+    ));
+    log(format!(
+        "generated {} MiB of pseudo-random data in {:.2} s (not timed)",
+        args.total_mib,
+        (clock.mono_us() - t) as f64 / 1e6
+    ));
+    let drive = engine::Drive {
+        writers: args.writers,
+        chunk_bytes: args.chunk_bytes(),
+        seed: args.seed,
+        clock: clock.clone(),
+    };
     let mut runs = Runs::default();
     for round in 1..=args.rounds {
         let url = args.url(&format!("r{round}-raw"));
@@ -334,7 +366,13 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
         log(format!("round {round} engine: {facts:?}"));
         let r = engine::read(&url, &data, &drive, engine::ReadCache::None).await?;
         say(&format!("round {round} engine read (cold, no cache)"), &r, false);
-        let arc = engine::read(&url, &data, &drive, engine::ReadCache::Arc { max_bytes: arc_max_bytes() }).await?;
+        let arc = engine::read(
+            &url,
+            &data,
+            &drive,
+            engine::ReadCache::Arc { max_bytes: arc_max_bytes() },
+        )
+        .await?;
         say(&format!("round {round} engine read (cold, empty ARC)"), &arc, false);
         cleanup(&url).await?;
         runs.engine_writes.push((w, facts));
@@ -344,7 +382,8 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
     drop(data); // Only one data set in memory at a time.
     if args.compressible_zero_percent > 0 {
         let kind = DataKind::Compressible { zero_percent: args.compressible_zero_percent };
-        let data = Arc::new(Dataset::generate(args.seed, args.total_bytes(), args.object_bytes(), kind));
+        let data =
+            Arc::new(Dataset::generate(args.seed, args.total_bytes(), args.object_bytes(), kind));
         let url = args.url("compressible-engine");
         let (w, facts) = engine::write(&url, &data, &drive).await?;
         say("compressible engine write", &w, true);
@@ -373,30 +412,66 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::EngineStore(args) => engine_store(args).await,
         Command::CacheReads(a) => {
-            let args = cache_reads::Args { dir: a.dir, arc_mib: a.arc_mib, working_set_mib: a.working_set_mib, l2_mib: a.l2_mib,
-                readers: a.readers, seconds: a.seconds, latency_ms: a.latency_ms, seed: a.seed };
+            let args = cache_reads::Args {
+                dir: a.dir,
+                arc_mib: a.arc_mib,
+                working_set_mib: a.working_set_mib,
+                l2_mib: a.l2_mib,
+                readers: a.readers,
+                seconds: a.seconds,
+                latency_ms: a.latency_ms,
+                seed: a.seed,
+            };
             cache_reads::run(args, &a.out, &a.note).await
         }
         Command::RestartWarmup(a) => {
             let args = restart_warmup::Args {
-                dir: a.dir, volume_mib: a.volume_mib, hot_mib: a.hot_mib, arc_mib: a.arc_mib, l2_mib: a.l2_mib, readers: a.readers,
-                seconds: a.seconds.max(1), after_seconds: a.after_seconds.max(1), latency_ms: a.latency_ms, seed: a.seed,
+                dir: a.dir,
+                volume_mib: a.volume_mib,
+                hot_mib: a.hot_mib,
+                arc_mib: a.arc_mib,
+                l2_mib: a.l2_mib,
+                readers: a.readers,
+                seconds: a.seconds.max(1),
+                after_seconds: a.after_seconds.max(1),
+                latency_ms: a.latency_ms,
+                seed: a.seed,
             };
             restart_warmup::run(args, &a.out, &a.note).await
         }
         Command::Snapshots(a) => {
-            let args = snapshots::Args { dir: a.dir, sizes_gib: a.sizes_gib, rounds: a.rounds.max(1), latency_ms: a.latency_ms, seed: a.seed };
+            let args = snapshots::Args {
+                dir: a.dir,
+                sizes_gib: a.sizes_gib,
+                rounds: a.rounds.max(1),
+                latency_ms: a.latency_ms,
+                seed: a.seed,
+            };
             snapshots::run(args, &a.out, &a.note).await
         }
         Command::LogBursts(a) => {
-            let args = log_bursts::Args { dir: a.dir, ram_dir: a.ram_dir, log_mib: a.log_mib, latency_ms: a.latency_ms, bandwidth_mib_s: a.bandwidth_mib_s, write_kib: a.write_kib, seed: a.seed };
+            let args = log_bursts::Args {
+                dir: a.dir,
+                ram_dir: a.ram_dir,
+                log_mib: a.log_mib,
+                latency_ms: a.latency_ms,
+                bandwidth_mib_s: a.bandwidth_mib_s,
+                write_kib: a.write_kib,
+                seed: a.seed,
+            };
             log_bursts::run(args, &a.out, &a.note).await
         }
         Command::SyncWrites(a) => {
             if !a.writers.contains(&1) {
                 bail!("--writers must include 1 (the latency distribution comes from it)");
             }
-            let args = sync_writes::Args { dir: a.dir, seconds: a.seconds, latency_ms: a.latency_ms, writer_counts: a.writers, seed: a.seed };
+            let args = sync_writes::Args {
+                dir: a.dir,
+                seconds: a.seconds,
+                latency_ms: a.latency_ms,
+                writer_counts: a.writers,
+                seed: a.seed,
+            };
             sync_writes::run(args, &a.out, &a.note).await
         }
     }

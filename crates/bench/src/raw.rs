@@ -27,7 +27,12 @@ fn object_key(index: usize) -> String {
 
 /// PUTs every object of `data` with at most `concurrency` in flight; times the whole batch.
 /// Create-only PUTs (If-None-Match: *), the same request the engine makes for a segment.
-pub async fn write(store: &Arc<InstrumentedStore>, data: &Dataset, concurrency: usize, clock: &Arc<dyn Clock>) -> Result<Sample> {
+pub async fn write(
+    store: &Arc<InstrumentedStore>,
+    data: &Dataset,
+    concurrency: usize,
+    clock: &Arc<dyn Clock>,
+) -> Result<Sample> {
     let before = store.stats.snapshot();
     let sampler = Sampler::start(store.stats.clone(), Direction::Put, clock.clone());
     let t0 = clock.mono_us();
@@ -36,7 +41,10 @@ pub async fn write(store: &Arc<InstrumentedStore>, data: &Dataset, concurrency: 
         .map(|(i, bytes)| {
             let store = store.clone();
             async move {
-                let task = tokio::spawn(async move { store.put(&object_key(i), bytes, PutMode::Create).await });
+                let task =
+                    tokio::spawn(
+                        async move { store.put(&object_key(i), bytes, PutMode::Create).await },
+                    );
                 task.await.context("PUT task")?.with_context(|| format!("PUT {}", object_key(i)))
             }
         })
@@ -51,7 +59,12 @@ pub async fn write(store: &Arc<InstrumentedStore>, data: &Dataset, concurrency: 
 }
 
 /// GETs every object whole with at most `concurrency` in flight and checks each against `data`.
-pub async fn read(store: &Arc<InstrumentedStore>, data: &Dataset, concurrency: usize, clock: &Arc<dyn Clock>) -> Result<Sample> {
+pub async fn read(
+    store: &Arc<InstrumentedStore>,
+    data: &Dataset,
+    concurrency: usize,
+    clock: &Arc<dyn Clock>,
+) -> Result<Sample> {
     let before = store.stats.snapshot();
     let sampler = Sampler::start(store.stats.clone(), Direction::Get, clock.clone());
     let t0 = clock.mono_us();
@@ -60,9 +73,17 @@ pub async fn read(store: &Arc<InstrumentedStore>, data: &Dataset, concurrency: u
             let store = store.clone();
             async move {
                 let task = tokio::spawn(async move { store.get(&object_key(i)).await });
-                let got = task.await.context("GET task")?.with_context(|| format!("GET {}", object_key(i)))?;
+                let got = task
+                    .await
+                    .context("GET task")?
+                    .with_context(|| format!("GET {}", object_key(i)))?;
                 if got != want {
-                    bail!("object {} read back different bytes ({} of {} bytes)", object_key(i), got.len(), want.len());
+                    bail!(
+                        "object {} read back different bytes ({} of {} bytes)",
+                        object_key(i),
+                        got.len(),
+                        want.len()
+                    );
                 }
                 Ok(())
             }

@@ -49,7 +49,13 @@ pub struct Args {
 /// Reads: (completion second since the start, latency µs).
 type Samples = Vec<(u64, u64)>;
 
-async fn workload(pool: &Pool, a: &Args, seconds: u64, seed: u64, clock: &Arc<dyn Clock>) -> Result<Samples> {
+async fn workload(
+    pool: &Pool,
+    a: &Args,
+    seconds: u64,
+    seed: u64,
+    clock: &Arc<dyn Clock>,
+) -> Result<Samples> {
     let vol = pool.volume_id("v").ok_or_else(|| anyhow!("no volume"))?;
     let (all, hot) = (a.volume_mib * MIB / BLOCK, a.hot_mib * MIB / BLOCK);
     let t0 = clock.mono_us();
@@ -88,7 +94,8 @@ fn per_second(samples: &Samples, seconds: u64) -> Vec<(f64, f64)> {
     by.into_values()
         .map(|mut v| {
             v.sort_unstable();
-            let p99 = v.get(((v.len().max(1) - 1) as f64 * 0.99).round() as usize).copied().unwrap_or(0);
+            let p99 =
+                v.get(((v.len().max(1) - 1) as f64 * 0.99).round() as usize).copied().unwrap_or(0);
             (v.len() as f64, round3(p99 as f64 / 1000.0))
         })
         .collect()
@@ -104,10 +111,19 @@ fn l2_config() -> L2ArcConfig {
     L2ArcConfig { write_max_bytes_per_s: 512 << 20, ..L2ArcConfig::default() }
 }
 
-fn curve_row(setup: &str, order: i64, curve: &[(f64, f64)], reference: f64, a: &Args, note: &str, extra: Vec<(&str, f64)>) -> Value {
+fn curve_row(
+    setup: &str,
+    order: i64,
+    curve: &[(f64, f64)],
+    reference: f64,
+    a: &Args,
+    note: &str,
+    extra: Vec<(&str, f64)>,
+) -> Value {
     let n = curve.len() as f64;
     let total: f64 = curve.iter().map(|c| c.0).sum();
-    let first10: f64 = curve.iter().take(10).map(|c| c.0).sum::<f64>() / curve.len().min(10).max(1) as f64;
+    let first10: f64 =
+        curve.iter().take(10).map(|c| c.0).sum::<f64>() / curve.len().min(10).max(1) as f64;
     let mut metrics = vec![
         ("reads_per_s_first_10s", round3(first10)),
         ("reads_per_s_whole", round3(total / n.max(1.0))),
@@ -133,7 +149,14 @@ fn params(a: &Args) -> Value {
 }
 
 async fn open_l2(path: &Path, guid: u128, seed: u64) -> Result<L2Arc> {
-    let (l2, failures) = L2Arc::open(l2_config(), guid, Arc::new(MonotonicClock::new()), seed, &[path.to_path_buf()]).map_err(|e| anyhow!("{e}"))?;
+    let (l2, failures) = L2Arc::open(
+        l2_config(),
+        guid,
+        Arc::new(MonotonicClock::new()),
+        seed,
+        &[path.to_path_buf()],
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     if let Some((p, e)) = failures.first() {
         return Err(anyhow!("cache device {} did not reopen: {e}", p.display()));
     }
@@ -147,15 +170,26 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
     let (_, store) = far_file_store(&a.dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     let guid = fardisk_engine::rng::Rng::new(a.seed).next_u128();
-    Pool::create(store.clone(), "bench", CreateOptions { pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("{e}"))?;
+    Pool::create(
+        store.clone(),
+        "bench",
+        CreateOptions { pool_guid: Some(guid), ..Default::default() },
+        &env,
+    )
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
     let l2_path = a.dir.join("cache0");
     let opts = || ImportOptions { config: PoolConfig::default(), ..Default::default() };
 
     // Before: write the volume (incompressible), run the workload to a steady state.
-    let l2 = L2Arc::new(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed).map_err(|e| anyhow!("{e}"))?;
+    let l2 = L2Arc::new(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed)
+        .map_err(|e| anyhow!("{e}"))?;
     l2.add_device(&l2_path, Some(a.l2_mib * MIB)).map_err(|e| anyhow!("{e}"))?;
-    let cache = Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
-    let pool = Pool::import(store.clone(), "bench", opts(), env.clone(), cache.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    let cache =
+        Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
+    let pool = Pool::import(store.clone(), "bench", opts(), env.clone(), cache.clone())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     let vol = pool.volume_create("v", a.volume_mib * MIB).map_err(|e| anyhow!("{e}"))?;
     let mut rng = a.seed | 1;
     for i in 0..a.volume_mib {
@@ -174,23 +208,40 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
 
     // Cold restart: empty ARC, no L2ARC, no warm-up.
     let cache = Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, None, l2_config(), a.seed));
-    let pool = Pool::import(store.clone(), "bench", opts(), env.clone(), cache.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    let pool = Pool::import(store.clone(), "bench", opts(), env.clone(), cache.clone())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     let gets_0 = pool.store_stats().snapshot().get.requests;
-    let cold = per_second(&workload(&pool, &a, a.after_seconds, a.seed + 3, &clock).await?, a.after_seconds);
+    let cold = per_second(
+        &workload(&pool, &a, a.after_seconds, a.seed + 3, &clock).await?,
+        a.after_seconds,
+    );
     let cold_gets = pool.store_stats().snapshot().get.requests - gets_0;
-    eprintln!("fardisk-bench: cold restart: first 10 s {:.0} reads/s, {cold_gets} GETs", cold.iter().take(10).map(|c| c.0).sum::<f64>() / 10.0);
+    eprintln!(
+        "fardisk-bench: cold restart: first 10 s {:.0} reads/s, {cold_gets} GETs",
+        cold.iter().take(10).map(|c| c.0).sum::<f64>() / 10.0
+    );
     pool.export().await.map_err(|e| anyhow!("{e}"))?;
     drop((pool, cache));
 
     // Warm restart: the L2ARC rebuilt from its device, the hot set read back in the background.
     let l2 = open_l2(&l2_path, guid, a.seed).await?;
-    let cache = Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
-    let pool = Pool::import(store, "bench", opts(), env, cache.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    let cache =
+        Arc::new(ArcBlockCache::with_l2_config(a.arc_mib * MIB, Some(l2), l2_config(), a.seed));
+    let pool = Pool::import(store, "bench", opts(), env, cache.clone())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     pool.warm_up();
     let gets_0 = pool.store_stats().snapshot().get.requests;
-    let warm = per_second(&workload(&pool, &a, a.after_seconds, a.seed + 3, &clock).await?, a.after_seconds);
+    let warm = per_second(
+        &workload(&pool, &a, a.after_seconds, a.seed + 3, &clock).await?,
+        a.after_seconds,
+    );
     let warm_gets = pool.store_stats().snapshot().get.requests - gets_0;
-    eprintln!("fardisk-bench: warm restart: first 10 s {:.0} reads/s, {warm_gets} GETs", warm.iter().take(10).map(|c| c.0).sum::<f64>() / 10.0);
+    eprintln!(
+        "fardisk-bench: warm restart: first 10 s {:.0} reads/s, {warm_gets} GETs",
+        warm.iter().take(10).map(|c| c.0).sum::<f64>() / 10.0
+    );
     pool.export().await.map_err(|e| anyhow!("{e}"))?;
     cache.shutdown();
     drop((pool, cache));
@@ -201,8 +252,24 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
         json!({"setup": "before the restart (steady state, the reference)", "order": 0, "duration_s": a.seconds, "notes": note, "params": params(&a),
             "metrics": [["reads_per_s_whole", round3(reference)]],
             "series": {"reads_per_s_after_restart": {"x": secs, "y": before.iter().map(|c| c.0).collect::<Vec<_>>(), "x_label": "seconds after import", "y_label": "reads per second"}}}),
-        curve_row("cold restart: empty ARC, no L2ARC, no warm-up", 1, &cold, reference, &a, note, vec![("store_gets", cold_gets as f64)]),
-        curve_row("warm restart: L2ARC rebuilt + hot set warm-up", 2, &warm, reference, &a, note, vec![("store_gets", warm_gets as f64)]),
+        curve_row(
+            "cold restart: empty ARC, no L2ARC, no warm-up",
+            1,
+            &cold,
+            reference,
+            &a,
+            note,
+            vec![("store_gets", cold_gets as f64)],
+        ),
+        curve_row(
+            "warm restart: L2ARC rebuilt + hot set warm-up",
+            2,
+            &warm,
+            reference,
+            &a,
+            note,
+            vec![("store_gets", warm_gets as f64)],
+        ),
     ];
     std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?)?;
     Ok(())

@@ -84,11 +84,21 @@ pub fn paired_ratio_pct(engine: &[f64], raw: &[f64]) -> f64 {
 
 /// The table's columns, in order: the headline rate and ratio first, then request costs.
 pub const COLUMNS: &[&str] = &[
-    "write_mib_per_s", "read_mib_per_s", "ratio_to_raw_pct", "puts_per_gib", "put_mib_per_gib",
-    "gets_per_gib", "get_mib_per_gib", "txgs_per_gib", "compress_ratio_x",
+    "write_mib_per_s",
+    "read_mib_per_s",
+    "ratio_to_raw_pct",
+    "puts_per_gib",
+    "put_mib_per_gib",
+    "gets_per_gib",
+    "get_mib_per_gib",
+    "txgs_per_gib",
+    "compress_ratio_x",
 ];
 
-fn in_column_order<S: serde::Serializer>(metrics: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {
+fn in_column_order<S: serde::Serializer>(
+    metrics: &BTreeMap<String, f64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     let rank = |name: &str| COLUMNS.iter().position(|c| *c == name).unwrap_or(COLUMNS.len());
     let mut pairs: Vec<(&String, &f64)> = metrics.iter().collect();
     pairs.sort_by_key(|(name, _)| rank(name)); // Stable: unknown names keep their sorted order.
@@ -109,7 +119,11 @@ fn request_metrics(metrics: &mut BTreeMap<String, f64>, samples: &[&Sample], wri
     } else {
         (sum(|s| s.requests.gets), sum(|s| s.requests.get_bytes))
     };
-    let (count_name, bytes_name) = if write { ("puts_per_gib", "put_mib_per_gib") } else { ("gets_per_gib", "get_mib_per_gib") };
+    let (count_name, bytes_name) = if write {
+        ("puts_per_gib", "put_mib_per_gib")
+    } else {
+        ("gets_per_gib", "get_mib_per_gib")
+    };
     metrics.insert(count_name.into(), round3(per_gib(count, bytes)));
     metrics.insert(bytes_name.into(), round3(moved as f64 / MIB * GIB / bytes.max(1) as f64));
 }
@@ -141,7 +155,9 @@ fn row(knobs: &Knobs, setup: String, order: i64, samples: &[&Sample], notes: Str
         metrics: BTreeMap::new(),
         params: knobs.params.clone(),
         series: BTreeMap::new(),
-        notes: format!("{notes} Store request errors: {errors}. {}", knobs.notes).trim().to_string(),
+        notes: format!("{notes} Store request errors: {errors}. {}", knobs.notes)
+            .trim()
+            .to_string(),
     }
 }
 
@@ -159,7 +175,13 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
     let up = "uploaded (MiB)";
 
     let refs: Vec<&Sample> = runs.raw_writes.iter().collect();
-    let mut r = row(knobs, knobs.raw_write_setup(), 0, &refs, format!("per-round MiB/s: {}.", list(&raw_w)));
+    let mut r = row(
+        knobs,
+        knobs.raw_write_setup(),
+        0,
+        &refs,
+        format!("per-round MiB/s: {}.", list(&raw_w)),
+    );
     rate(&mut r.metrics, "write", &raw_w);
     request_metrics(&mut r.metrics, &refs, true);
     r.series.insert("write_mib_per_s_by_round".into(), by_round(&raw_w, "MiB/s"));
@@ -199,7 +221,13 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
     }
 
     let refs: Vec<&Sample> = runs.raw_reads.iter().collect();
-    let mut r = row(knobs, knobs.raw_read_setup(), 3, &refs, format!("Whole-object GETs; per-round MiB/s: {}.", list(&raw_r)));
+    let mut r = row(
+        knobs,
+        knobs.raw_read_setup(),
+        3,
+        &refs,
+        format!("Whole-object GETs; per-round MiB/s: {}.", list(&raw_r)),
+    );
     rate(&mut r.metrics, "read", &raw_r);
     request_metrics(&mut r.metrics, &refs, false);
     if let Some(last) = runs.raw_reads.last() {
@@ -207,9 +235,16 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
     }
     rows.push(r);
 
-    let arc_note = format!("Fresh import with an empty ARC of {} MiB (the daemon's default cache, no L2ARC)", knobs.arc_max_bytes >> 20);
+    let arc_note = format!(
+        "Fresh import with an empty ARC of {} MiB (the daemon's default cache, no L2ARC)",
+        knobs.arc_max_bytes >> 20
+    );
     let reads = [
-        (ENGINE_READ_SETUP.to_string(), &runs.engine_reads, "Fresh import with NoCache (readahead results are not kept)".to_string()),
+        (
+            ENGINE_READ_SETUP.to_string(),
+            &runs.engine_reads,
+            "Fresh import with NoCache (readahead results are not kept)".to_string(),
+        ),
         (knobs.engine_read_arc_setup(), &runs.engine_reads_arc, arc_note),
     ];
     for (order, (setup, samples, what)) in (4..).zip(reads) {
@@ -218,8 +253,16 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
         }
         let rates_r = rates(samples);
         let refs: Vec<&Sample> = samples.iter().collect();
-        let mut r = row(knobs, setup, order, &refs, format!(
-            "{what}, one reader of 1 MiB chunks, every byte checked; per-round MiB/s: {}.", list(&rates_r)));
+        let mut r = row(
+            knobs,
+            setup,
+            order,
+            &refs,
+            format!(
+                "{what}, one reader of 1 MiB chunks, every byte checked; per-round MiB/s: {}.",
+                list(&rates_r)
+            ),
+        );
         rate(&mut r.metrics, "read", &rates_r);
         r.metrics.insert("ratio_to_raw_pct".into(), round3(paired_ratio_pct(&rates_r, &raw_r)));
         request_metrics(&mut r.metrics, &refs, false);
@@ -256,13 +299,27 @@ mod tests {
         Sample {
             logical_bytes: bytes,
             elapsed_us: secs * 1_000_000,
-            requests: Requests { puts, put_bytes: bytes, gets, get_bytes: bytes, ..Default::default() },
+            requests: Requests {
+                puts,
+                put_bytes: bytes,
+                gets,
+                get_bytes: bytes,
+                ..Default::default()
+            },
             progress: vec![(0.0, 0.0), (1.0, mib as f64)],
         }
     }
 
     fn knobs() -> Knobs {
-        Knobs { object_bytes: 16 << 20, upload_concurrency: 8, read_concurrency: 8, writers: 4, arc_max_bytes: 1 << 30, params: BTreeMap::new(), notes: "shared machine".into() }
+        Knobs {
+            object_bytes: 16 << 20,
+            upload_concurrency: 8,
+            read_concurrency: 8,
+            writers: 4,
+            arc_max_bytes: 1 << 30,
+            params: BTreeMap::new(),
+            notes: "shared machine".into(),
+        }
     }
 
     #[test]
@@ -278,16 +335,31 @@ mod tests {
         let runs = Runs {
             raw_writes: vec![sample(1024, 4, 64, 0), sample(1024, 2, 64, 0)],
             raw_reads: vec![sample(1024, 2, 0, 64), sample(1024, 2, 0, 64)],
-            engine_writes: vec![(sample(1024, 8, 100, 0), WriteFacts { txgs: 10, ..Default::default() }),
-                                (sample(1024, 4, 90, 0), WriteFacts { txgs: 12, ..Default::default() })],
+            engine_writes: vec![
+                (sample(1024, 8, 100, 0), WriteFacts { txgs: 10, ..Default::default() }),
+                (sample(1024, 4, 90, 0), WriteFacts { txgs: 12, ..Default::default() }),
+            ],
             engine_reads: vec![sample(1024, 4, 0, 1100), sample(1024, 4, 0, 1100)],
             engine_reads_arc: vec![sample(1024, 2, 0, 300)],
-            compressible: Some((sample(1024, 4, 50, 0), WriteFacts { compress_ratio: 1.8, ..Default::default() }, crate::data::DataKind::Compressible { zero_percent: 50 })),
+            compressible: Some((
+                sample(1024, 4, 50, 0),
+                WriteFacts { compress_ratio: 1.8, ..Default::default() },
+                crate::data::DataKind::Compressible { zero_percent: 50 },
+            )),
         };
         let rows = build(&runs, &knobs());
         let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();
-        assert_eq!(setups, ["raw PUT 16 MiB objects x8", ENGINE_WRITE_SETUP, ENGINE_COMPRESSIBLE_SETUP, "raw GET 16 MiB objects x8", ENGINE_READ_SETUP,
-            "fardisk engine seq read (cold, empty 1024 MiB ARC)"]);
+        assert_eq!(
+            setups,
+            [
+                "raw PUT 16 MiB objects x8",
+                ENGINE_WRITE_SETUP,
+                ENGINE_COMPRESSIBLE_SETUP,
+                "raw GET 16 MiB objects x8",
+                ENGINE_READ_SETUP,
+                "fardisk engine seq read (cold, empty 1024 MiB ARC)"
+            ]
+        );
         let raw = &rows[0].metrics;
         assert_eq!(raw["write_mib_per_s"], 384.0, "median of 256 and 512");
         assert_eq!(raw["puts_per_gib"], 64.0);
@@ -302,15 +374,38 @@ mod tests {
         assert!(rows[2].params["data"].as_str().is_some_and(|d| d.contains("50% zeros")));
         assert_eq!(rows[4].metrics["gets_per_gib"], 1100.0);
         assert_eq!(rows[4].metrics["ratio_to_raw_pct"], 50.0);
-        assert_eq!((rows[5].metrics["read_mib_per_s"], rows[5].metrics["gets_per_gib"]), (512.0, 300.0));
+        assert_eq!(
+            (rows[5].metrics["read_mib_per_s"], rows[5].metrics["gets_per_gib"]),
+            (512.0, 300.0)
+        );
         assert_eq!(rows[5].order, 5);
-        assert!(rows.iter().all(|r| r.notes.ends_with("Store request errors: 0. shared machine")), "{}", rows[0].notes);
+        assert!(
+            rows.iter().all(|r| r.notes.ends_with("Store request errors: 0. shared machine")),
+            "{}",
+            rows[0].notes
+        );
         let json = serde_json::to_value(&rows[1]).expect("serializes");
-        let names: Vec<&str> = json["metrics"].as_array().expect("pairs").iter().map(|p| p[0].as_str().expect("name")).collect();
-        assert_eq!(names, ["write_mib_per_s", "ratio_to_raw_pct", "puts_per_gib", "put_mib_per_gib", "txgs_per_gib"]);
+        let names: Vec<&str> = json["metrics"]
+            .as_array()
+            .expect("pairs")
+            .iter()
+            .map(|p| p[0].as_str().expect("name"))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "write_mib_per_s",
+                "ratio_to_raw_pct",
+                "puts_per_gib",
+                "put_mib_per_gib",
+                "txgs_per_gib"
+            ]
+        );
         for r in &rows {
             for name in r.metrics.keys() {
-                let unit_last = ["_per_s", "_per_gib", "_pct", "_s", "_count", "_x"].iter().any(|u| name.ends_with(u));
+                let unit_last = ["_per_s", "_per_gib", "_pct", "_s", "_count", "_x"]
+                    .iter()
+                    .any(|u| name.ends_with(u));
                 assert!(unit_last, "metric {name} must end in its unit");
             }
         }

@@ -67,11 +67,16 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
     let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
     let (base, far) = far_file_store(&dir.join("store"), a.latency_ms, clock.clone(), a.seed)?;
     Pool::create(base.clone(), "bench", CreateOptions::default(), &env).await.map_err(e)?;
-    let config = PoolConfig { compression: fardisk_engine::compress::Compression::Off, ..PoolConfig::default() };
+    let config = PoolConfig {
+        compression: fardisk_engine::compress::Compression::Off,
+        ..PoolConfig::default()
+    };
     let opts = || ImportOptions { config: config.clone(), ..Default::default() };
 
     let t0 = clock.mono_us();
-    let pool = Pool::import(base.clone(), "bench", opts(), env.clone(), Arc::new(NoCache)).await.map_err(e)?;
+    let pool = Pool::import(base.clone(), "bench", opts(), env.clone(), Arc::new(NoCache))
+        .await
+        .map_err(e)?;
     let vol = pool.volume_create("v", size_gib * GIB).map_err(e)?;
     let mut rng = SplitMix64::new(a.seed);
     for i in 0..size_gib * GIB / (4 * MIB) {

@@ -21,7 +21,9 @@ pub struct Requests {
 
 impl Requests {
     pub fn between(before: &StoreStatsSnapshot, after: &StoreStatsSnapshot) -> Requests {
-        let errors = |s: &StoreStatsSnapshot| s.put.errors + s.get.errors + s.head.errors + s.list.errors + s.delete.errors;
+        let errors = |s: &StoreStatsSnapshot| {
+            s.put.errors + s.get.errors + s.head.errors + s.list.errors + s.delete.errors
+        };
         Requests {
             puts: after.put.requests - before.put.requests,
             put_bytes: after.put.bytes - before.put.bytes,
@@ -129,6 +131,9 @@ mod tests {
         (after.get.requests, after.get.bytes) = (6, 80);
         after.list.requests = 1;
         let r = Requests::between(&before, &after);
-        assert_eq!((r.puts, r.put_bytes, r.gets, r.get_bytes, r.lists, r.errors), (8, 800, 1, 30, 1, 1));
+        assert_eq!(
+            (r.puts, r.put_bytes, r.gets, r.get_bytes, r.lists, r.errors),
+            (8, 800, 1, 30, 1, 1)
+        );
     }
 }

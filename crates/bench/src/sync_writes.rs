@@ -72,8 +72,18 @@ fn offset(rng: &mut u64) -> u64 {
 }
 
 /// Raw: each writer is a thread doing O_DIRECT pwrite + fdatasync on one shared file.
-fn raw_run(path: &Path, writers: usize, seconds: u64, seed: u64, clock: &Arc<dyn Clock>) -> Result<Run> {
-    let file = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path)
+fn raw_run(
+    path: &Path,
+    writers: usize,
+    seconds: u64,
+    seed: u64,
+    clock: &Arc<dyn Clock>,
+) -> Result<Run> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
         .or_else(|_| std::fs::OpenOptions::new().read(true).write(true).open(path))
         .with_context(|| format!("opening {}", path.display()))?;
     let file = Arc::new(file);
@@ -106,39 +116,88 @@ fn raw_run(path: &Path, writers: usize, seconds: u64, seed: u64, clock: &Arc<dyn
 }
 
 /// A fresh pool in `dir` (store 'far away'), with a log device when `with_log`.
-async fn pool(dir: &Path, with_log: bool, latency_ms: u64, seed: u64, clock: Arc<dyn Clock>) -> Result<Pool> {
+async fn pool(
+    dir: &Path,
+    with_log: bool,
+    latency_ms: u64,
+    seed: u64,
+    clock: Arc<dyn Clock>,
+) -> Result<Pool> {
     let log = dir.join("log0");
-    bench_pool(dir, with_log.then_some((log.as_path(), 1 << 30)), &format!("latency={latency_ms}"), SPAN_BYTES, seed, clock).await
+    bench_pool(
+        dir,
+        with_log.then_some((log.as_path(), 1 << 30)),
+        &format!("latency={latency_ms}"),
+        SPAN_BYTES,
+        seed,
+        clock,
+    )
+    .await
 }
 
 /// A fresh pool whose store is a directory in `dir` made far away by `simulate` (a `--simulate`
 /// spec), with a log device of `log.1` bytes at `log.0` when given, no cache, and one volume "v"
 /// of `volume_bytes`.
-pub(crate) async fn bench_pool(dir: &Path, log: Option<(&Path, u64)>, simulate: &str, volume_bytes: u64, seed: u64, clock: Arc<dyn Clock>) -> Result<Pool> {
+pub(crate) async fn bench_pool(
+    dir: &Path,
+    log: Option<(&Path, u64)>,
+    simulate: &str,
+    volume_bytes: u64,
+    seed: u64,
+    clock: Arc<dyn Clock>,
+) -> Result<Pool> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     let env = Env { clock: clock.clone(), seed, blocking_inline: false };
-    let base = open_store_url(&format!("file://{}", dir.join("store").display()), true).map_err(|e| anyhow!("{e}"))?;
+    let base = open_store_url(&format!("file://{}", dir.join("store").display()), true)
+        .map_err(|e| anyhow!("{e}"))?;
     let spec = SimulateSpec::parse(simulate).map_err(|e| anyhow!("{e}"))?;
     let store: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock, seed));
     let guid = fardisk_engine::rng::Rng::new(seed).next_u128();
     let mut vdevs = Vec::new();
     if let Some((leg, size_bytes)) = log {
         let _ = std::fs::remove_file(leg);
-        let mut fo = fardisk_slog::FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
+        let mut fo =
+            fardisk_slog::FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
         fo.size_bytes = size_bytes;
-        let cfg = fardisk_slog::IntentLog::format("bench", guid, &fardisk_slog::VdevSpec::Single(leg.to_path_buf()), &fo).map_err(|e| anyhow!("{e}"))?;
-        vdevs.push(VdevEntry { role: "log".into(), mirror: false, guid: cfg.vdev_guid, paths: vec![leg.display().to_string()] });
+        let cfg = fardisk_slog::IntentLog::format(
+            "bench",
+            guid,
+            &fardisk_slog::VdevSpec::Single(leg.to_path_buf()),
+            &fo,
+        )
+        .map_err(|e| anyhow!("{e}"))?;
+        vdevs.push(VdevEntry {
+            role: "log".into(),
+            mirror: false,
+            guid: cfg.vdev_guid,
+            paths: vec![leg.display().to_string()],
+        });
     }
-    Pool::create(store.clone(), "bench", CreateOptions { vdevs, pool_guid: Some(guid), ..Default::default() }, &env).await.map_err(|e| anyhow!("create: {e}"))?;
+    Pool::create(
+        store.clone(),
+        "bench",
+        CreateOptions { vdevs, pool_guid: Some(guid), ..Default::default() },
+        &env,
+    )
+    .await
+    .map_err(|e| anyhow!("create: {e}"))?;
     let opts = ImportOptions { config: PoolConfig::default(), ..Default::default() };
-    let pool = Pool::import(store, "bench", opts, env, Arc::new(NoCache)).await.map_err(|e| anyhow!("import: {e}"))?;
+    let pool = Pool::import(store, "bench", opts, env, Arc::new(NoCache))
+        .await
+        .map_err(|e| anyhow!("import: {e}"))?;
     pool.volume_create("v", volume_bytes.max(1 << 20)).map_err(|e| anyhow!("{e}"))?;
     pool.sync_txg().await.map_err(|e| anyhow!("{e}"))?;
     Ok(pool)
 }
 
-async fn engine_run(pool: &Pool, writers: usize, seconds: u64, seed: u64, clock: &Arc<dyn Clock>) -> Result<Run> {
+async fn engine_run(
+    pool: &Pool,
+    writers: usize,
+    seconds: u64,
+    seed: u64,
+    clock: &Arc<dyn Clock>,
+) -> Result<Run> {
     let vol = pool.volume_id("v").ok_or_else(|| anyhow!("no volume"))?;
     let t0 = clock.mono_us();
     let deadline = t0 + seconds * 1_000_000;
@@ -161,7 +220,9 @@ async fn engine_run(pool: &Pool, writers: usize, seconds: u64, seed: u64, clock:
     }
     let mut run = Run::default();
     while let Some(r) = tasks.join_next().await {
-        run.latencies_us.extend(r.map_err(|e| anyhow!("writer task: {e}"))?.map_err(|e| anyhow!("sync write: {e}"))?);
+        run.latencies_us.extend(
+            r.map_err(|e| anyhow!("writer task: {e}"))?.map_err(|e| anyhow!("sync write: {e}"))?,
+        );
     }
     run.elapsed_us = clock.mono_us() - t0;
     Ok(run)
@@ -173,10 +234,12 @@ fn p99_over_time(run: &Run) -> (Vec<f64>, Vec<f64>) {
     for &(lat, at_ms) in &run.latencies_us {
         by_s.entry(at_ms / 1000).or_default().push(lat);
     }
-    by_s.into_iter().map(|(s, mut v)| {
-        v.sort_unstable();
-        (s as f64 + 1.0, round3(percentile(&v, 99.0) / 1000.0))
-    }).unzip()
+    by_s.into_iter()
+        .map(|(s, mut v)| {
+            v.sort_unstable();
+            (s as f64 + 1.0, round3(percentile(&v, 99.0) / 1000.0))
+        })
+        .unzip()
 }
 
 /// Latency distribution: (latency ms, percentile) at a few hundred points.
@@ -244,7 +307,8 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
         // Written in full once: no write of the timed runs allocates or converts an extent, so
         // fdatasync flushes data only (the log's ring is preallocated but not pre-written, which
         // can only make the fardisk rows slower).
-        let f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&raw_file)?;
+        let f =
+            std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&raw_file)?;
         let zeros = vec![0u8; 1 << 20];
         for i in 0..SPAN_BYTES / (1 << 20) {
             f.write_all_at(&zeros, i << 20)?;
@@ -252,19 +316,44 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
         f.sync_all()?;
     }
     let mut configs = vec![
-        Config { setup: "raw O_DIRECT pwrite + fdatasync (local file, the limit)", durable: true, runs: Vec::new(), group_commit: None },
-        Config { setup: "fardisk, log on a local file", durable: true, runs: Vec::new(), group_commit: None },
-        Config { setup: "fardisk, no log (txg sync per request)", durable: true, runs: Vec::new(), group_commit: None },
+        Config {
+            setup: "raw O_DIRECT pwrite + fdatasync (local file, the limit)",
+            durable: true,
+            runs: Vec::new(),
+            group_commit: None,
+        },
+        Config {
+            setup: "fardisk, log on a local file",
+            durable: true,
+            runs: Vec::new(),
+            group_commit: None,
+        },
+        Config {
+            setup: "fardisk, no log (txg sync per request)",
+            durable: true,
+            runs: Vec::new(),
+            group_commit: None,
+        },
     ];
     for &w in &args.writer_counts {
-        let r = tokio::task::block_in_place(|| raw_run(&raw_file, w, args.seconds, args.seed, &clock))?;
-        eprintln!("fardisk-bench: raw {w} writers: {:.0}/s, p99 {:.0} µs", r.ops_per_s(), percentile(&r.sorted(), 99.0));
+        let r =
+            tokio::task::block_in_place(|| raw_run(&raw_file, w, args.seconds, args.seed, &clock))?;
+        eprintln!(
+            "fardisk-bench: raw {w} writers: {:.0}/s, p99 {:.0} µs",
+            r.ops_per_s(),
+            percentile(&r.sorted(), 99.0)
+        );
         configs[0].runs.push((w, r));
         for (i, with_log) in [(1usize, true), (2, false)] {
             let dir = args.dir.join(if with_log { "with-log" } else { "no-log" });
             let pool = pool(&dir, with_log, args.latency_ms, args.seed, clock.clone()).await?;
             let r = engine_run(&pool, w, args.seconds, args.seed, &clock).await?;
-            eprintln!("fardisk-bench: {} {w} writers: {:.0}/s, p99 {:.0} µs", configs[i].setup, r.ops_per_s(), percentile(&r.sorted(), 99.0));
+            eprintln!(
+                "fardisk-bench: {} {w} writers: {:.0}/s, p99 {:.0} µs",
+                configs[i].setup,
+                r.ops_per_s(),
+                percentile(&r.sorted(), 99.0)
+            );
             if let Some(log) = pool.log() {
                 configs[i].group_commit = Some(log.stats().group_commit_ratio());
             }
@@ -275,8 +364,15 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
         }
     }
     let _ = std::fs::remove_file(&raw_file);
-    let raw_one = configs[0].runs.iter().find(|(w, _)| *w == 1).map(|(_, r)| percentile(&r.sorted(), 99.0)).unwrap_or(1.0);
-    let rows: Vec<Value> = configs.iter().enumerate().map(|(i, c)| row(c, i as i64, raw_one, &args, note)).collect();
-    std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?).with_context(|| format!("writing {}", out.display()))?;
+    let raw_one = configs[0]
+        .runs
+        .iter()
+        .find(|(w, _)| *w == 1)
+        .map(|(_, r)| percentile(&r.sorted(), 99.0))
+        .unwrap_or(1.0);
+    let rows: Vec<Value> =
+        configs.iter().enumerate().map(|(i, c)| row(c, i as i64, raw_one, &args, note)).collect();
+    std::fs::write(out, serde_json::to_string_pretty(&json!({ "rows": rows }))?)
+        .with_context(|| format!("writing {}", out.display()))?;
     Ok(())
 }

@@ -6,7 +6,10 @@
 use crate::blkptr::BlockPtr;
 use crate::cache::BlockCache;
 use bytes::Bytes;
-use fardisk_arc::{AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock, WriterHandle};
+use fardisk_arc::{
+    AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock,
+    WriterHandle,
+};
 use parking_lot::{Mutex, RwLock};
 use std::path::Path;
 use std::sync::Arc;
@@ -43,7 +46,12 @@ impl ArcBlockCache {
     }
 
     /// `new`, with the configuration an L2ARC created later by `add_device` uses.
-    pub fn with_l2_config(arc_max_bytes: u64, l2: Option<L2Arc>, l2_config: L2ArcConfig, seed: u64) -> ArcBlockCache {
+    pub fn with_l2_config(
+        arc_max_bytes: u64,
+        l2: Option<L2Arc>,
+        l2_config: L2ArcConfig,
+        seed: u64,
+    ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
         ArcBlockCache { arc, l2: RwLock::new(l2), writer: Mutex::new(writer), l2_config, seed }
@@ -51,7 +59,12 @@ impl ArcBlockCache {
 
     /// An ARC and L2ARC with no writer thread: the caller feeds the L2ARC (`l2().write_tick`)
     /// when it chooses, so a simulation writes the same blocks to the device on every replay.
-    pub fn with_manual_l2(arc_max_bytes: u64, l2: L2Arc, l2_config: L2ArcConfig, seed: u64) -> ArcBlockCache {
+    pub fn with_manual_l2(
+        arc_max_bytes: u64,
+        l2: L2Arc,
+        l2_config: L2ArcConfig,
+        seed: u64,
+    ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         ArcBlockCache { arc, l2: RwLock::new(Some(l2)), writer: Mutex::new(None), l2_config, seed }
     }
@@ -68,13 +81,27 @@ impl ArcBlockCache {
     /// Formats `path` as a cache device of pool `pool_guid` and puts it in service at once,
     /// creating the L2ARC (and its writer) if the pool had none. A missing file is created at
     /// `size_bytes_if_new`.
-    pub fn add_device(&self, path: &Path, pool_guid: u128, size_bytes_if_new: u64) -> Result<(), String> {
+    pub fn add_device(
+        &self,
+        path: &Path,
+        pool_guid: u128,
+        size_bytes_if_new: u64,
+    ) -> Result<(), String> {
         let size = if path.exists() { None } else { Some(size_bytes_if_new) };
         let mut slot = self.l2.write();
         if let Some(l2) = slot.as_ref() {
-            return l2.add_device(path, size).map(|_| ()).map_err(|e| format!("cache device {}: {e}", path.display()));
+            return l2
+                .add_device(path, size)
+                .map(|_| ())
+                .map_err(|e| format!("cache device {}: {e}", path.display()));
         }
-        let l2 = L2Arc::new(self.l2_config.clone(), pool_guid, Arc::new(MonotonicClock::new()), self.seed).map_err(|e| format!("L2ARC: {e}"))?;
+        let l2 = L2Arc::new(
+            self.l2_config.clone(),
+            pool_guid,
+            Arc::new(MonotonicClock::new()),
+            self.seed,
+        )
+        .map_err(|e| format!("L2ARC: {e}"))?;
         l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
         *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
         *slot = Some(l2);
@@ -84,7 +111,9 @@ impl ArcBlockCache {
     /// Takes the cache device at `path` out of service at once: its entries are forgotten and
     /// their blocks are read from the store again.
     pub fn remove_device(&self, path: &Path) -> Result<(), String> {
-        let l2 = self.l2().ok_or_else(|| format!("{} is not a cache device in service", path.display()))?;
+        let l2 = self
+            .l2()
+            .ok_or_else(|| format!("{} is not a cache device in service", path.display()))?;
         let id = l2
             .stats()
             .devices
@@ -160,4 +189,3 @@ impl BlockCache for ArcBlockCache {
         }
     }
 }
-

@@ -101,7 +101,8 @@ impl<'a> Reader<'a> {
     pub fn str(&mut self) -> Result<String> {
         let len = self.u16()? as usize;
         let raw = self.take(len)?;
-        String::from_utf8(raw.to_vec()).map_err(|_| Error::corrupt(self.what, "string is not UTF-8"))
+        String::from_utf8(raw.to_vec())
+            .map_err(|_| Error::corrupt(self.what, "string is not UTF-8"))
     }
     pub fn position(&self) -> usize {
         self.pos

@@ -61,8 +61,12 @@ impl DirtySet {
         if start >= end {
             return;
         }
-        let doomed: Vec<(u32, u64)> =
-            self.blocks.keys().filter(|k| k.0 == volume_id && k.1 >= start && k.1 < end).copied().collect();
+        let doomed: Vec<(u32, u64)> = self
+            .blocks
+            .keys()
+            .filter(|k| k.0 == volume_id && k.1 >= start && k.1 < end)
+            .copied()
+            .collect();
         for k in doomed {
             if let Some(d) = self.blocks.remove(&k) {
                 self.bytes -= d.cost_bytes();
@@ -91,7 +95,8 @@ impl DirtySet {
     }
     /// Forget a destroyed volume's dirty blocks.
     pub fn drop_volume(&mut self, volume_id: u32) {
-        let before: Vec<(u32, u64)> = self.blocks.keys().filter(|k| k.0 == volume_id).copied().collect();
+        let before: Vec<(u32, u64)> =
+            self.blocks.keys().filter(|k| k.0 == volume_id).copied().collect();
         for k in before {
             if let Some(d) = self.blocks.remove(&k) {
                 self.bytes -= d.cost_bytes();
@@ -105,7 +110,9 @@ impl DirtySet {
 
 pub fn is_all_zero(b: &[u8]) -> bool {
     let (prefix, words, suffix) = unsafe { b.align_to::<u64>() };
-    prefix.iter().all(|&x| x == 0) && words.iter().all(|&x| x == 0) && suffix.iter().all(|&x| x == 0)
+    prefix.iter().all(|&x| x == 0)
+        && words.iter().all(|&x| x == 0)
+        && suffix.iter().all(|&x| x == 0)
 }
 
 #[cfg(test)]

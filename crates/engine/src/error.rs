@@ -44,7 +44,9 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Store(e) if e.is_transient() => ErrorKind::RetryLater,
-            Error::Store(e) if e.kind == crate::objstore::StoreErrorKind::Corrupt => ErrorKind::DataDamaged,
+            Error::Store(e) if e.kind == crate::objstore::StoreErrorKind::Corrupt => {
+                ErrorKind::DataDamaged
+            }
             Error::Store(_) => ErrorKind::Unavailable,
             Error::BadInput(_) => ErrorKind::BadInput,
             Error::Checksum { .. } | Error::Corrupt { .. } => ErrorKind::DataDamaged,

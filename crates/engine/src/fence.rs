@@ -30,7 +30,11 @@ impl RootScan {
     pub fn damaged_error(&self, pool: &str) -> Option<Error> {
         let newest_damaged = *self.damaged.last()?;
         let first_damaged = self.damaged[0];
-        let range = if first_damaged == newest_damaged { format!("txg {newest_damaged}") } else { format!("txgs {first_damaged}-{newest_damaged}") };
+        let range = if first_damaged == newest_damaged {
+            format!("txg {newest_damaged}")
+        } else {
+            format!("txgs {first_damaged}-{newest_damaged}")
+        };
         Some(match &self.intact {
             Some(root) => Error::corrupt(
                 root_key(newest_damaged),
@@ -62,12 +66,10 @@ pub async fn find_latest_root(store: &dyn Store) -> Result<Option<Root>> {
 /// that do not verify are recorded as damaged, never returned as a root.
 pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
     let hint = match store.get(HEAD_KEY).await {
-        Ok(b) if crate::objstore::is_encrypted_object(&b) => {
-            return Err(Error::BadInput(format!(
-                "the pool in {} is encrypted: give its key with --key-file PATH (or FARDISK_KEY_FILE)",
-                store.describe()
-            )))
-        }
+        Ok(b) if crate::objstore::is_encrypted_object(&b) => return Err(Error::BadInput(format!(
+            "the pool in {} is encrypted: give its key with --key-file PATH (or FARDISK_KEY_FILE)",
+            store.describe()
+        ))),
         Ok(b) => match decode_head(&b) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -108,11 +110,15 @@ pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
         txg += 1;
     }
     if txg - start >= PROBE_ROOTS_MAX {
-        return Err(Error::corrupt("pool", "root chain longer than the probe limit past the head hint"));
+        return Err(Error::corrupt(
+            "pool",
+            "root chain longer than the probe limit past the head hint",
+        ));
     }
     if scan.intact.is_none() {
         // Every key from the start on is damaged: the newest intact root is below it.
-        let older: Vec<u64> = list_root_txgs(store).await?.into_iter().filter(|t| *t < start).collect();
+        let older: Vec<u64> =
+            list_root_txgs(store).await?.into_iter().filter(|t| *t < start).collect();
         for t in older.into_iter().rev() {
             match read_root_checked(store, t).await? {
                 RootRead::Intact(root) => {
@@ -156,8 +162,12 @@ async fn read_root_checked(store: &dyn Store, txg: u64) -> Result<RootRead> {
     match read_root(store, txg).await {
         Ok(Some(root)) => Ok(RootRead::Intact(root)),
         Ok(None) => Ok(RootRead::Missing),
-        Err(e @ (Error::Corrupt { .. } | Error::Checksum { .. })) => Ok(RootRead::Damaged(e.to_string())),
-        Err(Error::Store(e)) if e.kind == StoreErrorKind::Corrupt => Ok(RootRead::Damaged(e.to_string())),
+        Err(e @ (Error::Corrupt { .. } | Error::Checksum { .. })) => {
+            Ok(RootRead::Damaged(e.to_string()))
+        }
+        Err(Error::Store(e)) if e.kind == StoreErrorKind::Corrupt => {
+            Ok(RootRead::Damaged(e.to_string()))
+        }
         Err(e) => Err(e),
     }
 }
@@ -207,7 +217,9 @@ pub async fn publish_root(store: &dyn Store, root: &Root) -> Result<()> {
         Err(e) => return Err(e.into()),
     }
     // The hint is advisory: losing it costs import one probe, never correctness.
-    if let Err(e) = store.put(HEAD_KEY, Bytes::from(encode_head(root.txg)), PutMode::Overwrite).await {
+    if let Err(e) =
+        store.put(HEAD_KEY, Bytes::from(encode_head(root.txg)), PutMode::Overwrite).await
+    {
         tracing::warn!(error = %e, "could not update the head hint");
     }
     Ok(())

@@ -132,7 +132,12 @@ impl Root {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(1024);
         w.u64(ROOT_MAGIC).u32(ROOT_VERSION).u32(0);
-        w.u128(self.pool_guid).str(&self.pool_name).u64(self.txg).u64(self.epoch).u64(self.time_ms).u128(self.put_id);
+        w.u128(self.pool_guid)
+            .str(&self.pool_name)
+            .u64(self.txg)
+            .u64(self.epoch)
+            .u64(self.time_ms)
+            .u128(self.put_id);
         let h = &self.holder;
         w.str(&h.hostname).u32(h.pid).u128(h.import_id).u64(h.since_ms).u8(h.active as u8);
         w.u64(self.next_segment_counter).u32(self.next_volume_id);
@@ -177,15 +182,24 @@ impl Root {
             return Err(Error::corrupt("root", "bad magic: not a fardisk root"));
         }
         if version == 0 || version > ROOT_VERSION {
-            return Err(Error::Unavailable(format!("root version {version} is newer than this fardisk")));
+            return Err(Error::Unavailable(format!(
+                "root version {version} is newer than this fardisk"
+            )));
         }
         let pool_guid = r.u128()?;
         let pool_name = r.str()?;
         let (txg, epoch, time_ms, put_id) = (r.u64()?, r.u64()?, r.u64()?, r.u128()?);
-        let holder = Holder { hostname: r.str()?, pid: r.u32()?, import_id: r.u128()?, since_ms: r.u64()?, active: r.u8()? != 0 };
+        let holder = Holder {
+            hostname: r.str()?,
+            pid: r.u32()?,
+            import_id: r.u128()?,
+            since_ms: r.u64()?,
+            active: r.u8()? != 0,
+        };
         let (next_segment_counter, next_volume_id) = (r.u64()?, r.u32()?);
         let space = get_tree(&mut r, version)?;
-        let totals = SpaceTotals { logical_bytes: r.u64()?, physical_bytes: r.u64()?, live_bytes: r.u64()? };
+        let totals =
+            SpaceTotals { logical_bytes: r.u64()?, physical_bytes: r.u64()?, live_bytes: r.u64()? };
         let n = r.u32()?;
         let mut space_carry = Vec::new();
         for _ in 0..n {
@@ -207,8 +221,18 @@ impl Root {
             let tree = get_tree(&mut r, version)?;
             let allocated_blocks = r.u64()?;
             let props = get_props(&mut r)?;
-            let origin = if version >= 2 { Some(r.u32()?).filter(|o| *o != NO_ORIGIN) } else { None };
-            volumes.push(VolumeEntry { id, name, size_bytes, created_txg, tree, allocated_blocks, props, origin });
+            let origin =
+                if version >= 2 { Some(r.u32()?).filter(|o| *o != NO_ORIGIN) } else { None };
+            volumes.push(VolumeEntry {
+                id,
+                name,
+                size_bytes,
+                created_txg,
+                tree,
+                allocated_blocks,
+                props,
+                origin,
+            });
         }
         let mut snapshots = Vec::new();
         if version >= 2 {
@@ -216,12 +240,35 @@ impl Root {
                 let (id, volume_id, name) = (r.u32()?, r.u32()?, r.str()?);
                 let (txg, time_ms, size_bytes) = (r.u64()?, r.u64()?, r.u64()?);
                 let tree = get_tree(&mut r, version)?;
-                snapshots.push(SnapshotEntry { id, volume_id, name, txg, time_ms, size_bytes, tree, allocated_blocks: r.u64()? });
+                snapshots.push(SnapshotEntry {
+                    id,
+                    volume_id,
+                    name,
+                    txg,
+                    time_ms,
+                    size_bytes,
+                    tree,
+                    allocated_blocks: r.u64()?,
+                });
             }
         }
         Ok(Root {
-            pool_guid, pool_name, txg, epoch, time_ms, put_id, holder, next_segment_counter, next_volume_id,
-            space, totals, space_carry, props, vdevs, volumes, snapshots,
+            pool_guid,
+            pool_name,
+            txg,
+            epoch,
+            time_ms,
+            put_id,
+            holder,
+            next_segment_counter,
+            next_volume_id,
+            space,
+            totals,
+            space_carry,
+            props,
+            vdevs,
+            volumes,
+            snapshots,
         })
     }
 

@@ -52,7 +52,13 @@ pub struct SegmentBuilder {
 impl SegmentBuilder {
     pub fn new(pool_guid: u128, segment_id: u64, txg: u64) -> SegmentBuilder {
         let mut w = Writer::with_capacity(SEGMENT_HEADER_BYTES);
-        w.u64(SEGMENT_MAGIC).u32(SEGMENT_VERSION).u32(0).u128(pool_guid).u64(segment_id).u64(txg).u64(0);
+        w.u64(SEGMENT_MAGIC)
+            .u32(SEGMENT_VERSION)
+            .u32(0)
+            .u128(pool_guid)
+            .u64(segment_id)
+            .u64(txg)
+            .u64(0);
         w.seal();
         debug_assert_eq!(w.len(), SEGMENT_HEADER_BYTES);
         SegmentBuilder { pool_guid, segment_id, txg, buf: w.buf, entries: Vec::new() }
@@ -77,7 +83,13 @@ impl SegmentBuilder {
     }
 
     /// Appends bytes already in their stored form (compaction moves blocks without recompressing).
-    pub fn add_physical(&mut self, owner: BlockOwner, physical: &[u8], algo: Compression, logical_bytes: u32) -> BlockPtr {
+    pub fn add_physical(
+        &mut self,
+        owner: BlockOwner,
+        physical: &[u8],
+        algo: Compression,
+        logical_bytes: u32,
+    ) -> BlockPtr {
         let ptr = BlockPtr {
             segment_id: self.segment_id,
             offset_bytes: self.buf.len() as u32,
@@ -95,7 +107,8 @@ impl SegmentBuilder {
     /// Appends the footer and trailer and returns the object's bytes plus the footer entries.
     pub fn finish(mut self) -> (Vec<u8>, Vec<FooterEntry>) {
         let footer_offset = self.buf.len() as u64;
-        let mut w = Writer::with_capacity(self.entries.len() * FOOTER_ENTRY_BYTES + SEGMENT_TRAILER_BYTES);
+        let mut w =
+            Writer::with_capacity(self.entries.len() * FOOTER_ENTRY_BYTES + SEGMENT_TRAILER_BYTES);
         for e in &self.entries {
             encode_entry(&mut w, e);
         }
@@ -114,7 +127,11 @@ fn encode_entry(w: &mut Writer, e: &FooterEntry) {
         BlockOwner::Page { tree_id, level, index } => (1u8, level, tree_id, index),
     };
     w.u8(kind).u8(level).u8(e.ptr.compression).u8(0).u32(tree_id).u64(key);
-    w.u32(e.ptr.offset_bytes).u32(e.ptr.physical_bytes).u32(e.ptr.logical_bytes).u32(0).u64(e.ptr.checksum);
+    w.u32(e.ptr.offset_bytes)
+        .u32(e.ptr.physical_bytes)
+        .u32(e.ptr.logical_bytes)
+        .u32(0)
+        .u64(e.ptr.checksum);
 }
 
 /// Parsed and verified header + footer of a whole segment object.
@@ -126,7 +143,11 @@ pub struct SegmentIndex {
 }
 
 /// Verifies header and footer checksums of a complete segment and returns its index.
-pub fn parse_segment(bytes: &[u8], pool_guid: u128, expect_segment_id: u64) -> Result<SegmentIndex> {
+pub fn parse_segment(
+    bytes: &[u8],
+    pool_guid: u128,
+    expect_segment_id: u64,
+) -> Result<SegmentIndex> {
     let what = format!("segment {expect_segment_id:016x}");
     if bytes.len() < SEGMENT_HEADER_BYTES + SEGMENT_TRAILER_BYTES {
         return Err(Error::corrupt(&what, "too short"));
@@ -135,17 +156,24 @@ pub fn parse_segment(bytes: &[u8], pool_guid: u128, expect_segment_id: u64) -> R
     let mut r = Reader::new(header, "segment header");
     let (magic, version, _flags) = (r.u64()?, r.u32()?, r.u32()?);
     let (guid, id, txg) = (r.u128()?, r.u64()?, r.u64()?);
-    if magic != SEGMENT_MAGIC || version != SEGMENT_VERSION || guid != pool_guid || id != expect_segment_id {
+    if magic != SEGMENT_MAGIC
+        || version != SEGMENT_VERSION
+        || guid != pool_guid
+        || id != expect_segment_id
+    {
         return Err(Error::corrupt(&what, "header names another pool, segment or version"));
     }
     let trailer = &bytes[bytes.len() - SEGMENT_TRAILER_BYTES..];
     let mut t = Reader::new(trailer, "segment trailer");
-    let (footer_offset, count, _pad, sum, tmagic) = (t.u64()?, t.u32()?, t.u32()?, t.u64()?, t.u64()?);
+    let (footer_offset, count, _pad, sum, tmagic) =
+        (t.u64()?, t.u32()?, t.u32()?, t.u64()?, t.u64()?);
     let footer_end = bytes.len() - SEGMENT_TRAILER_BYTES;
     let footer_len = count as usize * FOOTER_ENTRY_BYTES;
     // Checked: an offset near u64::MAX wrapped the sum back onto footer_end and the slice below
     // then panicked (found by fuzz/fuzz_targets/engine_segment.rs).
-    if tmagic != SEGMENT_TRAILER_MAGIC || footer_offset.checked_add(footer_len as u64) != Some(footer_end as u64) {
+    if tmagic != SEGMENT_TRAILER_MAGIC
+        || footer_offset.checked_add(footer_len as u64) != Some(footer_end as u64)
+    {
         return Err(Error::corrupt(&what, "bad trailer"));
     }
     let covered = &bytes[footer_offset as usize..footer_end + 16];
@@ -164,13 +192,22 @@ pub fn parse_segment(bytes: &[u8], pool_guid: u128, expect_segment_id: u64) -> R
 fn decode_entry(r: &mut Reader, segment_id: u64, txg: u64) -> Result<FooterEntry> {
     let (kind, level, compression, _pad) = (r.u8()?, r.u8()?, r.u8()?, r.u8()?);
     let (tree_id, key) = (r.u32()?, r.u64()?);
-    let (offset_bytes, physical_bytes, logical_bytes, _pad2, checksum) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u64()?);
+    let (offset_bytes, physical_bytes, logical_bytes, _pad2, checksum) =
+        (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u64()?);
     let owner = match kind {
         0 => BlockOwner::Data { tree_id, block: key },
         1 => BlockOwner::Page { tree_id, level, index: key },
         _ => return Err(Error::corrupt("segment footer", format!("unknown entry kind {kind}"))),
     };
-    let ptr = BlockPtr { segment_id, offset_bytes, physical_bytes, checksum, birth_txg: txg, compression, logical_bytes };
+    let ptr = BlockPtr {
+        segment_id,
+        offset_bytes,
+        physical_bytes,
+        checksum,
+        birth_txg: txg,
+        compression,
+        logical_bytes,
+    };
     Ok(FooterEntry { owner, ptr })
 }
 
@@ -182,7 +219,11 @@ mod tests {
     fn round_trip_and_corruption_detected() {
         let mut b = SegmentBuilder::new(7, segment_id(1, 3), 9);
         let p1 = b.add(BlockOwner::Data { tree_id: 1, block: 5 }, &[1u8; 4096], Compression::Lz4);
-        let p2 = b.add(BlockOwner::Page { tree_id: 1, level: 0, index: 0 }, &[9u8; 100], Compression::Off);
+        let p2 = b.add(
+            BlockOwner::Page { tree_id: 1, level: 0, index: 0 },
+            &[9u8; 100],
+            Compression::Off,
+        );
         let (bytes, entries) = b.finish();
         let idx = parse_segment(&bytes, 7, segment_id(1, 3)).expect("valid segment");
         assert_eq!(idx.entries, entries);

@@ -28,13 +28,22 @@ impl SegmentSpace {
 
     pub fn to_slot(&self) -> Slot {
         let mut w = Writer::with_capacity(40);
-        w.u64(self.written_bytes).u64(self.live_bytes).u64(self.created_txg).u64(self.freed_txg).u64(0);
+        w.u64(self.written_bytes)
+            .u64(self.live_bytes)
+            .u64(self.created_txg)
+            .u64(self.freed_txg)
+            .u64(0);
         w.buf.try_into().expect("40 bytes")
     }
 
     pub fn from_slot(s: &Slot) -> Result<SegmentSpace> {
         let mut r = Reader::new(s, "space slot");
-        Ok(SegmentSpace { written_bytes: r.u64()?, live_bytes: r.u64()?, created_txg: r.u64()?, freed_txg: r.u64()? })
+        Ok(SegmentSpace {
+            written_bytes: r.u64()?,
+            live_bytes: r.u64()?,
+            created_txg: r.u64()?,
+            freed_txg: r.u64()?,
+        })
     }
 }
 

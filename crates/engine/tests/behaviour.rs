@@ -5,7 +5,10 @@
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::ManualClock;
-use fardisk_engine::objstore::{open_store_url, FaultPlan, FaultyStore, PutMode, SimulateSpec, SimulatedStore, Store, StoreResult};
+use fardisk_engine::objstore::{
+    open_store_url, FaultPlan, FaultyStore, PutMode, SimulateSpec, SimulatedStore, Store,
+    StoreResult,
+};
 use fardisk_engine::pool::{CreateOptions, ImportOptions, PoolHealth};
 use fardisk_engine::{Env, Error, Pool, PoolConfig};
 use std::ops::Range;
@@ -18,15 +21,26 @@ fn env(seed: u64) -> Env {
 }
 
 fn config() -> PoolConfig {
-    PoolConfig { txg_timeout: None, sync_attempts_max: Some(3), roots_kept: 1, ..PoolConfig::default() }
+    PoolConfig {
+        txg_timeout: None,
+        sync_attempts_max: Some(3),
+        roots_kept: 1,
+        ..PoolConfig::default()
+    }
 }
 
 async fn new_pool(url: &str, e: &Env) -> (Arc<dyn Store>, Pool) {
     let store = open_store_url(url, true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), e).await.expect("create");
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache))
-        .await
-        .expect("import");
+    let pool = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import");
     (store, pool)
 }
 
@@ -38,15 +52,30 @@ async fn second_importer_is_refused_and_forced_import_fences_the_first() {
     a.write(vol, 0, Bytes::from(vec![1u8; 4096])).await.expect("write");
     a.sync_txg().await.expect("sync");
 
-    let err = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache))
-        .await
-        .expect_err("a second import must be refused");
+    let err = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect_err("a second import must be refused");
     let msg = err.to_string();
-    assert!(msg.contains("is imported by host") && msg.contains("--force"), "message names the holder: {msg}");
+    assert!(
+        msg.contains("is imported by host") && msg.contains("--force"),
+        "message names the holder: {msg}"
+    );
 
-    let b = Pool::import(store.clone(), "tank", ImportOptions { force: true, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache))
-        .await
-        .expect("forced import");
+    let b = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { force: true, config: config(), missing_log: false, ..Default::default() },
+        e.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("forced import");
     a.write(vol, 4096, Bytes::from(vec![2u8; 4096])).await.expect("write is buffered");
     let err = a.sync_txg().await.expect_err("the old writer must be fenced");
     assert!(err.to_string().contains("fenced"), "{err}");
@@ -70,19 +99,33 @@ impl Store for NoConditional {
     async fn put(&self, key: &str, data: Bytes, _: PutMode) -> StoreResult<()> {
         self.0.put(key, data, PutMode::Overwrite).await
     }
-    async fn get(&self, key: &str) -> StoreResult<Bytes> { self.0.get(key).await }
-    async fn get_range(&self, key: &str, r: Range<u64>) -> StoreResult<Bytes> { self.0.get_range(key, r).await }
-    async fn head(&self, key: &str) -> StoreResult<u64> { self.0.head(key).await }
-    async fn delete(&self, key: &str) -> StoreResult<()> { self.0.delete(key).await }
-    async fn list(&self, p: &str) -> StoreResult<Vec<(String, u64)>> { self.0.list(p).await }
-    fn describe(&self) -> String { "no-conditional://".into() }
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.0.get(key).await
+    }
+    async fn get_range(&self, key: &str, r: Range<u64>) -> StoreResult<Bytes> {
+        self.0.get_range(key, r).await
+    }
+    async fn head(&self, key: &str) -> StoreResult<u64> {
+        self.0.head(key).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.0.delete(key).await
+    }
+    async fn list(&self, p: &str) -> StoreResult<Vec<(String, u64)>> {
+        self.0.list(p).await
+    }
+    fn describe(&self) -> String {
+        "no-conditional://".into()
+    }
 }
 
 #[tokio::test]
 async fn store_without_conditional_writes_is_refused_and_left_untouched() {
     let inner = open_store_url("memory://nocond", true).expect("store");
     let store: Arc<dyn Store> = Arc::new(NoConditional(inner.clone()));
-    let err = Pool::create(store, "tank", CreateOptions::default(), &env(2)).await.expect_err("must refuse");
+    let err = Pool::create(store, "tank", CreateOptions::default(), &env(2))
+        .await
+        .expect_err("must refuse");
     assert!(err.to_string().contains("does not support conditional writes"), "{err}");
     assert!(inner.list("").await.expect("list").is_empty(), "nothing may be left in the store");
 }
@@ -95,11 +138,26 @@ async fn lost_responses_and_transient_errors_are_retried_and_verified() {
     let store: Arc<dyn Store> = faulty.clone();
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
     let cfg = PoolConfig { sync_attempts_max: None, ..config() };
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: cfg.clone(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions {
+            force: false,
+            config: cfg.clone(),
+            missing_log: false,
+            ..Default::default()
+        },
+        e.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_create("v", 8 << 20).expect("volume");
     faulty.set_plan(FaultPlan { lost_response_rate: 0.3, error_rate: 0.2, ..FaultPlan::default() });
     for i in 0..40u64 {
-        pool.write(vol, (i * 7919 * 4096) % (8 << 20), Bytes::from(vec![(i + 1) as u8; 4096])).await.expect("write");
+        pool.write(vol, (i * 7919 * 4096) % (8 << 20), Bytes::from(vec![(i + 1) as u8; 4096]))
+            .await
+            .expect("write");
         if i % 5 == 4 {
             pool.sync_txg().await.expect("sync survives lost responses");
         }
@@ -107,7 +165,15 @@ async fn lost_responses_and_transient_errors_are_retried_and_verified() {
     pool.sync_txg().await.expect("sync");
     faulty.set_plan(FaultPlan::default());
     pool.export().await.expect("export");
-    let again = Pool::import(store, "tank", ImportOptions { force: false, config: cfg, missing_log: false, ..Default::default() }, e, Arc::new(NoCache)).await.expect("reimport");
+    let again = Pool::import(
+        store,
+        "tank",
+        ImportOptions { force: false, config: cfg, missing_log: false, ..Default::default() },
+        e,
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("reimport");
     let vol = again.volume_id("v").expect("v");
     for i in 0..40u64 {
         let off = (i * 7919 * 4096) % (8 << 20);
@@ -145,10 +211,25 @@ async fn import_cost_does_not_grow_with_data() {
         let (store, pool) = new_pool(&format!("memory://importcost{i}"), &e).await;
         let vol = pool.volume_create("v", 64 << 20).expect("volume");
         for b in 0..*blocks {
-            pool.write(vol, b * 4096, Bytes::from(vec![(b % 251 + 1) as u8; 4096])).await.expect("write");
+            pool.write(vol, b * 4096, Bytes::from(vec![(b % 251 + 1) as u8; 4096]))
+                .await
+                .expect("write");
         }
         pool.export().await.expect("export");
-        let again = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
+        let again = Pool::import(
+            store,
+            "tank",
+            ImportOptions {
+                force: false,
+                config: config(),
+                missing_log: false,
+                ..Default::default()
+            },
+            e.clone(),
+            Arc::new(NoCache),
+        )
+        .await
+        .expect("import");
         let s = again.store_stats().snapshot();
         counts.push((s.get.requests, s.put.requests, s.head.requests));
     }
@@ -168,41 +249,76 @@ impl Store for GatedPuts {
     async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         while key.starts_with("segments/") && !self.open.load(Ordering::SeqCst) {
             let n = self.notify.notified();
-            if self.open.load(Ordering::SeqCst) { break; }
+            if self.open.load(Ordering::SeqCst) {
+                break;
+            }
             n.await;
         }
         self.inner.put(key, data, mode).await
     }
-    async fn get(&self, key: &str) -> StoreResult<Bytes> { self.inner.get(key).await }
-    async fn get_range(&self, key: &str, r: Range<u64>) -> StoreResult<Bytes> { self.inner.get_range(key, r).await }
-    async fn head(&self, key: &str) -> StoreResult<u64> { self.inner.head(key).await }
-    async fn delete(&self, key: &str) -> StoreResult<()> { self.inner.delete(key).await }
-    async fn list(&self, p: &str) -> StoreResult<Vec<(String, u64)>> { self.inner.list(p).await }
-    fn describe(&self) -> String { "gated://".into() }
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, r: Range<u64>) -> StoreResult<Bytes> {
+        self.inner.get_range(key, r).await
+    }
+    async fn head(&self, key: &str) -> StoreResult<u64> {
+        self.inner.head(key).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.inner.delete(key).await
+    }
+    async fn list(&self, p: &str) -> StoreResult<Vec<(String, u64)>> {
+        self.inner.list(p).await
+    }
+    fn describe(&self) -> String {
+        "gated://".into()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_never_wait_behind_uploads() {
     let e = env(6);
     let base = open_store_url("memory://gated", true).expect("store");
-    let gate = Arc::new(GatedPuts { inner: base, open: AtomicBool::new(true), notify: Default::default() });
+    let gate = Arc::new(GatedPuts {
+        inner: base,
+        open: AtomicBool::new(true),
+        notify: Default::default(),
+    });
     let store: Arc<dyn Store> = gate.clone();
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
-    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(
+        store,
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e,
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_create("v", 1 << 20).expect("volume");
     pool.write(vol, 0, Bytes::from(vec![1u8; 4096])).await.expect("write");
     pool.sync_txg().await.expect("stored block");
     gate.open.store(false, Ordering::SeqCst);
     pool.write(vol, 4096, Bytes::from(vec![2u8; 4096])).await.expect("write");
-    let syncer = { let p = pool.clone(); tokio::spawn(async move { p.sync_txg().await }) };
+    let syncer = {
+        let p = pool.clone();
+        tokio::spawn(async move { p.sync_txg().await })
+    };
     // Deadlock guards, not performance checks: with the upload held, both reads must finish.
     let wait = Duration::from_secs(20);
     while pool.status().syncing == false {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let syncing = tokio::time::timeout(wait, pool.read(vol, 4096, 4096)).await.expect("dirty read finished").expect("read");
+    let syncing = tokio::time::timeout(wait, pool.read(vol, 4096, 4096))
+        .await
+        .expect("dirty read finished")
+        .expect("read");
     assert!(syncing.iter().all(|&x| x == 2), "the syncing txg's data is served from memory");
-    let stored = tokio::time::timeout(wait, pool.read(vol, 0, 4096)).await.expect("stored read finished").expect("read");
+    let stored = tokio::time::timeout(wait, pool.read(vol, 0, 4096))
+        .await
+        .expect("stored read finished")
+        .expect("read");
     assert!(stored.iter().all(|&x| x == 1));
     assert!(!syncer.is_finished(), "the upload is still held");
     gate.open.store(true, Ordering::SeqCst);
@@ -212,34 +328,76 @@ async fn reads_never_wait_behind_uploads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_suspends_commits_stalls_writers_at_the_limit_and_resumes_by_itself() {
-    let e = Env { clock: Arc::new(fardisk_engine::clock::SystemClock::default()), seed: 7, blocking_inline: false };
+    let e = Env {
+        clock: Arc::new(fardisk_engine::clock::SystemClock::default()),
+        seed: 7,
+        blocking_inline: false,
+    };
     let base = open_store_url("memory://outage", true).expect("store");
     let sim = Arc::new(SimulatedStore::new(base, SimulateSpec::default(), e.clock.clone(), 7));
     let store: Arc<dyn Store> = sim.clone();
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
-    let mut cfg = PoolConfig { sync_attempts_max: None, dirty_bytes_max: 1 << 20, dirty_sync_bytes: 256 << 10, ..config() };
+    let mut cfg = PoolConfig {
+        sync_attempts_max: None,
+        dirty_bytes_max: 1 << 20,
+        dirty_sync_bytes: 256 << 10,
+        ..config()
+    };
     cfg.retry.budget_ms = 200;
     cfg.retry.backoff_max_ms = 50;
-    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: cfg, missing_log: false, ..Default::default() }, e, Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(
+        store,
+        "tank",
+        ImportOptions { force: false, config: cfg, missing_log: false, ..Default::default() },
+        e,
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_create("v", 16 << 20).expect("volume");
     pool.sync_txg().await.expect("sync");
     sim.set_outage(true);
-    pool.write(vol, 0, Bytes::from(vec![5u8; 256 << 10])).await.expect("writes continue during an outage");
-    let syncer = { let p = pool.clone(); tokio::spawn(async move { p.sync_txg().await }) };
+    pool.write(vol, 0, Bytes::from(vec![5u8; 256 << 10]))
+        .await
+        .expect("writes continue during an outage");
+    let syncer = {
+        let p = pool.clone();
+        tokio::spawn(async move { p.sync_txg().await })
+    };
     for _ in 0..200 {
-        if matches!(pool.health(), PoolHealth::Suspended(_)) { break; }
+        if matches!(pool.health(), PoolHealth::Suspended(_)) {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(matches!(pool.health(), PoolHealth::Suspended(_)), "status shows the outage: {:?}", pool.health());
-    let writer = { let p = pool.clone(); tokio::spawn(async move {
-        for i in 0..8u64 { p.write(vol, (1 << 20) + i * (256 << 10), Bytes::from(vec![6u8; 256 << 10])).await?; }
-        Ok::<_, Error>(())
-    }) };
+    assert!(
+        matches!(pool.health(), PoolHealth::Suspended(_)),
+        "status shows the outage: {:?}",
+        pool.health()
+    );
+    let writer = {
+        let p = pool.clone();
+        tokio::spawn(async move {
+            for i in 0..8u64 {
+                p.write(vol, (1 << 20) + i * (256 << 10), Bytes::from(vec![6u8; 256 << 10]))
+                    .await?;
+            }
+            Ok::<_, Error>(())
+        })
+    };
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!writer.is_finished(), "writers stall at the dirty limit while the store is away");
-    assert!(pool.dirty_bytes() <= (1 << 20) + (256 << 10) + 8192, "dirty data stays bounded: {}", pool.dirty_bytes());
+    assert!(
+        pool.dirty_bytes() <= (1 << 20) + (256 << 10) + 8192,
+        "dirty data stays bounded: {}",
+        pool.dirty_bytes()
+    );
     sim.set_outage(false);
-    tokio::time::timeout(Duration::from_secs(60), syncer).await.expect("sync resumes").expect("join").expect("sync");
+    tokio::time::timeout(Duration::from_secs(60), syncer)
+        .await
+        .expect("sync resumes")
+        .expect("join")
+        .expect("sync");
     // This pool has no background syncer (txg_timeout None): the test plays its part, syncing
     // until the stalled writer is through (bounded: 60 s).
     for _ in 0..3000 {
@@ -249,7 +407,11 @@ async fn an_outage_suspends_commits_stalls_writers_at_the_limit_and_resumes_by_i
         pool.sync_txg().await.expect("sync after the outage");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::timeout(Duration::from_secs(1), writer).await.expect("writer resumes").expect("join").expect("writes");
+    tokio::time::timeout(Duration::from_secs(1), writer)
+        .await
+        .expect("writer resumes")
+        .expect("join")
+        .expect("writes");
     pool.sync_txg().await.expect("sync");
     assert_eq!(pool.health(), PoolHealth::Online);
     let got = pool.read(vol, (1 << 20) + 7 * (256 << 10), 4096).await.expect("read");
@@ -261,15 +423,24 @@ async fn space_is_reported_and_compaction_reclaims_garbage() {
     let e = env(8);
     let (store, pool) = new_pool("memory://space", &e).await;
     let vol = pool.volume_create("v", 32 << 20).expect("volume");
-    let text: Vec<u8> = b"fardisk compresses this text well. ".iter().cycle().take(4 << 20).copied().collect();
+    let text: Vec<u8> =
+        b"fardisk compresses this text well. ".iter().cycle().take(4 << 20).copied().collect();
     pool.write(vol, 0, Bytes::from(text.clone())).await.expect("write");
     pool.sync_txg().await.expect("sync");
-    let text_segment = store.list("segments/").await.expect("list").into_iter().max_by_key(|(_, size)| *size).expect("a segment").0;
+    let text_segment = store
+        .list("segments/")
+        .await
+        .expect("list")
+        .into_iter()
+        .max_by_key(|(_, size)| *size)
+        .expect("a segment")
+        .0;
     let s = pool.status();
     assert_eq!(s.space.logical_bytes, 4 << 20);
     assert!(s.compress_ratio > 5.0, "text compresses: {}", s.compress_ratio);
     // Overwrite most of it: the first segment becomes sparse.
-    let noise: Vec<u8> = (0..(3 << 20) as u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let noise: Vec<u8> =
+        (0..(3 << 20) as u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     pool.write(vol, 0, Bytes::from(noise.clone())).await.expect("overwrite");
     pool.sync_txg().await.expect("sync");
     let before = pool.status();
@@ -281,8 +452,16 @@ async fn space_is_reported_and_compaction_reclaims_garbage() {
     }
     let after = pool.status();
     assert!(after.deleted_segments > 0, "the emptied segment was deleted");
-    assert!(after.garbage_bytes < before.garbage_bytes, "garbage {} -> {}", before.garbage_bytes, after.garbage_bytes);
-    assert!(store.head(&text_segment).await.is_err(), "the sparse segment {text_segment} is gone from the store");
+    assert!(
+        after.garbage_bytes < before.garbage_bytes,
+        "garbage {} -> {}",
+        before.garbage_bytes,
+        after.garbage_bytes
+    );
+    assert!(
+        store.head(&text_segment).await.is_err(),
+        "the sparse segment {text_segment} is gone from the store"
+    );
     let got = pool.read(vol, 0, 4 << 20).await.expect("read after compaction");
     assert_eq!(&got[..3 << 20], &noise[..]);
     assert_eq!(&got[3 << 20..], &text[3 << 20..]);
@@ -290,14 +469,23 @@ async fn space_is_reported_and_compaction_reclaims_garbage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
-    use fardisk_engine::arc_cache::ArcBlockCache;
     use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
+    use fardisk_engine::arc_cache::ArcBlockCache;
     let e = env(9);
     let store = open_store_url("memory://arc", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_create("v", 64 << 20).expect("volume");
-    let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    let data: Vec<u8> =
+        (0..(4u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
     pool.write(vol, 0, Bytes::from(data.clone())).await.expect("write");
     pool.export().await.expect("export");
 
@@ -311,16 +499,30 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     l2.add_device(&dev, Some(64 << 20)).expect("format cache device");
     // An ARC far smaller than the data: most blocks are evicted into the L2ARC feed.
     let cache = Arc::new(ArcBlockCache::new(512 << 10, Some(l2)));
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e.clone(), cache.clone()).await.expect("import");
+    let pool = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e.clone(),
+        cache.clone(),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_id("v").expect("v");
     let got = pool.read(vol, 0, 4 << 20).await.expect("cold read");
     assert!(got[..] == data[..]);
     let gets = pool.store_stats().snapshot().get.requests;
     let hot = pool.read(vol, (4 << 20) - 65536, 65536).await.expect("hot read");
     assert!(hot[..] == data[(4 << 20) - 65536..]);
-    assert_eq!(pool.store_stats().snapshot().get.requests, gets, "recently read blocks come from the ARC");
+    assert_eq!(
+        pool.store_stats().snapshot().get.requests,
+        gets,
+        "recently read blocks come from the ARC"
+    );
     for _ in 0..200 {
-        if cache.l2().expect("l2").stats().bytes_written >= (3 << 20) { break; }
+        if cache.l2().expect("l2").stats().bytes_written >= (3 << 20) {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     pool.export().await.expect("export");
@@ -329,20 +531,36 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     drop(cache);
 
     // After a restart, the L2ARC index is rebuilt from the device and serves the first pass.
-    let (l2, failures) = L2Arc::open(cfg, guid, Arc::new(MonotonicClock::new()), 10, &[dev.clone()]).expect("reopen");
+    let (l2, failures) =
+        L2Arc::open(cfg, guid, Arc::new(MonotonicClock::new()), 10, &[dev.clone()])
+            .expect("reopen");
     assert!(failures.is_empty(), "{failures:?}");
     for _ in 0..200 {
-        if l2.stats().rebuild.done { break; }
+        if l2.stats().rebuild.done {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cache = Arc::new(ArcBlockCache::new(512 << 10, Some(l2)));
-    let pool = Pool::import(store, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, cache.clone()).await.expect("import");
+    let pool = Pool::import(
+        store,
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e,
+        cache.clone(),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_id("v").expect("v");
     let before = pool.store_stats().snapshot().get.requests;
     let got = pool.read(vol, 0, 4 << 20).await.expect("first read after restart");
     assert!(got[..] == data[..], "no stale or wrong bytes from the L2ARC");
     let l2_hits = cache.l2().expect("l2").stats().hits;
-    assert!(l2_hits >= 512, "most of the first pass is served locally: {l2_hits} L2 hits, {} GETs", pool.store_stats().snapshot().get.requests - before);
+    assert!(
+        l2_hits >= 512,
+        "most of the first pass is served locally: {l2_hits} L2 hits, {} GETs",
+        pool.store_stats().snapshot().get.requests - before
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -352,16 +570,31 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     let e = env(10);
     let (store, pool) = new_pool("memory://readahead", &e).await;
     let vol = pool.volume_create("v", 64 << 20).expect("volume");
-    let data: Vec<u8> = (0..(16u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect();
+    let data: Vec<u8> =
+        (0..(16u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect();
     pool.write(vol, 0, Bytes::from(data.clone())).await.expect("write");
     pool.export().await.expect("export");
     // A store 10 ms away, on the real clock, so prefetches are still in flight when the next
     // demand read arrives.
-    let clock: Arc<dyn fardisk_engine::clock::Clock> = Arc::new(fardisk_engine::clock::SystemClock::default());
-    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(store, SimulateSpec::parse("latency=10").expect("spec"), clock.clone(), 10));
+    let clock: Arc<dyn fardisk_engine::clock::Clock> =
+        Arc::new(fardisk_engine::clock::SystemClock::default());
+    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(
+        store,
+        SimulateSpec::parse("latency=10").expect("spec"),
+        clock.clone(),
+        10,
+    ));
     let cache = Arc::new(ArcBlockCache::new(256 << 20, None));
     let e = Env { clock, seed: 10, blocking_inline: false };
-    let pool = Pool::import(far, "tank", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, e, cache).await.expect("import");
+    let pool = Pool::import(
+        far,
+        "tank",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        e,
+        cache,
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_id("v").expect("v");
     for i in 0..16u64 {
         let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
@@ -386,7 +619,15 @@ async fn conflicting_create_only_puts_are_resolved_by_reading_back() {
     let store: Arc<dyn Store> = faulty.clone();
     Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
     let cfg = PoolConfig { sync_attempts_max: None, ..config() };
-    let pool = Pool::import(store.clone(), "tank", ImportOptions { config: cfg.clone(), ..Default::default() }, e.clone(), Arc::new(NoCache)).await.expect("import");
+    let pool = Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { config: cfg.clone(), ..Default::default() },
+        e.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import");
     let vol = pool.volume_create("v", 8 << 20).expect("volume");
     faulty.set_plan(FaultPlan { conflict_rate: 0.4, ..FaultPlan::default() });
     for i in 0..40u64 {
@@ -399,10 +640,21 @@ async fn conflicting_create_only_puts_are_resolved_by_reading_back() {
     faulty.set_plan(FaultPlan::default());
     pool.export().await.expect("export");
     drop(pool);
-    let again = Pool::import(store, "tank", ImportOptions { config: cfg, ..Default::default() }, e, Arc::new(NoCache)).await.expect("reimport");
+    let again = Pool::import(
+        store,
+        "tank",
+        ImportOptions { config: cfg, ..Default::default() },
+        e,
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("reimport");
     let vol = again.volume_id("v").expect("v");
     for i in 0..40u64 {
-        let got = again.read(vol, i * 4096 * 3, 4096).await.expect("every block's segment is in the store");
+        let got = again
+            .read(vol, i * 4096 * 3, 4096)
+            .await
+            .expect("every block's segment is in the store");
         assert!(got.iter().all(|&x| x == (i + 1) as u8), "write {i}");
     }
 }

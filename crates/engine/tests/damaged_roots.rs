@@ -61,8 +61,13 @@ async fn snapshot(store: &Arc<dyn Store>) -> Vec<(String, Bytes)> {
 async fn a_damaged_head_hint_never_stops_an_import() {
     for (i, damage) in [&b""[..], &b"garbage"[..], &[0u8; 64][..]].into_iter().enumerate() {
         let (store, _) = pool_with_history(&format!("head-{i}")).await;
-        store.put("head", Bytes::copy_from_slice(damage), PutMode::Overwrite).await.expect("damage the hint");
-        Pool::peek(store.clone(), &env(3)).await.expect("peek (status of an exported pool) with a damaged hint");
+        store
+            .put("head", Bytes::copy_from_slice(damage), PutMode::Overwrite)
+            .await
+            .expect("damage the hint");
+        Pool::peek(store.clone(), &env(3))
+            .await
+            .expect("peek (status of an exported pool) with a damaged hint");
         let pool = import(&store, 3, false).await.expect("import with a damaged hint");
         assert_eq!(first_byte(&pool).await, 3, "every published write is there");
     }
@@ -81,11 +86,16 @@ async fn a_damaged_newest_root_is_refused_with_the_way_out_and_rewind_goes_back(
     store.put(&key, Bytes::from(torn), PutMode::Overwrite).await.expect("tear it");
 
     let before = snapshot(&store).await;
-    let e = import(&store, 4, false).await.map(|_| ()).expect_err("a damaged newest root must be refused");
+    let e = import(&store, 4, false)
+        .await
+        .map(|_| ())
+        .expect_err("a damaged newest root must be refused");
     let line = e.to_string();
     assert_eq!(e.kind(), ErrorKind::DataDamaged, "{line}");
     assert!(
-        line.contains(&format!("txg {newest_txg} damaged")) && line.contains(&format!("newest intact root is txg {second_txg}")) && line.contains("fardisk import tank --rewind"),
+        line.contains(&format!("txg {newest_txg} damaged"))
+            && line.contains(&format!("newest intact root is txg {second_txg}"))
+            && line.contains("fardisk import tank --rewind"),
         "{line}"
     );
     assert!(!line.contains('\n'), "one line: {line}");
@@ -95,8 +105,16 @@ async fn a_damaged_newest_root_is_refused_with_the_way_out_and_rewind_goes_back(
     assert_eq!(first_byte(&pool).await, second_fill, "rewind opens at the newest intact root");
     assert!(pool.published_txg() > newest_txg, "the claim comes after the damaged key");
     let history = pool.history(10).await.expect("history");
-    let event = history.iter().map(|e| e.event.as_str()).find(|e| e.starts_with("import --rewind")).unwrap_or_else(|| panic!("no rewind event in {history:?}"));
-    assert!(event.contains(&format!("opened at txg {second_txg}")) && event.contains(&format!("txg {newest_txg}-{newest_txg}")), "{event}");
+    let event = history
+        .iter()
+        .map(|e| e.event.as_str())
+        .find(|e| e.starts_with("import --rewind"))
+        .unwrap_or_else(|| panic!("no rewind event in {history:?}"));
+    assert!(
+        event.contains(&format!("opened at txg {second_txg}"))
+            && event.contains(&format!("txg {newest_txg}-{newest_txg}")),
+        "{event}"
+    );
     let vol = pool.volume_id("v").expect("v");
     pool.write(vol, 4096, Bytes::from(vec![9u8; 4096])).await.expect("write after rewind");
     pool.sync_txg().await.expect("sync after rewind");

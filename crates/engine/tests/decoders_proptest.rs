@@ -7,14 +7,24 @@
 use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::blockmap::{decode_page, encode_page, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::compress::Compression;
-use fardisk_engine::root::{decode_head, encode_head, Holder, Root, SnapshotEntry, VdevEntry, VolumeEntry};
+use fardisk_engine::root::{
+    decode_head, encode_head, Holder, Root, SnapshotEntry, VdevEntry, VolumeEntry,
+};
 use fardisk_engine::segment::{parse_segment, BlockOwner, SegmentBuilder};
 use fardisk_engine::space::SpaceTotals;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn ptr(seed: u64) -> BlockPtr {
-    BlockPtr { segment_id: seed | 1, offset_bytes: 64, physical_bytes: 100, checksum: seed ^ 0xabc, birth_txg: seed % 1000, compression: 1, logical_bytes: 4096 }
+    BlockPtr {
+        segment_id: seed | 1,
+        offset_bytes: 64,
+        physical_bytes: 100,
+        checksum: seed ^ 0xabc,
+        birth_txg: seed % 1000,
+        compression: 1,
+        logical_bytes: 4096,
+    }
 }
 
 fn tree(id: u32, seed: u64) -> TreeRef {
@@ -29,14 +39,25 @@ fn root(seed: u64, volumes: usize, snapshots: usize) -> Root {
         epoch: seed / 3,
         time_ms: 1_700_000_000_000 + seed,
         put_id: seed as u128 ^ 0x55,
-        holder: Holder { hostname: "host".into(), pid: 42, import_id: 9, since_ms: 1, active: seed % 2 == 0 },
+        holder: Holder {
+            hostname: "host".into(),
+            pid: 42,
+            import_id: 9,
+            since_ms: 1,
+            active: seed % 2 == 0,
+        },
         next_segment_counter: seed + 5,
         next_volume_id: 100,
         space: tree(u32::MAX, seed + 1),
         totals: SpaceTotals { logical_bytes: seed, physical_bytes: seed * 2, live_bytes: seed },
         space_carry: vec![(seed, -(seed as i64)), (seed + 1, 7)],
         props: BTreeMap::from([("compression".to_string(), "zstd".to_string())]),
-        vdevs: vec![VdevEntry { role: "log".into(), mirror: true, guid: seed, paths: vec!["/a".into(), "/b".into()] }],
+        vdevs: vec![VdevEntry {
+            role: "log".into(),
+            mirror: true,
+            guid: seed,
+            paths: vec!["/a".into(), "/b".into()],
+        }],
         volumes: (0..volumes as u32)
             .map(|i| VolumeEntry {
                 id: i + 1,

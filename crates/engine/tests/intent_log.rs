@@ -42,16 +42,36 @@ async fn fixture(name: &str, seed: u64) -> Fixture {
     let guid = Rng::new(seed).next_u128();
     let mut fo = FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
     fo.size_bytes = 64 << 20;
-    let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo).expect("format log mirror");
-    let vdev = VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths: legs.iter().map(|p| p.display().to_string()).collect() };
+    let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
+        .expect("format log mirror");
+    let vdev = VdevEntry {
+        role: "log".into(),
+        mirror: true,
+        guid: cfg.vdev_guid,
+        paths: legs.iter().map(|p| p.display().to_string()).collect(),
+    };
     let env = Env { clock: Arc::new(ManualClock::default()), seed, blocking_inline: false };
     let store = open_store_url(&format!("memory://intent-{name}"), true).expect("store");
-    Pool::create(store.clone(), "tank", CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), ..Default::default() }, &env).await.expect("create");
+    Pool::create(
+        store.clone(),
+        "tank",
+        CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), ..Default::default() },
+        &env,
+    )
+    .await
+    .expect("create");
     Fixture { dir, store, env, legs }
 }
 
 async fn import(f: &Fixture, missing_log: bool) -> fardisk_engine::Result<Pool> {
-    Pool::import(f.store.clone(), "tank", ImportOptions { force: true, config: config(), missing_log, ..Default::default() }, f.env.clone(), Arc::new(NoCache)).await
+    Pool::import(
+        f.store.clone(),
+        "tank",
+        ImportOptions { force: true, config: config(), missing_log, ..Default::default() },
+        f.env.clone(),
+        Arc::new(NoCache),
+    )
+    .await
 }
 
 /// Writes at random, acknowledging with sync requests; returns the acknowledged image.
@@ -126,17 +146,24 @@ async fn a_destroyed_mirror_leg_loses_nothing_and_a_missing_log_is_refused() {
     let pool = import(&f, false).await.expect("one surviving leg is enough");
     assert_image(&pool, &acked, "after losing one mirror leg").await;
     let status = pool.log().expect("log").status();
-    assert!(format!("{status:?}").to_ascii_uppercase().contains("DEGRADED") || format!("{status:?}").contains("Unavail"),
-        "status shows the lost leg: {status:?}");
+    assert!(
+        format!("{status:?}").to_ascii_uppercase().contains("DEGRADED")
+            || format!("{status:?}").contains("Unavail"),
+        "status shows the lost leg: {status:?}"
+    );
     let more = workload(&pool, &rng, &mut image, 5).await;
     drop(pool);
     // Now the whole log is gone: import refuses and names the recovery point.
     std::fs::remove_file(&f.legs[0]).expect("destroy leg a");
     let err = import(&f, false).await.expect_err("a missing log is refused");
     let msg = err.to_string();
-    assert!(msg.contains("missing") && msg.contains("recovery point") && msg.contains("--missing-log"), "{msg}");
+    assert!(
+        msg.contains("missing") && msg.contains("recovery point") && msg.contains("--missing-log"),
+        "{msg}"
+    );
     let pool = import(&f, true).await.expect("--missing-log imports at the recovery point");
-    let published_state = pool.read(pool.volume_id("v").expect("v"), 0, VOL_BYTES as u32).await.expect("read");
+    let published_state =
+        pool.read(pool.volume_id("v").expect("v"), 0, VOL_BYTES as u32).await.expect("read");
     // The last published txg is the one the degraded import's replay committed: `acked`. The
     // writes acknowledged after it (`more`) lived only on the destroyed log.
     assert!(published_state[..] == acked[..], "the pool opens exactly at its recovery point");
@@ -155,7 +182,12 @@ async fn log_devices_added_replaced_and_removed_at_run_time_lose_nothing() {
     let env = Env { clock: Arc::new(ManualClock::default()), seed: 21, blocking_inline: false };
     let store = open_store_url("memory://intent-admin", true).expect("store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
-    let f = Fixture { dir: dir.clone(), store, env, legs: vec![dir.join("log-a"), dir.join("log-b"), dir.join("log-c")] };
+    let f = Fixture {
+        dir: dir.clone(),
+        store,
+        env,
+        legs: vec![dir.join("log-a"), dir.join("log-b"), dir.join("log-c")],
+    };
     let rng = Rng::new(21);
     let mut image = vec![0u8; VOL_BYTES as usize];
 
@@ -166,12 +198,23 @@ async fn log_devices_added_replaced_and_removed_at_run_time_lose_nothing() {
     let mut fo = FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), 21);
     fo.size_bytes = 64 << 20;
     let mirror = f.legs[..2].to_vec();
-    let cfg = IntentLog::format("tank", pool.guid(), &VdevSpec::Mirror(mirror.clone()), &fo).expect("format");
+    let cfg = IntentLog::format("tank", pool.guid(), &VdevSpec::Mirror(mirror.clone()), &fo)
+        .expect("format");
     let paths: Vec<String> = mirror.iter().map(|p| p.display().to_string()).collect();
-    pool.add_log_vdev(VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths: paths.clone() }).await.expect("add log");
+    pool.add_log_vdev(VdevEntry {
+        role: "log".into(),
+        mirror: true,
+        guid: cfg.vdev_guid,
+        paths: paths.clone(),
+    })
+    .await
+    .expect("add log");
     assert!(pool.check_device_unused(&paths[0]).is_err(), "a device in use is refused");
     let acked = workload(&pool, &rng, &mut image, 10).await;
-    assert!(pool.log().expect("log attached").stats().sync_requests >= 9, "sync requests went to the new log");
+    assert!(
+        pool.log().expect("log attached").stats().sync_requests >= 9,
+        "sync requests went to the new log"
+    );
     drop(pool);
     let pool = import(&f, false).await.expect("import replays the added log");
     assert_image(&pool, &acked, "after a crash with the added log").await;

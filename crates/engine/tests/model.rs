@@ -35,7 +35,8 @@ fn config() -> PoolConfig {
 }
 
 async fn import(store: Arc<dyn Store>, env: &Env) -> Pool {
-    let opts = ImportOptions { force: true, config: config(), missing_log: false, ..Default::default() };
+    let opts =
+        ImportOptions { force: true, config: config(), missing_log: false, ..Default::default() };
     Pool::import(store, "model", opts, env.clone(), Arc::new(NoCache)).await.expect("import")
 }
 
@@ -88,8 +89,12 @@ async fn run_seed(seed: u64, ops: usize) {
     pool.volume_create("vol", VOL_BYTES).expect("volume");
     pool.volume_create("big", BIG_VOL_BYTES).expect("big volume");
     pool.sync_txg().await.expect("first sync");
-    let mut model = Model { current: vec![0; VOL_BYTES as usize], durable: vec![0; VOL_BYTES as usize],
-        big_current: Default::default(), big_durable: Default::default() };
+    let mut model = Model {
+        current: vec![0; VOL_BYTES as usize],
+        durable: vec![0; VOL_BYTES as usize],
+        big_current: Default::default(),
+        big_durable: Default::default(),
+    };
     let mut crashes = 0;
     for step in 0..ops {
         let vol = pool.volume_id("vol").expect("vol");
@@ -100,7 +105,11 @@ async fn run_seed(seed: u64, ops: usize) {
                 let span = if rng.chance(0.5) { 512 << 10 } else { VOL_BYTES - len };
                 let off = rng.below(span.min(VOL_BYTES - len));
                 let fill = (rng.below(255) + 1) as u8;
-                let data = if rng.chance(0.15) { vec![0u8; len as usize] } else { vec![fill; len as usize] };
+                let data = if rng.chance(0.15) {
+                    vec![0u8; len as usize]
+                } else {
+                    vec![fill; len as usize]
+                };
                 pool.write(vol, off, Bytes::from(data.clone())).await.expect("write");
                 model.current[off as usize..(off + len) as usize].copy_from_slice(&data);
             }
@@ -114,14 +123,20 @@ async fn run_seed(seed: u64, ops: usize) {
                 let big = pool.volume_id("big").expect("big");
                 let block = rng.below(BIG_VOL_BYTES / 4096);
                 let fill = (rng.below(255) + 1) as u8;
-                pool.write(big, block * 4096, Bytes::from(vec![fill; 4096])).await.expect("big write");
+                pool.write(big, block * 4096, Bytes::from(vec![fill; 4096]))
+                    .await
+                    .expect("big write");
                 model.big_current.insert(block, fill);
             }
             58..=72 => {
                 let len = 1 + rng.below(64 << 10);
                 let off = rng.below(VOL_BYTES - len);
                 let got = pool.read(vol, off, len as u32).await.expect("read");
-                assert_eq!(&got[..], &model.current[off as usize..(off + len) as usize], "seed {seed} step {step}: read at {off}+{len}");
+                assert_eq!(
+                    &got[..],
+                    &model.current[off as usize..(off + len) as usize],
+                    "seed {seed} step {step}: read at {off}+{len}"
+                );
             }
             73..=86 => {
                 pool.sync_txg().await.expect("sync");
@@ -132,12 +147,21 @@ async fn run_seed(seed: u64, ops: usize) {
                 pool.compact_now().await.expect("compaction");
                 model.durable = model.current.clone();
                 model.big_durable = model.big_current.clone();
-                check_all(&pool, &model, false, &format!("seed {seed} step {step} after compaction")).await;
+                check_all(
+                    &pool,
+                    &model,
+                    false,
+                    &format!("seed {seed} step {step} after compaction"),
+                )
+                .await;
             }
             _ => {
                 // Crash somewhere inside the next sync: after 0..6 more mutations the process "dies".
                 let budget = faulty.mutations() + rng.below(7);
-                faulty.set_plan(FaultPlan { crash_after_mutations: Some(budget), ..FaultPlan::default() });
+                faulty.set_plan(FaultPlan {
+                    crash_after_mutations: Some(budget),
+                    ..FaultPlan::default()
+                });
                 let synced = pool.sync_txg().await.is_ok();
                 if synced {
                     model.durable = model.current.clone();
@@ -147,9 +171,20 @@ async fn run_seed(seed: u64, ops: usize) {
                 faulty.set_plan(FaultPlan::default());
                 pool = import(store.clone(), &env).await;
                 if synced {
-                    check_all(&pool, &model, true, &format!("seed {seed} step {step} after crash (synced)")).await;
+                    check_all(
+                        &pool,
+                        &model,
+                        true,
+                        &format!("seed {seed} step {step} after crash (synced)"),
+                    )
+                    .await;
                 } else {
-                    check_crash_outcome(&pool, &mut model, &format!("seed {seed} step {step} after crash")).await;
+                    check_crash_outcome(
+                        &pool,
+                        &mut model,
+                        &format!("seed {seed} step {step} after crash"),
+                    )
+                    .await;
                 }
                 model.current = model.durable.clone();
                 model.big_current = model.big_durable.clone();
@@ -162,19 +197,37 @@ async fn run_seed(seed: u64, ops: usize) {
     model.big_durable = model.big_current.clone();
     pool.compact_now().await.expect("final compaction");
     pool.export().await.expect("export");
-    let pool = Pool::import(store.clone(), "model", ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() }, env.clone(), Arc::new(NoCache))
-        .await
-        .expect("import after export needs no force");
+    let pool = Pool::import(
+        store.clone(),
+        "model",
+        ImportOptions { force: false, config: config(), missing_log: false, ..Default::default() },
+        env.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import after export needs no force");
     check_all(&pool, &model, true, &format!("seed {seed} after export/import")).await;
     pool.audit_space().await.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let st = pool.status();
-    assert!(st.space.live_bytes <= st.space.physical_bytes + (1 << 20), "seed {seed}: live {} > physical {}", st.space.live_bytes, st.space.physical_bytes);
+    assert!(
+        st.space.live_bytes <= st.space.physical_bytes + (1 << 20),
+        "seed {seed}: live {} > physical {}",
+        st.space.live_bytes,
+        st.space.physical_bytes
+    );
     let allocated: u64 = st.volumes.iter().map(|v| v.allocated_bytes).sum();
     assert_eq!(allocated, st.space.logical_bytes, "seed {seed}: logical accounting");
-    let nonzero_blocks = model.current.chunks(4096).filter(|c| c.iter().any(|&b| b != 0)).count() as u64;
-    assert_eq!(st.volumes.iter().find(|v| v.name == "vol").map(|v| v.allocated_bytes), Some(nonzero_blocks * 4096),
-        "seed {seed}: holes are not stored");
-    eprintln!("seed {seed}: {ops} ops, {crashes} crashes, txg {}, live {} B, physical {} B", st.published_txg, st.space.live_bytes, st.space.physical_bytes);
+    let nonzero_blocks =
+        model.current.chunks(4096).filter(|c| c.iter().any(|&b| b != 0)).count() as u64;
+    assert_eq!(
+        st.volumes.iter().find(|v| v.name == "vol").map(|v| v.allocated_bytes),
+        Some(nonzero_blocks * 4096),
+        "seed {seed}: holes are not stored"
+    );
+    eprintln!(
+        "seed {seed}: {ops} ops, {crashes} crashes, txg {}, live {} B, physical {} B",
+        st.published_txg, st.space.live_bytes, st.space.physical_bytes
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,7 +240,8 @@ async fn model_fixed_seeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_soak() {
     let n: u64 = std::env::var("FARDISK_SOAK_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let start: u64 = std::env::var("FARDISK_SOAK_START").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let start: u64 =
+        std::env::var("FARDISK_SOAK_START").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
     for seed in start..start + n {
         run_seed(seed, 1500).await;
     }

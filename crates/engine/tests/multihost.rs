@@ -82,20 +82,36 @@ async fn hosts(name: &str, multihost: bool) -> Hosts {
     let guid = 0x5eed_u128;
     let mut fo = FormatOptions::new(Arc::new(log.clone()), 1);
     fo.size_bytes = 16 << 20;
-    let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo).expect("format the log");
-    let vdev = VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths: legs.iter().map(|p| p.display().to_string()).collect() };
+    let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
+        .expect("format the log");
+    let vdev = VdevEntry {
+        role: "log".into(),
+        mirror: true,
+        guid: cfg.vdev_guid,
+        paths: legs.iter().map(|p| p.display().to_string()).collect(),
+    };
     let mut props = BTreeMap::new();
     props.insert("multihost".to_string(), if multihost { "on" } else { "off" }.to_string());
     props.insert("multihost_lease_ms".to_string(), LEASE_MS.to_string());
     let env = Env { clock: clock.clone(), seed: 1, blocking_inline: false };
-    Pool::create(base.clone(), "tank", CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), props, ..Default::default() }, &env).await.expect("create");
+    Pool::create(
+        base.clone(),
+        "tank",
+        CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), props, ..Default::default() },
+        &env,
+    )
+    .await
+    .expect("create");
     Hosts { clock, base, a_path, log }
 }
 
 /// Runs `fut` to completion: first without touching the shared clock (up to 0.3 s of real time:
 /// work that does not wait on the clock finishes at the same clock instant), then advancing it
 /// 100 ms at a time (bounded), for work that waits on it (a lease, a retry).
-async fn drive<T: Send + 'static>(clock: &SteppedClock, fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
+async fn drive<T: Send + 'static>(
+    clock: &SteppedClock,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
     let task = tokio::spawn(fut);
     for _ in 0..300 {
         if task.is_finished() {
@@ -127,8 +143,15 @@ struct Outcome {
 async fn partition_and_take_over(h: Hosts) -> Outcome {
     let env_a = Env { clock: h.clock.clone(), seed: 2, blocking_inline: false };
     let a_store: Arc<dyn Store> = h.a_path.clone();
-    let a_opts = ImportOptions { force: true, config: config(), log_devices: LogDevices(Arc::new(h.log.clone())), ..Default::default() };
-    let a = drive(&h.clock, Pool::import(a_store, "tank", a_opts, env_a, Arc::new(NoCache))).await.expect("import on host A");
+    let a_opts = ImportOptions {
+        force: true,
+        config: config(),
+        log_devices: LogDevices(Arc::new(h.log.clone())),
+        ..Default::default()
+    };
+    let a = drive(&h.clock, Pool::import(a_store, "tank", a_opts, env_a, Arc::new(NoCache)))
+        .await
+        .expect("import on host A");
     a.volume_create("v", 1 << 20).expect("volume");
     let vol = a.volume_id("v").expect("v");
     a.write(vol, 0, Bytes::from(vec![1u8; 4096])).await.expect("write");
@@ -140,7 +163,9 @@ async fn partition_and_take_over(h: Hosts) -> Outcome {
     let partition_ms = h.clock.mono_us() / 1000;
     let mut acked_ms = Vec::new();
     for i in 0..(LEASE_MS / 1000 + 3) {
-        a.write(vol, (1 + i % 200) * 4096, Bytes::from(vec![(i % 250) as u8 + 2; 4096])).await.expect("write (in memory)");
+        a.write(vol, (1 + i % 200) * 4096, Bytes::from(vec![(i % 250) as u8 + 2; 4096]))
+            .await
+            .expect("write (in memory)");
         let pa = a.clone();
         if drive(&h.clock, async move { pa.sync_request().await }).await.is_ok() {
             acked_ms.push(h.clock.mono_us() / 1000);
@@ -151,8 +176,11 @@ async fn partition_and_take_over(h: Hosts) -> Outcome {
     // Host B imports with --force; with multihost=on it waits the lease out first.
     let env_b = Env { clock: h.clock.clone(), seed: 3, blocking_inline: false };
     let b_start_ms = h.clock.mono_us() / 1000;
-    let b_opts = ImportOptions { force: true, config: config(), missing_log: true, ..Default::default() };
-    let b = drive(&h.clock, Pool::import(h.base.clone(), "tank", b_opts, env_b, Arc::new(NoCache))).await.expect("import on host B");
+    let b_opts =
+        ImportOptions { force: true, config: config(), missing_log: true, ..Default::default() };
+    let b = drive(&h.clock, Pool::import(h.base.clone(), "tank", b_opts, env_b, Arc::new(NoCache)))
+        .await
+        .expect("import on host B");
     let claim_ms = h.clock.mono_us() / 1000;
     let vol_b = b.volume_id("v").expect("v on B");
     let b_reads_published = b.read(vol_b, 0, 4096).await.expect("read on B")[0] == 1;
@@ -199,5 +227,9 @@ async fn without_multihost_a_cut_off_writer_keeps_acknowledging_as_before() {
     let o = partition_and_take_over(hosts("off", false).await).await;
     assert!(o.b_reads_published);
     assert!(o.claim_ms < o.b_start_ms + LEASE_MS, "without multihost the import does not wait");
-    assert!(o.acked_ms.iter().any(|t| *t > o.claim_ms), "multihost=off keeps today's behaviour (acknowledging from the log): {:?}", o.acked_ms);
+    assert!(
+        o.acked_ms.iter().any(|t| *t > o.claim_ms),
+        "multihost=off keeps today's behaviour (acknowledging from the log): {:?}",
+        o.acked_ms
+    );
 }

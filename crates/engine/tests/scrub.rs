@@ -20,17 +20,25 @@ const BLOCK: u64 = 4096;
 fn data(len: u64, seed: u64) -> Bytes {
     // Incompressible, so every block is stored as is and has its own range.
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    Bytes::from((0..len).map(|_| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x as u8
-    }).collect::<Vec<u8>>())
+    Bytes::from(
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect::<Vec<u8>>(),
+    )
 }
 
 async fn import(store: &Arc<dyn Store>, env: &Env, arc_bytes: u64) -> Pool {
     let cache = Arc::new(ArcBlockCache::new(arc_bytes, None));
-    let opts = ImportOptions { force: true, config: PoolConfig { txg_timeout: None, ..PoolConfig::default() }, ..Default::default() };
+    let opts = ImportOptions {
+        force: true,
+        config: PoolConfig { txg_timeout: None, ..PoolConfig::default() },
+        ..Default::default()
+    };
     Pool::import(store.clone(), "tank", opts, env.clone(), cache).await.expect("import")
 }
 
@@ -49,7 +57,8 @@ async fn scrub_to_end(pool: &Pool) -> ScrubProgress {
 /// The segment and pointer holding data block `block` of volume `tree_id`.
 async fn locate(store: &Arc<dyn Store>, guid: u128, tree_id: u32, block: u64) -> (u64, BlockPtr) {
     for (key, _) in store.list("segments/").await.expect("list") {
-        let seg = u64::from_str_radix(key.trim_start_matches("segments/"), 16).expect("segment key");
+        let seg =
+            u64::from_str_radix(key.trim_start_matches("segments/"), 16).expect("segment key");
         let bytes = store.get(&key).await.expect("get");
         let index = parse_segment(&bytes, guid, seg).expect("segment parses");
         for e in index.entries {
@@ -135,7 +144,10 @@ async fn without_a_good_copy_the_error_is_reported_and_reads_fail_not_lie() {
     assert_eq!(p.state, ScrubState::Finished);
     assert_eq!((p.checksum_errors, p.repaired_blocks), (1, 0), "{p:?}");
     assert_eq!(p.errors[0].object, format!("block at {}", 3 * BLOCK));
-    assert!(pool.read(vol, 3 * BLOCK, BLOCK as u32).await.is_err(), "a damaged block is an error, never data");
+    assert!(
+        pool.read(vol, 3 * BLOCK, BLOCK as u32).await.is_err(),
+        "a damaged block is an error, never data"
+    );
     assert!(pool.read(vol, 4 * BLOCK, BLOCK as u32).await.is_ok(), "its neighbours still read");
     assert!(pool.status().checksum_errors >= 1, "the pool counts it in status");
 
@@ -145,9 +157,15 @@ async fn without_a_good_copy_the_error_is_reported_and_reads_fail_not_lie() {
     store.delete(&segment_key(seg2)).await.expect("delete");
     let p = scrub_to_end(&pool).await;
     // The txg's one segment held its 512 data blocks and its map pages.
-    assert!(p.missing_blocks >= 2 * MIB / BLOCK, "every block of the missing segment is reported: {p:?}");
+    assert!(
+        p.missing_blocks >= 2 * MIB / BLOCK,
+        "every block of the missing segment is reported: {p:?}"
+    );
     assert!(p.errors.iter().any(|e| e.kind == "missing"));
-    assert!(pool.read(vol, 4 * MIB, BLOCK as u32).await.is_err(), "a block of a missing segment is an error");
+    assert!(
+        pool.read(vol, 4 * MIB, BLOCK as u32).await.is_err(),
+        "a block of a missing segment is an error"
+    );
     drop(pool);
 }
 

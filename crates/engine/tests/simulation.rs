@@ -55,8 +55,14 @@ fn ci_seeds() {
         totals.leg_faults, totals.cache_damages, totals.store_corruptions, totals.unacked_ops_lost, totals.store_power_cuts,
         totals.store_objects_volatile, totals.store_objects_reverted, totals.store_objects_torn
     );
-    assert!(totals.crashes > 0 && totals.outages > 0 && totals.leg_faults > 0, "the CI seeds must exercise crashes, outages and leg faults");
-    assert!(totals.store_power_cuts > 0, "the CI seeds must cut the power of a file:// store's host");
+    assert!(
+        totals.crashes > 0 && totals.outages > 0 && totals.leg_faults > 0,
+        "the CI seeds must exercise crashes, outages and leg faults"
+    );
+    assert!(
+        totals.store_power_cuts > 0,
+        "the CI seeds must cut the power of a file:// store's host"
+    );
 }
 
 /// The same seed twice, on two threads at once so that each disturbs the other's timing: the
@@ -65,7 +71,9 @@ fn ci_seeds() {
 #[test]
 fn a_seed_replays_exactly() {
     let seed = env_u64("FARDISK_SIM_SEED").unwrap_or(7);
-    let runs: Vec<_> = (0..2).map(|_| std::thread::spawn(move || run_seed(SimOptions::for_seed(seed, CI_STEPS / 2)))).collect();
+    let runs: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || run_seed(SimOptions::for_seed(seed, CI_STEPS / 2))))
+        .collect();
     let mut results = runs.into_iter().map(|r| r.join().expect("simulation thread"));
     let (a, b) = (results.next().expect("first run"), results.next().expect("second run"));
     eprintln!("sim {:?}\nsim {:?}", a.0, b.0);

@@ -43,7 +43,12 @@ impl Model {
         self.vols.values().any(|v| v.origin.as_deref() == Some(snap))
     }
     fn snaps_of(&self, vol: &str) -> Vec<String> {
-        let mut v: Vec<(u64, String)> = self.snaps.iter().filter(|(_, s)| s.vol == vol).map(|(n, s)| (s.seq, n.clone())).collect();
+        let mut v: Vec<(u64, String)> = self
+            .snaps
+            .iter()
+            .filter(|(_, s)| s.vol == vol)
+            .map(|(n, s)| (s.seq, n.clone()))
+            .collect();
         v.sort();
         v.into_iter().map(|(_, n)| n).collect()
     }
@@ -66,12 +71,19 @@ async fn import(store: Arc<dyn Store>, env: &Env) -> Pool {
 }
 
 fn pick<'a, T>(rng: &Rng, items: &'a [T]) -> Option<&'a T> {
-    if items.is_empty() { None } else { Some(&items[rng.below(items.len() as u64) as usize]) }
+    if items.is_empty() {
+        None
+    } else {
+        Some(&items[rng.below(items.len() as u64) as usize])
+    }
 }
 
 async fn check_volume(pool: &Pool, name: &str, want: &[u8], what: &str) {
     let id = pool.volume_id(name).unwrap_or_else(|| panic!("{what}: volume {name} missing"));
-    let got = pool.read(id, 0, VOL_BYTES as u32).await.unwrap_or_else(|e| panic!("{what}: read {name}: {e}"));
+    let got = pool
+        .read(id, 0, VOL_BYTES as u32)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: read {name}: {e}"));
     if let Some(pos) = got.iter().zip(want).position(|(a, b)| a != b) {
         panic!("{what}: volume {name} byte {pos} is {} but the model says {}", got[pos], want[pos]);
     }
@@ -79,11 +91,22 @@ async fn check_volume(pool: &Pool, name: &str, want: &[u8], what: &str) {
 
 async fn check_snapshot(pool: &Pool, m: &Model, snap: &str, what: &str) {
     let s = &m.snaps[snap];
-    let info = pool.snapshot(&s.vol, snap).unwrap_or_else(|| panic!("{what}: snapshot {}@{snap} missing; have {:?}", s.vol,
-        pool.snapshots().iter().map(|x| x.full_name.clone()).collect::<Vec<_>>()));
-    let got = pool.read(info.id, 0, VOL_BYTES as u32).await.unwrap_or_else(|e| panic!("{what}: read {snap}: {e}"));
+    let info = pool.snapshot(&s.vol, snap).unwrap_or_else(|| {
+        panic!(
+            "{what}: snapshot {}@{snap} missing; have {:?}",
+            s.vol,
+            pool.snapshots().iter().map(|x| x.full_name.clone()).collect::<Vec<_>>()
+        )
+    });
+    let got = pool
+        .read(info.id, 0, VOL_BYTES as u32)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: read {snap}: {e}"));
     if let Some(pos) = got.iter().zip(&s.data).position(|(a, b)| a != b) {
-        panic!("{what}: snapshot {snap} byte {pos} is {} but the model says {}", got[pos], s.data[pos]);
+        panic!(
+            "{what}: snapshot {snap} byte {pos} is {} but the model says {}",
+            got[pos], s.data[pos]
+        );
     }
 }
 
@@ -102,7 +125,8 @@ async fn check_all(pool: &Pool, m: &Model, what: &str) {
 async fn run_seed(seed: u64, ops: usize) {
     let rng = Rng::new(seed);
     let env = Env { clock: Arc::new(ManualClock::default()), seed, blocking_inline: false };
-    let store: Arc<dyn Store> = open_store_url(&format!("memory://snaps-{seed}"), true).expect("memory store");
+    let store: Arc<dyn Store> =
+        open_store_url(&format!("memory://snaps-{seed}"), true).expect("memory store");
     Pool::create(store.clone(), "snaps", CreateOptions::default(), &env).await.expect("create");
     let mut pool = import(store.clone(), &env).await;
     pool.volume_create("v0", VOL_BYTES).expect("volume");
@@ -121,11 +145,19 @@ async fn run_seed(seed: u64, ops: usize) {
             0..=39 => {
                 let Some(v) = pick(&rng, &vols) else { continue };
                 let len = 1 + rng.below(48 << 10);
-                let off = if rng.chance(0.5) { rng.below(256 << 10) } else { rng.below(VOL_BYTES - len) };
+                let off =
+                    if rng.chance(0.5) { rng.below(256 << 10) } else { rng.below(VOL_BYTES - len) };
                 let off = off.min(VOL_BYTES - len);
-                let data = if rng.chance(0.1) { vec![0u8; len as usize] } else { vec![(rng.below(255) + 1) as u8; len as usize] };
-                pool.write(pool.volume_id(v).unwrap(), off, Bytes::from(data.clone())).await.expect("write");
-                m.vols.get_mut(v).unwrap().data[off as usize..(off + len) as usize].copy_from_slice(&data);
+                let data = if rng.chance(0.1) {
+                    vec![0u8; len as usize]
+                } else {
+                    vec![(rng.below(255) + 1) as u8; len as usize]
+                };
+                pool.write(pool.volume_id(v).unwrap(), off, Bytes::from(data.clone()))
+                    .await
+                    .expect("write");
+                m.vols.get_mut(v).unwrap().data[off as usize..(off + len) as usize]
+                    .copy_from_slice(&data);
                 *counts.entry("write").or_default() += 1;
             }
             40..=47 => {
@@ -166,18 +198,31 @@ async fn run_seed(seed: u64, ops: usize) {
                 next_name += 1;
                 let name = format!("c{next_name}");
                 let vol = m.snaps[s].vol.clone();
-                pool.clone_volume(&vol, s, &name).await.unwrap_or_else(|e| panic!("{what}: clone {vol}@{s}: {e}"));
-                m.vols.insert(name, MVol { data: m.snaps[s].data.clone(), origin: Some(s.clone()) });
+                pool.clone_volume(&vol, s, &name)
+                    .await
+                    .unwrap_or_else(|e| panic!("{what}: clone {vol}@{s}: {e}"));
+                m.vols
+                    .insert(name, MVol { data: m.snaps[s].data.clone(), origin: Some(s.clone()) });
                 durable = m.clone();
                 *counts.entry("clone").or_default() += 1;
             }
             72..=75 => {
-                let clones: Vec<String> = m.vols.iter().filter(|(_, v)| v.origin.is_some()).map(|(n, _)| n.clone()).collect();
+                let clones: Vec<String> = m
+                    .vols
+                    .iter()
+                    .filter(|(_, v)| v.origin.is_some())
+                    .map(|(n, _)| n.clone())
+                    .collect();
                 let Some(c) = pick(&rng, &clones) else { continue };
                 let o = m.vols[c].origin.clone().unwrap();
                 let parent = m.snaps[&o].vol.clone();
                 pool.promote(c).await.unwrap_or_else(|e| panic!("{what}: promote {c}: {e}"));
-                let moved: Vec<String> = m.snaps.iter().filter(|(_, s)| s.vol == parent && s.seq <= m.snaps[&o].seq).map(|(n, _)| n.clone()).collect();
+                let moved: Vec<String> = m
+                    .snaps
+                    .iter()
+                    .filter(|(_, s)| s.vol == parent && s.seq <= m.snaps[&o].seq)
+                    .map(|(n, _)| n.clone())
+                    .collect();
                 for n in moved {
                     m.snaps.get_mut(&n).unwrap().vol = c.clone();
                 }
@@ -191,7 +236,8 @@ async fn run_seed(seed: u64, ops: usize) {
                 let Some(v) = pick(&rng, &vols) else { continue };
                 let own = m.snaps_of(v);
                 let Some(target) = pick(&rng, &own).cloned() else { continue };
-                let newer: Vec<String> = own.iter().skip_while(|n| **n != target).skip(1).cloned().collect();
+                let newer: Vec<String> =
+                    own.iter().skip_while(|n| **n != target).skip(1).cloned().collect();
                 let r = pool.rollback(v, &target, true).await;
                 if newer.iter().any(|n| m.has_clones(n)) {
                     r.expect_err("rollback past a snapshot with clones must fail");
@@ -253,7 +299,11 @@ async fn run_seed(seed: u64, ops: usize) {
         }
         // After every change of structure (and every compaction), every volume and snapshot.
         let structural = (48..=89).contains(&op);
-        if structural && (m.snaps.len() != snaps.len() || m.vols.len() != vols.len() || !(58..=64).contains(&op)) {
+        if structural
+            && (m.snaps.len() != snaps.len()
+                || m.vols.len() != vols.len()
+                || !(58..=64).contains(&op))
+        {
             check_all(&pool, &m, &format!("{what} after op {op}")).await;
         }
     }
@@ -263,7 +313,8 @@ async fn run_seed(seed: u64, ops: usize) {
     pool.export().await.expect("export");
     let pool = import(store.clone(), &env).await;
     check_all(&pool, &m, &format!("seed {seed} after export/import")).await;
-    let audit = pool.audit_space().await.unwrap_or_else(|e| panic!("seed {seed} audit after import: {e}"));
+    let audit =
+        pool.audit_space().await.unwrap_or_else(|e| panic!("seed {seed} audit after import: {e}"));
     // Every snapshot and clone destroyed, then every volume: the pool holds nothing.
     for s in pool.snapshots().iter().filter(|s| !s.clones.is_empty()) {
         for c in &s.clones {
@@ -282,11 +333,16 @@ async fn run_seed(seed: u64, ops: usize) {
     }
     assert_eq!(left, 0, "seed {seed}: volumes left after destroying all");
     pool.sync_txg().await.expect("sync after destroying all");
-    pool.audit_space().await.unwrap_or_else(|e| panic!("seed {seed} audit after destroying all: {e}"));
+    pool.audit_space()
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed} audit after destroying all: {e}"));
     let st = pool.status();
     eprintln!("seed {seed}: {ops} ops {counts:?}; audit {audit:?}; after destroying all: live {} B, logical {} B",
         st.space.live_bytes, st.space.logical_bytes);
-    assert_eq!(st.space.logical_bytes, 0, "seed {seed}: nothing allocated once everything is destroyed");
+    assert_eq!(
+        st.space.logical_bytes, 0,
+        "seed {seed}: nothing allocated once everything is destroyed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +355,8 @@ async fn snapshots_fixed_seeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_soak() {
     let n: u64 = std::env::var("FARDISK_SOAK_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let start: u64 = std::env::var("FARDISK_SOAK_START").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let start: u64 =
+        std::env::var("FARDISK_SOAK_START").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
     for seed in start..start + n {
         run_seed(seed, 1500).await;
     }

@@ -21,7 +21,8 @@ fn s3_env(port: u16) {
 }
 
 async fn timed_get(what: &str) -> Duration {
-    let store = open_store_url("s3://nobody-home/pool", false).expect("an s3 URL opens without contacting the store");
+    let store = open_store_url("s3://nobody-home/pool", false)
+        .expect("an s3 URL opens without contacting the store");
     let started = Instant::now();
     let got = store.get("roots/0000000000000001").await;
     let took = started.elapsed();
@@ -35,7 +36,10 @@ async fn timed_get(what: &str) -> Duration {
 #[tokio::test]
 async fn an_unreachable_s3_endpoint_fails_a_request_in_bounded_time() {
     // A port that was just free: bound, read and released, so connecting to it is refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
     s3_env(port);
     let took = timed_get("refused").await;
     assert!(took < REFUSED_GIVES_UP_WITHIN, "a GET against a refused port took {took:?}");

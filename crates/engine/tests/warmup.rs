@@ -16,10 +16,15 @@ fn config() -> PoolConfig {
     PoolConfig { txg_timeout: None, ..PoolConfig::default() }
 }
 
-async fn import(store: &Arc<dyn fardisk_engine::objstore::Store>, env: &Env) -> (Pool, Arc<ArcBlockCache>) {
+async fn import(
+    store: &Arc<dyn fardisk_engine::objstore::Store>,
+    env: &Env,
+) -> (Pool, Arc<ArcBlockCache>) {
     let cache = Arc::new(ArcBlockCache::new(64 * MIB, None));
     let opts = ImportOptions { force: true, config: config(), ..Default::default() };
-    let pool = Pool::import(store.clone(), "tank", opts, env.clone(), cache.clone()).await.expect("import");
+    let pool = Pool::import(store.clone(), "tank", opts, env.clone(), cache.clone())
+        .await
+        .expect("import");
     (pool, cache)
 }
 
@@ -51,7 +56,10 @@ async fn the_hot_set_saved_at_export_is_warm_after_import() {
     pool.warm_up();
     for _ in 0..200 {
         let w = pool.status().warmup;
-        if w["regions_total"] == 32 && w["regions_done"].as_u64().unwrap_or(0) + w["regions_skipped"].as_u64().unwrap_or(0) == 32 {
+        if w["regions_total"] == 32
+            && w["regions_done"].as_u64().unwrap_or(0) + w["regions_skipped"].as_u64().unwrap_or(0)
+                == 32
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -61,11 +69,21 @@ async fn the_hot_set_saved_at_export_is_warm_after_import() {
     let gets_before = pool.store_stats().snapshot().get.requests;
     let vol = pool.volume_id("v").expect("v");
     let hot = pool.read(vol, 0, (2 * MIB) as u32).await.expect("hot read after import");
-    assert!(hot.iter().enumerate().all(|(j, b)| *b == ((j as u64 * 7) % 251) as u8 || j as u64 >= MIB), "warm data is the data");
-    assert_eq!(pool.store_stats().snapshot().get.requests, gets_before, "the hot set was served from the ARC");
+    assert!(
+        hot.iter().enumerate().all(|(j, b)| *b == ((j as u64 * 7) % 251) as u8 || j as u64 >= MIB),
+        "warm data is the data"
+    );
+    assert_eq!(
+        pool.store_stats().snapshot().get.requests,
+        gets_before,
+        "the hot set was served from the ARC"
+    );
     let cold_gets = pool.store_stats().snapshot().get.requests;
     pool.read(vol, 8 * MIB, 64 << 10).await.expect("cold read");
-    assert!(pool.store_stats().snapshot().get.requests > cold_gets, "a region read once before was not warmed");
+    assert!(
+        pool.store_stats().snapshot().get.requests > cold_gets,
+        "a region read once before was not warmed"
+    );
 }
 
 /// Written blocks stay in the ARC after their txg reaches the store (as ZFS keeps written
@@ -83,5 +101,9 @@ async fn blocks_written_by_a_txg_are_read_back_from_the_arc() {
     let gets = pool.store_stats().snapshot().get.requests;
     let back = pool.read(vol, 0, (20 * MIB) as u32).await.expect("read back");
     assert!(back[..] == data[..], "the data read back is the data written");
-    assert_eq!(pool.store_stats().snapshot().get.requests, gets, "no GET for data the pool just wrote");
+    assert_eq!(
+        pool.store_stats().snapshot().get.requests,
+        gets,
+        "no GET for data the pool just wrote"
+    );
 }

@@ -41,20 +41,40 @@ pub fn parse(path: &Path, text: &str, mode: u32) -> Result<Vec<(&'static str, St
         }
         let Some((k, v)) = line.split_once('=') else {
             // Not echoed: a malformed line may well be a secret (`aws_secret_access_key: ...`).
-            bail!("{} line {}: expected 'key = value' (the line is not shown: it may hold a secret)", path.display(), i + 1);
+            bail!(
+                "{} line {}: expected 'key = value' (the line is not shown: it may hold a secret)",
+                path.display(),
+                i + 1
+            );
         };
         let (k, v) = (k.trim(), v.trim().trim_matches('"'));
         let Some((_, var, is_secret)) = SETTINGS.iter().find(|(key, _, _)| *key == k) else {
             let known: Vec<&str> = SETTINGS.iter().map(|s| s.0).collect();
             // Named only when it looks like a setting's name: a pasted secret may hold '=' too.
-            let shown = if k.len() <= 40 && k.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_') { format!("'{k}'") } else { "(name not shown)".to_string() };
-            bail!("{} line {}: unknown setting {shown} (known: {})", path.display(), i + 1, known.join(", "));
+            let shown = if k.len() <= 40
+                && k.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+            {
+                format!("'{k}'")
+            } else {
+                "(name not shown)".to_string()
+            };
+            bail!(
+                "{} line {}: unknown setting {shown} (known: {})",
+                path.display(),
+                i + 1,
+                known.join(", ")
+            );
         };
         secret |= *is_secret;
         out.push((*var, v.to_string()));
     }
     if secret && mode & 0o077 != 0 {
-        bail!("{} holds credentials but others can read it (mode {:o}); run 'chmod 600 {}'", path.display(), mode & 0o777, path.display());
+        bail!(
+            "{} holds credentials but others can read it (mode {:o}); run 'chmod 600 {}'",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        );
     }
     Ok(out)
 }
@@ -74,9 +94,14 @@ pub fn apply() -> Result<()> {
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read config file {} (FARDISK_CONFIG)", path.display())),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("cannot read config file {} (FARDISK_CONFIG)", path.display())
+            })
+        }
     };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config file {}", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
     for (var, value) in parse(&path, &text, meta.permissions().mode())? {
         if std::env::var_os(var).is_none() {
             std::env::set_var(var, value);
@@ -93,27 +118,53 @@ mod tests {
     fn settings_map_to_environment_variables() {
         let text = "# S3 through MinIO\naws_endpoint_url = http://127.0.0.1:9000\n\naws_region=\"us-east-1\"\nmetrics = 127.0.0.1:9464\n";
         let got = parse(Path::new("f.conf"), text, 0o644).unwrap();
-        assert_eq!(got, vec![("AWS_ENDPOINT_URL", "http://127.0.0.1:9000".into()), ("AWS_REGION", "us-east-1".into()), ("FARDISK_METRICS", "127.0.0.1:9464".into())]);
+        assert_eq!(
+            got,
+            vec![
+                ("AWS_ENDPOINT_URL", "http://127.0.0.1:9000".into()),
+                ("AWS_REGION", "us-east-1".into()),
+                ("FARDISK_METRICS", "127.0.0.1:9464".into())
+            ]
+        );
     }
 
     #[test]
     fn bad_lines_name_the_line_and_the_fix() {
-        let e = parse(Path::new("f.conf"), "aws_region = x\nregion = y\n", 0o600).unwrap_err().to_string();
-        assert!(e.starts_with("f.conf line 2: unknown setting 'region' (known: aws_access_key_id"), "{e}");
+        let e = parse(Path::new("f.conf"), "aws_region = x\nregion = y\n", 0o600)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("f.conf line 2: unknown setting 'region' (known: aws_access_key_id"),
+            "{e}"
+        );
         let e = parse(Path::new("f.conf"), "just words\n", 0o600).unwrap_err().to_string();
         assert!(e.contains("line 1: expected 'key = value'"), "{e}");
-        let e = parse(Path::new("f.conf"), "aws_secret_access_key: s3cr3t\n", 0o600).unwrap_err().to_string();
-        assert!(e.contains("line 1: expected 'key = value'") && !e.contains("s3cr3t"), "a malformed line is not echoed: {e}");
-        let e = parse(Path::new("f.conf"), "Zm9vYmFyK2F6dXJlL2tleQ==\n", 0o600).unwrap_err().to_string();
-        assert!(e.contains("line 1: unknown setting (name not shown)") && !e.contains("Zm9v"), "nor a pasted base64 key: {e}");
+        let e = parse(Path::new("f.conf"), "aws_secret_access_key: s3cr3t\n", 0o600)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 1: expected 'key = value'") && !e.contains("s3cr3t"),
+            "a malformed line is not echoed: {e}"
+        );
+        let e = parse(Path::new("f.conf"), "Zm9vYmFyK2F6dXJlL2tleQ==\n", 0o600)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 1: unknown setting (name not shown)") && !e.contains("Zm9v"),
+            "nor a pasted base64 key: {e}"
+        );
     }
 
     #[test]
     fn credentials_must_be_owner_only() {
         let text = "aws_access_key_id = AKIA\naws_secret_access_key = s3cr3t\n";
-        let e = parse(Path::new("/etc/fardisk/fardisk.conf"), text, 0o100644).unwrap_err().to_string();
+        let e =
+            parse(Path::new("/etc/fardisk/fardisk.conf"), text, 0o100644).unwrap_err().to_string();
         assert!(e.contains("others can read it (mode 644)") && e.contains("chmod 600"), "{e}");
-        assert!(!e.contains("s3cr3t") && !e.contains("AKIA"), "the message must not show the secret: {e}");
+        assert!(
+            !e.contains("s3cr3t") && !e.contains("AKIA"),
+            "the message must not show the secret: {e}"
+        );
         assert_eq!(parse(Path::new("f"), text, 0o100600).unwrap().len(), 2);
         // Without secrets any mode is fine.
         assert!(parse(Path::new("f"), "aws_region = x\n", 0o644).is_ok());

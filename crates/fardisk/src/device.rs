@@ -24,7 +24,8 @@ pub struct VolumeDevice {
 
 /// Devices alive per (pool guid, volume id): an open image file or NBD connection holds one, so
 /// rollback can refuse a volume that is in use.
-static OPEN_DEVICES: std::sync::Mutex<std::collections::BTreeMap<(u128, u32), usize>> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+static OPEN_DEVICES: std::sync::Mutex<std::collections::BTreeMap<(u128, u32), usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 /// How many devices (open image files, NBD connections, lookups in flight) use volume `id`.
 pub fn open_count(pool: &Pool, id: u32) -> usize {
@@ -114,7 +115,13 @@ impl BlockDevice for VolumeDevice {
         Ok(())
     }
 
-    async fn write_zeroes(&self, offset: u64, length_bytes: u32, _may_trim: bool, fua: bool) -> Result<(), DeviceError> {
+    async fn write_zeroes(
+        &self,
+        offset: u64,
+        length_bytes: u32,
+        _may_trim: bool,
+        fua: bool,
+    ) -> Result<(), DeviceError> {
         // Zeros are always stored as holes: NO_HOLE cannot be honoured more cheaply than this,
         // and reads of a hole return zeros, which is all NO_HOLE promises a reader.
         self.check_writable()?;
@@ -131,10 +138,25 @@ impl BlockDevice for VolumeDevice {
         Ok(())
     }
 
-    async fn block_status(&self, offset: u64, length_bytes: u32) -> Result<Vec<Extent>, DeviceError> {
+    async fn block_status(
+        &self,
+        offset: u64,
+        length_bytes: u32,
+    ) -> Result<Vec<Extent>, DeviceError> {
         self.check_open()?;
-        let runs = self.pool.extents(self.volume_id, offset, length_bytes as u64).await.map_err(device_error)?;
-        Ok(runs.into_iter().map(|(len, allocated)| Extent { length_bytes: len, hole: !allocated, zero: !allocated }).collect())
+        let runs = self
+            .pool
+            .extents(self.volume_id, offset, length_bytes as u64)
+            .await
+            .map_err(device_error)?;
+        Ok(runs
+            .into_iter()
+            .map(|(len, allocated)| Extent {
+                length_bytes: len,
+                hole: !allocated,
+                zero: !allocated,
+            })
+            .collect())
     }
 }
 
@@ -151,7 +173,10 @@ impl ExportProvider for PoolExports {
             .pool
             .volume_entries()
             .into_iter()
-            .map(|v| ExportInfo { name: v.name.clone(), description: format!("fardisk volume {pool}/{}", v.name) })
+            .map(|v| ExportInfo {
+                name: v.name.clone(),
+                description: format!("fardisk volume {pool}/{}", v.name),
+            })
             .collect();
         out.extend(self.pool.snapshots().into_iter().map(|s| ExportInfo {
             description: format!("fardisk snapshot {pool}/{} (read-only)", s.full_name),

@@ -15,7 +15,8 @@ pub struct ResolvedKey {
 }
 
 pub fn read_key_file(path: &Path) -> Result<EncryptionKey> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read key file {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read key file {}", path.display()))?;
     EncryptionKey::parse(&bytes).map_err(|e| anyhow::anyhow!("key file {}: {e}", path.display()))
 }
 
@@ -25,10 +26,13 @@ pub fn resolve(flag: Option<&Path>, recorded: Option<&str>) -> Result<Option<Res
         return Ok(Some(ResolvedKey { key: read_key_file(p)?, file: Some(p.to_path_buf()) }));
     }
     if let Ok(hex) = std::env::var("FARDISK_KEY") {
-        let key = EncryptionKey::parse(hex.as_bytes()).map_err(|e| anyhow::anyhow!("FARDISK_KEY: {e}"))?;
+        let key = EncryptionKey::parse(hex.as_bytes())
+            .map_err(|e| anyhow::anyhow!("FARDISK_KEY: {e}"))?;
         return Ok(Some(ResolvedKey { key, file: None }));
     }
-    let file = std::env::var_os("FARDISK_KEY_FILE").map(PathBuf::from).or_else(|| recorded.map(PathBuf::from));
+    let file = std::env::var_os("FARDISK_KEY_FILE")
+        .map(PathBuf::from)
+        .or_else(|| recorded.map(PathBuf::from));
     match file {
         Some(p) => Ok(Some(ResolvedKey { key: read_key_file(&p)?, file: Some(p) })),
         None => Ok(None),
@@ -57,7 +61,9 @@ pub fn load_or_generate(path: &Path) -> Result<EncryptionKey> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot create key file {}", path.display()))?;
-    f.write_all(format!("{}\n", key.to_hex()).as_bytes()).and_then(|()| f.sync_all()).with_context(|| format!("cannot write key file {}", path.display()))?;
+    f.write_all(format!("{}\n", key.to_hex()).as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("cannot write key file {}", path.display()))?;
     eprintln!(
         "fardisk: wrote a new encryption key to {} (fingerprint {:016x}); keep a copy elsewhere: without it the pool cannot be read",
         path.display(),

@@ -6,11 +6,15 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 pub fn home_dir() -> PathBuf {
-    std::env::var_os("FARDISK_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/fardisk"))
+    std::env::var_os("FARDISK_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/fardisk"))
 }
 
 pub fn run_dir() -> PathBuf {
-    std::env::var_os("FARDISK_RUN_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/fardisk"))
+    std::env::var_os("FARDISK_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/fardisk"))
 }
 
 pub fn control_socket(pool: &str) -> PathBuf {
@@ -42,7 +46,8 @@ pub fn save_record(r: &PoolRecord) -> Result<()> {
     let dir = p.parent().context("registry path has a parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(r)?).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_vec_pretty(r)?)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
     Ok(())
 }
@@ -88,7 +93,8 @@ fn log_state_path(pool: &str) -> PathBuf {
 pub fn save_log_state(pool: &str, s: &LogState) -> Result<()> {
     let p = log_state_path(pool);
     let tmp = p.with_extension("logstate.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(s)?).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_vec(s)?)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
     Ok(())
 }

@@ -16,7 +16,9 @@ pub fn bar(prefix: &str, unit: &str) -> Option<ProgressBar> {
     } else {
         "{prefix:>10} [{bar:30}] {pos}/{len} {msg}"
     };
-    let style = ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> ");
+    let style = ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
     let bar = ProgressBar::new(0).with_style(style).with_prefix(prefix.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     Some(bar)
@@ -28,7 +30,10 @@ pub fn spinner(message: &str) -> Option<ProgressBar> {
         return None;
     }
     let bar = ProgressBar::new_spinner().with_message(message.to_string());
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     Some(bar)
 }

@@ -24,23 +24,41 @@ pub fn check_absolute(paths: &[String]) -> Result<()> {
 }
 
 /// Labels one log vdev (a single device or a mirror) for pool `name`/`guid`.
-pub fn format_log_vdev(pool: &str, guid: u128, v: &VdevArg, force: bool, seed: u64) -> Result<VdevEntry> {
+pub fn format_log_vdev(
+    pool: &str,
+    guid: u128,
+    v: &VdevArg,
+    force: bool,
+    seed: u64,
+) -> Result<VdevEntry> {
     check_absolute(&v.paths)?;
     let paths: Vec<PathBuf> = v.paths.iter().map(PathBuf::from).collect();
-    let spec = if v.mirror { VdevSpec::Mirror(paths.clone()) } else { VdevSpec::Single(paths[0].clone()) };
+    let spec =
+        if v.mirror { VdevSpec::Mirror(paths.clone()) } else { VdevSpec::Single(paths[0].clone()) };
     let mut o = FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
     o.size_bytes = LOG_FILE_BYTES_DEFAULT;
     o.force = force;
     // The library says "use force"; on the command line that is -f.
-    let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| anyhow::anyhow!("log device: {}", e.to_string().replace("use force to overwrite it", "add -f to overwrite it")))?;
-    Ok(VdevEntry { role: "log".into(), mirror: v.mirror, guid: cfg.vdev_guid, paths: v.paths.clone() })
+    let cfg = IntentLog::format(pool, guid, &spec, &o).map_err(|e| {
+        anyhow::anyhow!(
+            "log device: {}",
+            e.to_string().replace("use force to overwrite it", "add -f to overwrite it")
+        )
+    })?;
+    Ok(VdevEntry {
+        role: "log".into(),
+        mirror: v.mirror,
+        guid: cfg.vdev_guid,
+        paths: v.paths.clone(),
+    })
 }
 
 /// Labels one cache device (a file is created at the default size when missing).
 pub fn format_cache_device(guid: u128, path: &str, seed: u64) -> Result<VdevEntry> {
     check_absolute(&[path.to_string()])?;
     let p = PathBuf::from(path);
-    let l2 = L2Arc::new(L2ArcConfig::default(), guid, Arc::new(MonotonicClock::new()), seed).map_err(|e| anyhow::anyhow!("cache device: {e}"))?;
+    let l2 = L2Arc::new(L2ArcConfig::default(), guid, Arc::new(MonotonicClock::new()), seed)
+        .map_err(|e| anyhow::anyhow!("cache device: {e}"))?;
     let size = if p.exists() { None } else { Some(CACHE_FILE_BYTES_DEFAULT) };
     l2.add_device(&p, size).map_err(|e| anyhow::anyhow!("cache device {path}: {e}"))?;
     Ok(VdevEntry { role: "cache".into(), mirror: false, guid: 0, paths: vec![path.to_string()] })

@@ -56,11 +56,7 @@ fn fio_on(filename: &Path, rw: &str, extra: &[&str], runtime_s: u64) -> JobResul
     let start = output.find('{').expect("fio json");
     let json: Value = serde_json::from_str(&output[start..]).expect("parse fio json");
     let job = &json["jobs"][0];
-    let side = if rw.contains("write") {
-        &job["write"]
-    } else {
-        &job["read"]
-    };
+    let side = if rw.contains("write") { &job["write"] } else { &job["read"] };
     JobResult {
         iops: side["iops"].as_f64().unwrap_or(0.0),
         latency_us: side["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
@@ -73,11 +69,7 @@ fn measure(direct_io: bool, writeback_cache: bool, loop_direct_io: bool, runtime
     let provider = Arc::new(TestProvider::default());
     let device = Arc::new(MemDevice::new(VOLUME_BYTES));
     provider.add("vol", device.clone());
-    let options = FuseOptions {
-        direct_io,
-        writeback_cache,
-        ..FuseOptions::default()
-    };
+    let options = FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() };
     let mut mounted = Mounted::new("bench", provider, options);
     let fs_dir = TempDir::new("bench-mnt");
     {
@@ -120,10 +112,7 @@ fn measure(direct_io: bool, writeback_cache: bool, loop_direct_io: bool, runtime
 fn caching_modes_under_fio() {
     fuse_support::require_fuse();
     let env_u64 = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(default)
+        std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
     };
     let runtime_s = env_u64("FIO_RUNTIME_S", 10);
     let rounds = env_u64("FUSE_BENCH_ROUNDS", 1);
@@ -146,10 +135,7 @@ fn caching_modes_under_fio() {
 fn raw_image_under_fio() {
     fuse_support::require_fuse();
     let env_u64 = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(default)
+        std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
     };
     let runtime_s = env_u64("FIO_RUNTIME_S", 10);
     let rounds = env_u64("FUSE_BENCH_ROUNDS", 1);
@@ -157,11 +143,7 @@ fn raw_image_under_fio() {
     println!("|---|---|---|---|---|---|---|---|");
     for _round in 0..rounds {
         for (direct_io, writeback_cache) in [(true, false), (false, false), (false, true)] {
-            let options = FuseOptions {
-                direct_io,
-                writeback_cache,
-                ..FuseOptions::default()
-            };
+            let options = FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() };
             let (mut mounted, device) = Mounted::with_mem_volume("raw", "vol", 256 << 20, options);
             let image = mounted.image("vol");
             let flushes_before = device.stats().flushes;

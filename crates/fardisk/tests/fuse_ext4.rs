@@ -39,35 +39,22 @@ fn ext4_on_a_direct_io_loop_device_is_clean_and_keeps_its_files() {
     let fs_dir = TempDir::new("ext4-mnt");
     let files: Vec<(String, Vec<u8>)> = (0..4)
         .map(|index| {
-            (
-                format!("file-{index}"),
-                pseudo_random(index + 1, 300_000 * index as usize + 777),
-            )
+            (format!("file-{index}"), pseudo_random(index + 1, 300_000 * index as usize + 777))
         })
         .collect();
     {
         let loop_device = LoopDevice::attach(&mounted.image("vol"), true);
-        assert_eq!(
-            loop_device.dio_state(),
-            "1",
-            "loop device did not enable direct I/O"
-        );
+        assert_eq!(loop_device.dio_state(), "1", "loop device did not enable direct I/O");
         let trims_before = device.stats().trims;
         run("mkfs.ext4", &["-q", &loop_device.device]);
-        assert!(
-            device.stats().trims > trims_before,
-            "mkfs.ext4's discard did not reach trim()"
-        );
+        assert!(device.stats().trims > trims_before, "mkfs.ext4's discard did not reach trim()");
         let mut ext4 = FsMount::mount(&loop_device.device, &fs_dir.path);
         for (name, data) in &files {
             std::fs::write(fs_dir.path.join(name), data).expect("write file");
         }
         let flushes_before = device.stats().flushes;
         run("sync", &[]);
-        assert!(
-            device.stats().flushes > flushes_before,
-            "sync on ext4 did not reach flush()"
-        );
+        assert!(device.stats().flushes > flushes_before, "sync on ext4 did not reach flush()");
         ext4.unmount();
         run("e2fsck", &["-fn", &loop_device.device]);
     }
@@ -108,11 +95,7 @@ fn power_cut_after_fsync(
     let provider = Arc::new(TestProvider::default());
     let device = Arc::new(CrashDevice::new(VOLUME_BYTES));
     provider.add("vol", device.clone());
-    let options = FuseOptions {
-        direct_io,
-        writeback_cache,
-        ..FuseOptions::default()
-    };
+    let options = FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() };
     let mounted = Mounted::new("crash", provider, options);
     let fs_dir = TempDir::new("crash-mnt");
     let data = pseudo_random(0xc0ffee, 1_234_567);
@@ -134,10 +117,7 @@ fn check_crash_image(image: &[u8], expected: &[u8], label: &str) {
     let image_path = work.path.join("image");
     std::fs::write(&image_path, image).expect("write crash image");
     let image_str = image_path.to_str().expect("utf-8");
-    let replay = Command::new("e2fsck")
-        .args(["-fy", image_str])
-        .output()
-        .expect("run e2fsck");
+    let replay = Command::new("e2fsck").args(["-fy", image_str]).output().expect("run e2fsck");
     // 0: clean; 1: errors corrected (journal replay counts as such on some versions).
     let code = replay.status.code();
     assert!(
@@ -152,8 +132,5 @@ fn check_crash_image(image: &[u8], expected: &[u8], label: &str) {
     let read = std::fs::read(mount_dir.path.join("committed")).unwrap_or_else(|error| {
         panic!("{label}: fsync'd file missing after the power cut: {error}")
     });
-    assert!(
-        read == expected,
-        "{label}: fsync'd file differs after the power cut"
-    );
+    assert!(read == expected, "{label}: fsync'd file differs after the power cut");
 }

@@ -21,11 +21,7 @@ const MIB: u64 = 1 << 20;
 const MODES: [(bool, bool); 4] = [(true, false), (false, false), (false, true), (true, true)];
 
 fn options(direct_io: bool, writeback_cache: bool) -> FuseOptions {
-    FuseOptions {
-        direct_io,
-        writeback_cache,
-        ..FuseOptions::default()
-    }
+    FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() }
 }
 
 /// Random pwrite/pread at odd offsets and sizes, checked against a model; then fsync and
@@ -46,28 +42,22 @@ fn random_io_matches_model(
         let range = offset as usize..offset as usize + length;
         if rng.below(3) < 2 {
             rng.fill(&mut buf.as_mut_slice()[..length]);
-            file.write_all_at(&buf.as_slice()[..length], offset)
-                .unwrap_or_else(|error| {
-                    panic!("{label} step {step}: write {offset}+{length}: {error}")
-                });
+            file.write_all_at(&buf.as_slice()[..length], offset).unwrap_or_else(|error| {
+                panic!("{label} step {step}: write {offset}+{length}: {error}")
+            });
             model[range].copy_from_slice(&buf.as_slice()[..length]);
         } else {
-            file.read_exact_at(&mut buf.as_mut_slice()[..length], offset)
-                .unwrap_or_else(|error| {
-                    panic!("{label} step {step}: read {offset}+{length}: {error}")
-                });
+            file.read_exact_at(&mut buf.as_mut_slice()[..length], offset).unwrap_or_else(|error| {
+                panic!("{label} step {step}: read {offset}+{length}: {error}")
+            });
             assert!(
                 buf.as_slice()[..length] == model[range],
                 "{label} step {step}: read {offset}+{length} differs"
             );
         }
     }
-    file.sync_all()
-        .unwrap_or_else(|error| panic!("{label}: fsync: {error}"));
-    assert!(
-        device() == model,
-        "{label}: device contents differ from what was written"
-    );
+    file.sync_all().unwrap_or_else(|error| panic!("{label}: fsync: {error}"));
+    assert!(device() == model, "{label}: device contents differ from what was written");
 }
 
 #[test]
@@ -103,10 +93,7 @@ fn unaligned_io_on_a_sector_device_is_read_modify_written() {
             let device = Arc::new(SectorDevice::new(size));
             provider.add("vol", device.clone());
             let mounted = Mounted::new("sector", provider, options(direct_io, false));
-            let file = open_rw(
-                &mounted.image("vol"),
-                if o_direct { libc::O_DIRECT } else { 0 },
-            );
+            let file = open_rw(&mounted.image("vol"), if o_direct { libc::O_DIRECT } else { 0 });
             let contents = || device.inner.contents(0, size).expect("contents");
             random_io_matches_model(&file, &contents, size, 0xa11 + o_direct as u64, &label);
             assert_eq!(
@@ -163,22 +150,11 @@ fn fsync_and_fdatasync_reach_flush_in_every_mode() {
         file.sync_all().expect("fsync");
         let after_fsync = device.stats().flushes;
         assert!(after_fsync > before, "{label}: fsync did not reach flush()");
-        assert_eq!(
-            device.contents(12_345, 14).expect("contents"),
-            b"durable please",
-            "{label}"
-        );
+        assert_eq!(device.contents(12_345, 14).expect("contents"), b"durable please", "{label}");
         file.write_all_at(b"again", 99).expect("write");
         file.sync_data().expect("fdatasync");
-        assert!(
-            device.stats().flushes > after_fsync,
-            "{label}: fdatasync did not reach flush()"
-        );
-        assert_eq!(
-            device.contents(99, 5).expect("contents"),
-            b"again",
-            "{label}"
-        );
+        assert!(device.stats().flushes > after_fsync, "{label}: fdatasync did not reach flush()");
+        assert_eq!(device.contents(99, 5).expect("contents"), b"again", "{label}");
     }
 }
 
@@ -213,10 +189,7 @@ fn fsync_returns_only_after_flush_returns() {
     for _ in 0..16 {
         device.release_flush();
     }
-    syncer
-        .join()
-        .expect("syncer thread")
-        .expect("fsync succeeds once flush returns");
+    syncer.join().expect("syncer thread").expect("fsync succeeds once flush returns");
     assert!(device.flushes_finished.load(Ordering::SeqCst) >= 1);
 }
 
@@ -231,42 +204,21 @@ fn o_dsync_and_rwf_dsync_writes_are_durable_before_they_return() {
         file.write_all_at(&[7u8; 4096], 8192).expect("write");
         let after = device.stats();
         let durable = after.fua_writes > before.fua_writes || after.flushes > before.flushes;
-        assert!(
-            durable,
-            "{label}: O_DSYNC write returned without FUA or flush: {after:?}"
-        );
-        assert_eq!(
-            device.contents(8192, 4096).expect("contents"),
-            vec![7u8; 4096],
-            "{label}"
-        );
+        assert!(durable, "{label}: O_DSYNC write returned without FUA or flush: {after:?}");
+        assert_eq!(device.contents(8192, 4096).expect("contents"), vec![7u8; 4096], "{label}");
         if direct_io {
-            assert!(
-                after.fua_writes > before.fua_writes,
-                "{label}: direct write should carry FUA"
-            );
+            assert!(after.fua_writes > before.fua_writes, "{label}: direct write should carry FUA");
         }
     }
     let (mounted, device) = Mounted::with_mem_volume("rwf", "vol", MIB, options(true, false));
     let file = open_rw(&mounted.image("vol"), 0);
     let before = device.stats().fua_writes;
     let data = [9u8; 512];
-    let iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
+    let iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
     // SAFETY: the fd is open, iov points at `data`, which outlives the call.
     let written = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, 4096, libc::RWF_DSYNC) };
-    assert_eq!(
-        written,
-        512,
-        "pwritev2: {}",
-        std::io::Error::last_os_error()
-    );
-    assert!(
-        device.stats().fua_writes > before,
-        "RWF_DSYNC write should carry FUA"
-    );
+    assert_eq!(written, 512, "pwritev2: {}", std::io::Error::last_os_error());
+    assert!(device.stats().fua_writes > before, "RWF_DSYNC write should carry FUA");
 }
 
 #[test]

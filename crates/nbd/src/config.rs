@@ -54,9 +54,7 @@ impl ServerConfig {
     /// degrades to a safe one instead of a hang (e.g. a byte budget smaller than one
     /// request would deadlock that request forever).
     pub fn normalized(&self) -> ServerConfig {
-        let max_request_bytes = self
-            .max_request_bytes
-            .clamp(4096, MAX_REQUEST_BYTES_CEILING);
+        let max_request_bytes = self.max_request_bytes.clamp(4096, MAX_REQUEST_BYTES_CEILING);
         ServerConfig {
             max_request_bytes,
             max_connections: self.max_connections.clamp(1, 1 << 20),

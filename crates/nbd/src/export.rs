@@ -21,10 +21,7 @@ pub trait ExportProvider: Send + Sync + 'static {
     /// Description of one export (NBD_INFO_DESCRIPTION); looked up in `list()` unless a
     /// provider has a cheaper way.
     fn description(&self, name: &str) -> Option<String> {
-        self.list()
-            .into_iter()
-            .find(|info| info.name == name)
-            .map(|info| info.description)
+        self.list().into_iter().find(|info| info.name == name).map(|info| info.description)
     }
 
     /// The server's canonical name for `name` (NBD_INFO_NAME); differs from `name` for
@@ -61,10 +58,7 @@ impl ExportMap {
         if self.default_name.is_none() {
             self.default_name = Some(name.to_owned());
         }
-        let entry = ExportEntry {
-            description: description.to_owned(),
-            device,
-        };
+        let entry = ExportEntry { description: description.to_owned(), device };
         self.entries.insert(name.to_owned(), entry);
         self
     }
@@ -75,10 +69,7 @@ impl ExportMap {
         }
         if name.is_empty() {
             let default_name = self.default_name.as_deref()?;
-            return self
-                .entries
-                .get(default_name)
-                .map(|entry| (default_name, entry));
+            return self.entries.get(default_name).map(|entry| (default_name, entry));
         }
         None
     }
@@ -100,12 +91,10 @@ impl ExportProvider for ExportMap {
     }
 
     fn description(&self, name: &str) -> Option<String> {
-        self.resolve(name)
-            .map(|(_, entry)| entry.description.clone())
+        self.resolve(name).map(|(_, entry)| entry.description.clone())
     }
 
     fn canonical_name(&self, name: &str) -> Option<String> {
-        self.resolve(name)
-            .map(|(canonical, _)| canonical.to_owned())
+        self.resolve(name).map(|(canonical, _)| canonical.to_owned())
     }
 }

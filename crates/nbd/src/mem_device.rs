@@ -154,12 +154,7 @@ impl MemDevice {
             let page_index = position / PAGE_BYTES;
             let in_page = (position % PAGE_BYTES) as usize;
             let chunk_bytes = (PAGE_BYTES - in_page as u64).min(end - position) as usize;
-            visit(
-                page_index,
-                in_page,
-                chunk_bytes,
-                (position - offset) as usize,
-            );
+            visit(page_index, in_page, chunk_bytes, (position - offset) as usize);
             position += chunk_bytes as u64;
         }
     }
@@ -191,14 +186,10 @@ impl MemDevice {
         let mut pages = self.pages.lock();
         // Check space for the whole write first so a failed write changes nothing.
         self.reserve(&pages, offset, data.len() as u64)?;
-        Self::for_each_page(
-            offset,
-            data.len() as u64,
-            |index, in_page, bytes, in_data| {
-                let page = pages.entry(index).or_insert_with(new_page);
-                page[in_page..in_page + bytes].copy_from_slice(&data[in_data..in_data + bytes]);
-            },
-        );
+        Self::for_each_page(offset, data.len() as u64, |index, in_page, bytes, in_data| {
+            let page = pages.entry(index).or_insert_with(new_page);
+            page[in_page..in_page + bytes].copy_from_slice(&data[in_data..in_data + bytes]);
+        });
         Ok(())
     }
 
@@ -227,10 +218,7 @@ impl MemDevice {
     /// The extent starting at `position` (page aligned or not), ending at `end` at most.
     fn extent_at(pages: &BTreeMap<u64, Page>, position: u64, end: u64) -> Extent {
         let first = position / PAGE_BYTES;
-        let next_allocated = pages
-            .range(first..)
-            .next()
-            .map(|(index, page)| (*index, page));
+        let next_allocated = pages.range(first..).next().map(|(index, page)| (*index, page));
         match next_allocated {
             Some((index, page)) if index == first => {
                 let zero = is_zero(page);
@@ -242,19 +230,11 @@ impl MemDevice {
                     run_end += PAGE_BYTES;
                 }
                 let length_bytes = run_end.min(end) - position;
-                Extent {
-                    length_bytes,
-                    hole: false,
-                    zero,
-                }
+                Extent { length_bytes, hole: false, zero }
             }
             other => {
                 let hole_end = other.map_or(end, |(index, _)| (index * PAGE_BYTES).min(end));
-                Extent {
-                    length_bytes: hole_end - position,
-                    hole: true,
-                    zero: true,
-                }
+                Extent { length_bytes: hole_end - position, hole: true, zero: true }
             }
         }
     }

@@ -25,21 +25,13 @@ fn name() -> impl Strategy<Value = String> {
 }
 
 fn info_request() -> impl Strategy<Value = InfoRequest> {
-    (name(), prop::collection::vec(any::<u16>(), 0..8)).prop_map(|(name, info_requests)| {
-        InfoRequest {
-            name,
-            info_requests,
-        }
-    })
+    (name(), prop::collection::vec(any::<u16>(), 0..8))
+        .prop_map(|(name, info_requests)| InfoRequest { name, info_requests })
 }
 
 fn meta_request() -> impl Strategy<Value = MetaContextRequest> {
-    (name(), prop::collection::vec(name(), 0..8)).prop_map(|(export_name, queries)| {
-        MetaContextRequest {
-            export_name,
-            queries,
-        }
-    })
+    (name(), prop::collection::vec(name(), 0..8))
+        .prop_map(|(export_name, queries)| MetaContextRequest { export_name, queries })
 }
 
 fn client_option() -> impl Strategy<Value = ClientOption> {
@@ -62,30 +54,20 @@ fn command() -> impl Strategy<Value = Command> {
 }
 
 fn request_header() -> impl Strategy<Value = RequestHeader> {
-    (
-        any::<u16>(),
-        command(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<u32>(),
+    (any::<u16>(), command(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
+        |(flags, command, cookie, offset, length_bytes)| RequestHeader {
+            flags,
+            command,
+            cookie,
+            offset,
+            length_bytes,
+        },
     )
-        .prop_map(
-            |(flags, command, cookie, offset, length_bytes)| RequestHeader {
-                flags,
-                command,
-                cookie,
-                offset,
-                length_bytes,
-            },
-        )
 }
 
 fn chunk_payload() -> impl Strategy<Value = ChunkPayload> {
-    let descriptor =
-        (1u32.., any::<u32>()).prop_map(|(length_bytes, status_flags)| BlockDescriptor {
-            length_bytes,
-            status_flags,
-        });
+    let descriptor = (1u32.., any::<u32>())
+        .prop_map(|(length_bytes, status_flags)| BlockDescriptor { length_bytes, status_flags });
     prop_oneof![
         Just(ChunkPayload::None),
         (any::<u64>(), prop::collection::vec(any::<u8>(), 1..64))
@@ -93,18 +75,11 @@ fn chunk_payload() -> impl Strategy<Value = ChunkPayload> {
         (any::<u64>(), 1u32..)
             .prop_map(|(offset, hole_bytes)| ChunkPayload::OffsetHole { offset, hole_bytes }),
         (any::<u32>(), prop::collection::vec(descriptor, 1..16)).prop_map(
-            |(context_id, descriptors)| ChunkPayload::BlockStatus {
-                context_id,
-                descriptors
-            }
+            |(context_id, descriptors)| ChunkPayload::BlockStatus { context_id, descriptors }
         ),
         (1u32.., name()).prop_map(|(error, message)| ChunkPayload::Error { error, message }),
         (1u32.., name(), any::<u64>()).prop_map(|(error, message, offset)| {
-            ChunkPayload::ErrorOffset {
-                error,
-                message,
-                offset,
-            }
+            ChunkPayload::ErrorOffset { error, message, offset }
         }),
     ]
 }
@@ -112,20 +87,13 @@ fn chunk_payload() -> impl Strategy<Value = ChunkPayload> {
 fn info_reply() -> impl Strategy<Value = InfoReply> {
     prop_oneof![
         (any::<u64>(), any::<u16>()).prop_map(|(size_bytes, transmission_flags)| {
-            InfoReply::Export {
-                size_bytes,
-                transmission_flags,
-            }
+            InfoReply::Export { size_bytes, transmission_flags }
         }),
         name().prop_map(InfoReply::Name),
         name().prop_map(InfoReply::Description),
         (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
             |(minimum_bytes, preferred_bytes, maximum_bytes)| {
-                InfoReply::BlockSize {
-                    minimum_bytes,
-                    preferred_bytes,
-                    maximum_bytes,
-                }
+                InfoReply::BlockSize { minimum_bytes, preferred_bytes, maximum_bytes }
             }
         ),
     ]

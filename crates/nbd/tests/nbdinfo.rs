@@ -16,9 +16,11 @@ fn json(text: &str) -> Value {
 fn two_exports() -> (Arc<MemDevice>, Arc<ExportMap>) {
     let writable = Arc::new(MemDevice::new(64 << 20));
     let read_only = Arc::new(MemDevice::new(1 << 20).with_read_only(true));
-    let exports = ExportMap::new()
-        .with_export("vol", "test volume", writable.clone())
-        .with_export("ro", "read-only volume", read_only);
+    let exports = ExportMap::new().with_export("vol", "test volume", writable.clone()).with_export(
+        "ro",
+        "read-only volume",
+        read_only,
+    );
     (writable, Arc::new(exports))
 }
 
@@ -71,10 +73,7 @@ fn read_only_export_advertises_no_write_features() {
 fn configured_max_request_is_advertised() {
     let nbdinfo = require_tool("nbdinfo", "libnbd-bin");
     let (_, exports) = two_exports();
-    let config = ServerConfig {
-        max_request_bytes: 1 << 20,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { max_request_bytes: 1 << 20, ..ServerConfig::default() };
     let server = TestServer::start(exports, config);
     let info = json(&run_ok(&nbdinfo, &["--json", &server.uri("vol")]));
     assert_eq!(info["exports"][0]["block_size_maximum"], 1u64 << 20);
@@ -92,14 +91,8 @@ fn list_shows_every_export_with_description() {
         .iter()
         .map(|export| {
             (
-                export["export-name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                export["description"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
+                export["export-name"].as_str().unwrap_or_default().to_owned(),
+                export["description"].as_str().unwrap_or_default().to_owned(),
             )
         })
         .collect();
@@ -152,10 +145,7 @@ fn map_reports_holes_and_data() {
             ((8 << 20) + 65536, (56 << 20) - 65536, hole_zero),
         ]
     );
-    assert!(
-        device.stats().block_status > 0,
-        "block status never reached the device"
-    );
+    assert!(device.stats().block_status > 0, "block status never reached the device");
 }
 
 #[test]
@@ -164,16 +154,10 @@ fn unknown_export_is_refused() {
     let (_, exports) = two_exports();
     let server = TestServer::start(exports, ServerConfig::default());
     let output = run(&nbdinfo, &["--json", &server.uri("no-such-export")]);
-    assert!(
-        !output.status.success(),
-        "nbdinfo accepted an unknown export"
-    );
+    assert!(!output.status.success(), "nbdinfo accepted an unknown export");
     let stderr = String::from_utf8_lossy(&output.stderr);
     // libnbd reports NBD_REP_ERR_UNKNOWN as ENOENT.
-    assert!(
-        stderr.contains("No such file or directory"),
-        "stderr: {stderr}"
-    );
+    assert!(stderr.contains("No such file or directory"), "stderr: {stderr}");
 }
 
 #[test]

@@ -110,10 +110,7 @@ assert h.pread(4096, 0) == b'z' * 4096, 'a refused fast zero changed the data'
 #[test]
 fn cache_reaches_the_device() {
     let (device, server) = start(16 * MIB);
-    nbdsh_ok(&script(
-        &server.uri("vol"),
-        "assert h.can_cache()\nh.cache(65536, 0)\n",
-    ));
+    nbdsh_ok(&script(&server.uri("vol"), "assert h.can_cache()\nh.cache(65536, 0)\n"));
     assert_eq!(device.stats().caches, 1);
 }
 
@@ -132,10 +129,7 @@ assert h.pread(4096, 0) == b'r' * 4096
 h2.shutdown()
 "#;
     nbdsh_ok(&script(&server.uri("vol"), body));
-    assert_eq!(
-        device.contents(0, 4096).expect("contents"),
-        vec![b'r'; 4096]
-    );
+    assert_eq!(device.contents(0, 4096).expect("contents"), vec![b'r'; 4096]);
 }
 
 #[test]
@@ -164,15 +158,8 @@ results = [
 print(' '.join(results))
 "#;
     let stdout = nbdsh_ok(&script(&server.uri("vol"), body));
-    assert_eq!(
-        stdout.trim(),
-        "EINVAL ENOSPC EINVAL ENOSPC EINVAL EINVAL ok"
-    );
-    assert_eq!(
-        device.stats().writes,
-        0,
-        "an out-of-range write reached the device"
-    );
+    assert_eq!(stdout.trim(), "EINVAL ENOSPC EINVAL ENOSPC EINVAL EINVAL ok");
+    assert_eq!(device.stats().writes, 0, "an out-of-range write reached the device");
 }
 
 #[test]

@@ -49,23 +49,14 @@ fn qemu_io_write_then_read_pattern() {
             &uri,
         ],
     );
-    assert_eq!(
-        device.contents(0, MIB).expect("contents"),
-        vec![0xab; MIB as usize]
-    );
-    assert_eq!(
-        device.contents(4 * MIB, 65536).expect("contents"),
-        vec![0xcd; 65536]
-    );
+    assert_eq!(device.contents(0, MIB).expect("contents"), vec![0xab; MIB as usize]);
+    assert_eq!(device.contents(4 * MIB, 65536).expect("contents"), vec![0xcd; 65536]);
     assert_eq!(device.contents(MIB, 4096).expect("contents"), vec![0; 4096]);
 
     // A wrong expected pattern must be detected: proves the read path returns data.
     let output = run(&qemu_io, &["-f", "raw", "-c", "read -P 0x11 0 64k", &uri]);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        stdout.contains("Pattern verification failed"),
-        "stdout: {stdout}"
-    );
+    assert!(stdout.contains("Pattern verification failed"), "stdout: {stdout}");
 }
 
 #[test]
@@ -97,28 +88,13 @@ fn qemu_io_flush_fua_discard_and_zero() {
         ],
     );
     let stats = device.stats();
-    assert!(
-        stats.flushes >= 1,
-        "flush did not reach the device: {stats:?}"
-    );
-    assert!(
-        stats.fua_writes >= 1,
-        "FUA write did not reach the device: {stats:?}"
-    );
-    assert!(
-        stats.trims >= 1,
-        "discard did not reach the device: {stats:?}"
-    );
-    assert!(
-        stats.write_zeroes >= 1,
-        "write -z did not reach the device: {stats:?}"
-    );
+    assert!(stats.flushes >= 1, "flush did not reach the device: {stats:?}");
+    assert!(stats.fua_writes >= 1, "FUA write did not reach the device: {stats:?}");
+    assert!(stats.trims >= 1, "discard did not reach the device: {stats:?}");
+    assert!(stats.write_zeroes >= 1, "write -z did not reach the device: {stats:?}");
     // Discard and unmapping zero punched holes: only 1.5M..2M and the 4k at 8M remain.
     assert_eq!(device.allocated_pages(), (512 * 1024 + 4096) / PAGE_BYTES);
-    assert_eq!(
-        device.contents(8 * MIB, 4096).expect("contents"),
-        vec![0x66; 4096]
-    );
+    assert_eq!(device.contents(8 * MIB, 4096).expect("contents"), vec![0x66; 4096]);
 }
 
 #[test]
@@ -130,35 +106,18 @@ fn qemu_img_convert_keeps_holes() {
     let regions = sparse_image(&image);
     let uri = server.uri("vol");
     let image_arg = image.to_str().expect("utf-8 path");
-    run_ok(
-        &qemu_img,
-        &["convert", "-n", "-f", "raw", "-O", "raw", image_arg, &uri],
-    );
+    run_ok(&qemu_img, &["convert", "-n", "-f", "raw", "-O", "raw", image_arg, &uri]);
     for (offset, data) in &regions {
-        assert_eq!(
-            &device
-                .contents(*offset, data.len() as u64)
-                .expect("contents"),
-            data
-        );
+        assert_eq!(&device.contents(*offset, data.len() as u64).expect("contents"), data);
     }
-    let data_pages = regions
-        .iter()
-        .map(|(_, data)| data.len() as u64 / PAGE_BYTES)
-        .sum::<u64>();
+    let data_pages = regions.iter().map(|(_, data)| data.len() as u64 / PAGE_BYTES).sum::<u64>();
     assert_eq!(device.allocated_pages(), data_pages, "holes were filled in");
-    run_ok(
-        &qemu_img,
-        &["compare", "-f", "raw", "-F", "raw", image_arg, &uri],
-    );
+    run_ok(&qemu_img, &["compare", "-f", "raw", "-F", "raw", image_arg, &uri]);
 
     // And back: the copy out of NBD is identical, found through block status.
     let copy = server.dir.path().join("copy.raw");
     let copy_arg = copy.to_str().expect("utf-8 path");
-    run_ok(
-        &qemu_img,
-        &["convert", "-f", "raw", "-O", "raw", &uri, copy_arg],
-    );
+    run_ok(&qemu_img, &["convert", "-f", "raw", "-O", "raw", &uri, copy_arg]);
     assert_eq!(
         std::fs::read(&copy).expect("read copy"),
         std::fs::read(&image).expect("read image")
@@ -175,10 +134,7 @@ fn nbdcopy_round_trip_keeps_holes() {
     let uri = server.uri("vol");
     let image_arg = image.to_str().expect("utf-8 path");
     run_ok(&nbdcopy, &[image_arg, &uri]);
-    let data_pages = regions
-        .iter()
-        .map(|(_, data)| data.len() as u64 / PAGE_BYTES)
-        .sum::<u64>();
+    let data_pages = regions.iter().map(|(_, data)| data.len() as u64 / PAGE_BYTES).sum::<u64>();
     assert_eq!(device.allocated_pages(), data_pages, "nbdcopy filled holes");
 
     let copy = server.dir.path().join("copy.raw");

@@ -27,11 +27,7 @@ fn assert_healthy(server: &TestServer) {
     assert_eq!(reply_error(&client.read_simple(0)), 0);
     client.request(Command::Read, 0, 78, 0, 512);
     match client.read_simple(512) {
-        RawReply::Simple {
-            error: 0,
-            cookie: 78,
-            data,
-        } => assert_eq!(data, vec![9; 512]),
+        RawReply::Simple { error: 0, cookie: 78, data } => assert_eq!(data, vec![9; 512]),
         other => panic!("unexpected reply {other:?}"),
     }
 }
@@ -63,15 +59,9 @@ fn unknown_options_get_unsup_and_negotiation_continues() {
         let reply = client.read_option_reply();
         assert_eq!((reply.option, reply.reply_type), (code, NBD_REP_ERR_UNSUP));
     }
-    client.option(&ClientOption::Go(InfoRequest {
-        name: "vol".to_owned(),
-        info_requests: vec![],
-    }));
+    client.option(&ClientOption::Go(InfoRequest { name: "vol".to_owned(), info_requests: vec![] }));
     let replies = client.read_option_replies();
-    assert_eq!(
-        replies.last().map(|reply| reply.reply_type),
-        Some(NBD_REP_ACK)
-    );
+    assert_eq!(replies.last().map(|reply| reply.reply_type), Some(NBD_REP_ACK));
 }
 
 #[test]
@@ -120,13 +110,8 @@ fn export_name_unknown_closes_known_enters_transmission() {
     let mut client = RawClient::connect_raw(&server.socket);
     client.send(&NBD_FLAG_C_FIXED_NEWSTYLE.to_be_bytes());
     client.option(&ClientOption::ExportName("vol".to_owned()));
-    let reply = client
-        .read_exact_vec(8 + 2 + 124)
-        .expect("export name reply");
-    assert_eq!(
-        u64::from_be_bytes(reply[0..8].try_into().expect("8 bytes")),
-        4 * MIB
-    );
+    let reply = client.read_exact_vec(8 + 2 + 124).expect("export name reply");
+    assert_eq!(u64::from_be_bytes(reply[0..8].try_into().expect("8 bytes")), 4 * MIB);
     let flags = u16::from_be_bytes([reply[8], reply[9]]);
     assert_ne!(flags & NBD_FLAG_HAS_FLAGS, 0);
     assert_eq!(flags & NBD_FLAG_SEND_DF, 0, "DF without structured replies");
@@ -149,10 +134,7 @@ fn info_answers_requested_items() {
         .filter(|reply| reply.reply_type == NBD_REP_INFO)
         .map(|reply| InfoReply::parse(&reply.data).expect("info reply"))
         .collect();
-    assert!(
-        infos.contains(&InfoReply::Name("vol".to_owned())),
-        "{infos:?}"
-    );
+    assert!(infos.contains(&InfoReply::Name("vol".to_owned())), "{infos:?}");
     assert!(infos.contains(&InfoReply::Description("test volume".to_owned())));
     assert!(infos.contains(&InfoReply::BlockSize {
         minimum_bytes: 1,
@@ -258,13 +240,7 @@ fn client_vanishing_mid_request_does_not_affect_others() {
     }
     {
         let mut client = RawClient::connect(&server.socket);
-        client.send(
-            &OptionHeader {
-                option: NBD_OPT_GO,
-                length_bytes: 100,
-            }
-            .encode()[..10],
-        );
+        client.send(&OptionHeader { option: NBD_OPT_GO, length_bytes: 100 }.encode()[..10]);
         // Dropped mid-handshake, mid-header.
     }
     {
@@ -276,10 +252,7 @@ fn client_vanishing_mid_request_does_not_affect_others() {
     assert_healthy(&server);
     // The partial write never reached the device.
     let partial = device.contents(MIB, 65536).expect("contents");
-    assert!(
-        partial.iter().all(|byte| *byte == 0),
-        "a partial write reached the device"
-    );
+    assert!(partial.iter().all(|byte| *byte == 0), "a partial write reached the device");
 }
 
 #[test]
@@ -289,10 +262,7 @@ fn disconnect_waits_for_inflight_replies() {
     client.write(1, 0, &[5; 65536]);
     client.request(Command::Flush, 0, 2, 0, 0);
     client.request(Command::Disconnect, 0, 3, 0, 0);
-    let mut cookies = vec![
-        client.read_simple(0).cookie(),
-        client.read_simple(0).cookie(),
-    ];
+    let mut cookies = vec![client.read_simple(0).cookie(), client.read_simple(0).cookie()];
     cookies.sort();
     assert_eq!(cookies, vec![1, 2]);
     assert!(client.is_closed());
@@ -305,26 +275,14 @@ fn structured_reads_use_data_hole_and_error_chunks() {
     let mut client = RawClient::open(&server.socket, "vol", true);
     // 0..4K hole, 4K..8K data, 8K..16K hole.
     client.request(Command::Read, 0, 1, 0, 16384);
-    let payloads: Vec<ChunkPayload> = client
-        .read_chunks()
-        .into_iter()
-        .map(|chunk| chunk.payload)
-        .collect();
+    let payloads: Vec<ChunkPayload> =
+        client.read_chunks().into_iter().map(|chunk| chunk.payload).collect();
     assert_eq!(
         payloads,
         vec![
-            ChunkPayload::OffsetHole {
-                offset: 0,
-                hole_bytes: 4096
-            },
-            ChunkPayload::OffsetData {
-                offset: 4096,
-                data: vec![0x42; 4096]
-            },
-            ChunkPayload::OffsetHole {
-                offset: 8192,
-                hole_bytes: 8192
-            },
+            ChunkPayload::OffsetHole { offset: 0, hole_bytes: 4096 },
+            ChunkPayload::OffsetData { offset: 4096, data: vec![0x42; 4096] },
+            ChunkPayload::OffsetHole { offset: 8192, hole_bytes: 8192 },
         ]
     );
     // DF: exactly one content chunk, zeroes included.
@@ -353,17 +311,11 @@ fn block_status_descriptors_cover_the_request() {
     client.request(Command::BlockStatus, 0, 1, 4096, 16384);
     let chunks = client.read_chunks();
     assert_eq!(chunks.len(), 1);
-    let ChunkPayload::BlockStatus {
-        context_id,
-        descriptors,
-    } = &chunks[0].payload
-    else {
+    let ChunkPayload::BlockStatus { context_id, descriptors } = &chunks[0].payload else {
         panic!("expected block status, got {:?}", chunks[0].payload);
     };
     assert_eq!(*context_id, BASE_ALLOCATION_CONTEXT_ID);
-    let summary: Vec<(u32, u32)> = descriptors
-        .iter()
-        .map(|d| (d.length_bytes, d.status_flags))
-        .collect();
+    let summary: Vec<(u32, u32)> =
+        descriptors.iter().map(|d| (d.length_bytes, d.status_flags)).collect();
     assert_eq!(summary, vec![(4096, 3), (8192, 0), (4096, 3)]);
 }

@@ -91,9 +91,7 @@ impl BlockDevice for GatedDevice {
         may_trim: bool,
         fua: bool,
     ) -> Result<(), DeviceError> {
-        self.inner
-            .write_zeroes(offset, length_bytes, may_trim, fua)
-            .await
+        self.inner.write_zeroes(offset, length_bytes, may_trim, fua).await
     }
     async fn cache(&self, offset: u64, length_bytes: u32) -> Result<(), DeviceError> {
         self.inner.cache(offset, length_bytes).await
@@ -121,62 +119,38 @@ fn pipelined_requests_complete_out_of_order() {
     // one request at a time would hang here (and the client's read timeout fails it).
     client.request(Command::Read, 0, 1, 0, 4096);
     client.write(2, 4096, &[8; 4096]);
-    assert_eq!(
-        client.read_simple(0),
-        RawReply::Simple {
-            error: 0,
-            cookie: 2,
-            data: vec![]
-        }
-    );
+    assert_eq!(client.read_simple(0), RawReply::Simple { error: 0, cookie: 2, data: vec![] });
     match client.read_simple(4096) {
-        RawReply::Simple {
-            error: 0,
-            cookie: 1,
-            data,
-        } => assert_eq!(data.len(), 4096),
+        RawReply::Simple { error: 0, cookie: 1, data } => assert_eq!(data.len(), 4096),
         other => panic!("expected the read reply, got {other:?}"),
     }
 }
 
 #[test]
 fn inflight_requests_are_bounded_per_connection() {
-    let config = ServerConfig {
-        max_inflight_per_connection: 2,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { max_inflight_per_connection: 2, ..ServerConfig::default() };
     let (device, server) = gated_server(Duration::from_millis(5), config);
     let mut client = RawClient::open(&server.socket, "vol", false);
     let requests = 20u64;
     for cookie in 0..requests {
         client.write(cookie, 8192 + cookie * 4096, &[1; 4096]);
     }
-    let mut cookies: Vec<u64> = (0..requests)
-        .map(|_| client.read_simple(0).cookie())
-        .collect();
+    let mut cookies: Vec<u64> = (0..requests).map(|_| client.read_simple(0).cookie()).collect();
     cookies.sort();
     assert_eq!(cookies, (0..requests).collect::<Vec<_>>());
     let running_max = device.running_max.load(Ordering::SeqCst);
-    assert!(
-        (1..=2).contains(&running_max),
-        "{running_max} requests ran at once, limit 2"
-    );
+    assert!((1..=2).contains(&running_max), "{running_max} requests ran at once, limit 2");
 }
 
 #[test]
 fn connections_beyond_the_limit_are_refused() {
     let (_, exports) = mem_export(MIB);
-    let config = ServerConfig {
-        max_connections: 1,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { max_connections: 1, ..ServerConfig::default() };
     let server = TestServer::start(exports, config);
     // The harness's readiness probe may hold the only slot for a moment: retry.
     let mut first = RawClient::open_retrying(&server.socket, "vol");
     let mut second = std::os::unix::net::UnixStream::connect(&server.socket).expect("connect");
-    second
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
+    second.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
     let mut buffer = [0u8; 18];
     let read = std::io::Read::read(&mut second, &mut buffer).unwrap_or(0);
     assert_eq!(read, 0, "a connection over the limit got a greeting");
@@ -208,10 +182,7 @@ fn shutdown_closes_connections_and_removes_the_socket() {
 fn unix_socket_is_owner_only() {
     let (_, exports) = mem_export(MIB);
     let server = TestServer::start(exports, ServerConfig::default());
-    let mode = std::fs::metadata(&server.socket)
-        .expect("stat socket")
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(&server.socket).expect("stat socket").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
 
@@ -262,10 +233,7 @@ fn live_socket_and_regular_file_are_not_clobbered() {
 #[test]
 fn idle_handshake_times_out() {
     let (_, exports) = mem_export(MIB);
-    let config = ServerConfig {
-        handshake_timeout_ms: 100,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { handshake_timeout_ms: 100, ..ServerConfig::default() };
     let server = TestServer::start(exports, config);
     let mut client = RawClient::connect_raw(&server.socket);
     assert!(client.is_closed(), "an idle handshake was kept open");
@@ -277,38 +245,24 @@ fn tcp_listener_serves_nbdinfo() {
     let (device, exports) = mem_export(8 * MIB);
     device.fill(0, &[1; 4096]).expect("fill");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind loopback");
+    let listener =
+        runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind loopback");
     let port = listener.local_addr().expect("local addr").port();
     let (sender, shutdown) = watch::channel(false);
-    let server = runtime.spawn(serve_tcp_listener(
-        listener,
-        exports,
-        ServerConfig::default(),
-        shutdown,
-    ));
+    let server =
+        runtime.spawn(serve_tcp_listener(listener, exports, ServerConfig::default(), shutdown));
     let uri = format!("nbd://127.0.0.1:{port}/vol");
     let size = run_ok(&nbdinfo, &["--size", &uri]);
     assert_eq!(size.trim(), (8 * MIB).to_string());
     let map = run_ok(&nbdinfo, &["--map", &uri]);
-    assert!(
-        map.lines().next().unwrap_or_default().contains("4096"),
-        "map: {map}"
-    );
+    assert!(map.lines().next().unwrap_or_default().contains("4096"), "map: {map}");
     sender.send(true).expect("signal shutdown");
-    runtime
-        .block_on(server)
-        .expect("server task")
-        .expect("serve_tcp_listener result");
+    runtime.block_on(server).expect("server task").expect("serve_tcp_listener result");
 }
 
 #[test]
 fn shutdown_is_bounded_when_a_device_request_is_stuck() {
-    let config = ServerConfig {
-        shutdown_grace_ms: 200,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { shutdown_grace_ms: 200, ..ServerConfig::default() };
     let (_, server) = gated_server(Duration::ZERO, config);
     let mut client = RawClient::open(&server.socket, "vol", false);
     // This read waits for a write that never comes: the device is stuck.

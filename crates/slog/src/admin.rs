@@ -33,20 +33,37 @@ impl IntentLog {
     /// discarded: the vdev starts an empty chain of the current writer epoch.
     pub fn add_vdev(&self, config: VdevConfig) -> Result<(), LogError> {
         let shared = &self.shared;
-        let in_use = shared.vdevs.read().iter().any(|v| v.guid == config.vdev_guid || shares_a_path(v, &config));
+        let in_use = shared
+            .vdevs
+            .read()
+            .iter()
+            .any(|v| v.guid == config.vdev_guid || shares_a_path(v, &config));
         if in_use {
-            return Err(LogError::InvalidConfig(format!("vdev {:#x} or one of its devices is already in the log", config.vdev_guid)));
+            return Err(LogError::InvalidConfig(format!(
+                "vdev {:#x} or one of its devices is already in the log",
+                config.vdev_guid
+            )));
         }
         let mut legs = Vec::with_capacity(config.legs.len());
         for path in &config.legs {
-            legs.push(open_leg(shared.provider.as_ref(), &shared.pool, config.vdev_guid, path, MissingPolicy::Refuse)?);
+            legs.push(open_leg(
+                shared.provider.as_ref(),
+                &shared.pool,
+                config.vdev_guid,
+                path,
+                MissingPolicy::Refuse,
+            )?);
         }
-        let label = legs
-            .iter()
-            .find_map(|l| l.label.clone())
-            .ok_or_else(|| LogError::InvalidConfig(format!("no leg of vdev {:#x} is readable", config.vdev_guid)))?;
+        let label = legs.iter().find_map(|l| l.label.clone()).ok_or_else(|| {
+            LogError::InvalidConfig(format!("no leg of vdev {:#x} is readable", config.vdev_guid))
+        })?;
         let generation = next_generation(&legs, config.vdev_guid);
-        let mut head = initial_head(shared.pool.guid, config.vdev_guid, shared.session.writer_epoch, generation);
+        let mut head = initial_head(
+            shared.pool.guid,
+            config.vdev_guid,
+            shared.session.writer_epoch,
+            generation,
+        );
         head.point.offset_bytes = label.ring_start_bytes;
         head.release_seq = shared.release_seq();
         head.epoch_first_seq = shared.session.epoch_first_seq;
@@ -58,9 +75,25 @@ impl IntentLog {
                 .and_then(|()| device.flush())
                 .map_err(|e| LogError::io(&leg.path, "write log head", e))?;
         }
-        let ring = Ring::new(label.ring_start_bytes, label.ring_end_bytes, head.point, head.point, VecDeque::new());
-        let inner = VdevInner { legs: legs.into_iter().map(OpenedLeg::into_leg).collect(), head_generation: generation, next_head_slot: 1 };
-        shared.vdevs.write().push(Arc::new(Vdev::new(config.vdev_guid, config.kind, label, inner, ring)));
+        let ring = Ring::new(
+            label.ring_start_bytes,
+            label.ring_end_bytes,
+            head.point,
+            head.point,
+            VecDeque::new(),
+        );
+        let inner = VdevInner {
+            legs: legs.into_iter().map(OpenedLeg::into_leg).collect(),
+            head_generation: generation,
+            next_head_slot: 1,
+        };
+        shared.vdevs.write().push(Arc::new(Vdev::new(
+            config.vdev_guid,
+            config.kind,
+            label,
+            inner,
+            ring,
+        )));
         Ok(())
     }
 
@@ -69,7 +102,8 @@ impl IntentLog {
     pub fn remove_vdev(&self, path: &Path) -> Result<RemoveOutcome, LogError> {
         let vdev = self.find_vdev(path)?;
         vdev.removing.store(true, Ordering::Release);
-        let live_txg = vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).map(|e| e.txg_max).max();
+        let live_txg =
+            vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).map(|e| e.txg_max).max();
         match live_txg {
             None => {
                 self.shared.finish_removal(vdev.guid);
@@ -87,10 +121,19 @@ impl IntentLog {
     }
 
     /// `replace_leg`, optionally overwriting a device labelled for another pool or role.
-    pub fn replace_leg_with(&self, old: &Path, new: &Path, force: bool) -> Result<VdevConfig, LogError> {
+    pub fn replace_leg_with(
+        &self,
+        old: &Path,
+        new: &Path,
+        force: bool,
+    ) -> Result<VdevConfig, LogError> {
         let vdev = self.find_vdev(old)?;
         let mut inner = vdev.inner.lock();
-        let index = inner.legs.iter().position(|l| l.path == old).ok_or_else(|| LogError::UnknownDevice { path: old.to_path_buf() })?;
+        let index = inner
+            .legs
+            .iter()
+            .position(|l| l.path == old)
+            .ok_or_else(|| LogError::UnknownDevice { path: old.to_path_buf() })?;
         let source = inner
             .legs
             .iter()
@@ -99,12 +142,24 @@ impl IntentLog {
             .and_then(|(_, l)| l.device.clone())
             .ok_or(LogError::NoHealthyLeg)?;
         let size_bytes = vdev.label.ring_end_bytes;
-        let device = self.shared.provider.create(new, size_bytes).map_err(|e| LogError::io(new, "open", e))?;
+        let device = self
+            .shared
+            .provider
+            .create(new, size_bytes)
+            .map_err(|e| LogError::io(new, "open", e))?;
         if device.len_bytes() < size_bytes {
-            return Err(LogError::TooSmall { path: new.to_path_buf(), size_bytes: device.len_bytes(), min_bytes: size_bytes });
+            return Err(LogError::TooSmall {
+                path: new.to_path_buf(),
+                size_bytes: device.len_bytes(),
+                min_bytes: size_bytes,
+            });
         }
         check_replacement(&self.shared.pool, &vdev, new, device.as_ref(), force)?;
-        let label = DeviceLabel { leg_index: index as u16, leg_count: inner.legs.len() as u16, ..vdev.label.clone() };
+        let label = DeviceLabel {
+            leg_index: index as u16,
+            leg_count: inner.legs.len() as u16,
+            ..vdev.label.clone()
+        };
         // The tail and the durable head only move under `inner`, which we hold: the snapshot
         // stays exact for the whole copy.
         let ring = vdev.ring.lock().clone();
@@ -145,15 +200,26 @@ fn next_generation(legs: &[OpenedLeg], vdev_guid: u64) -> u64 {
 }
 
 /// A replacement must be blank, ours, or forced.
-fn check_replacement(pool: &crate::open::PoolId, vdev: &Vdev, path: &Path, device: &dyn crate::device::LogDevice, force: bool) -> Result<(), LogError> {
+fn check_replacement(
+    pool: &crate::open::PoolId,
+    vdev: &Vdev,
+    path: &Path,
+    device: &dyn crate::device::LogDevice,
+    force: bool,
+) -> Result<(), LogError> {
     let existing = read_label(device).map_err(|e| LogError::io(path, "read label", e))?;
     match existing {
         Some(read) if !force => {
-            let ours = read.label.pool_guid == pool.guid && read.label.role == Role::Log && read.label.vdev_guid == vdev.guid;
+            let ours = read.label.pool_guid == pool.guid
+                && read.label.role == Role::Log
+                && read.label.vdev_guid == vdev.guid;
             if ours {
                 Ok(())
             } else {
-                Err(LogError::DeviceInUse { path: path.to_path_buf(), found: read.label.describe() })
+                Err(LogError::DeviceInUse {
+                    path: path.to_path_buf(),
+                    found: read.label.describe(),
+                })
             }
         }
         _ => Ok(()),

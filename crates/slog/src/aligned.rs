@@ -38,7 +38,8 @@ impl AlignedBuf {
     }
 
     fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len, ALIGN_BYTES).expect("4 KiB multiple with 4 KiB alignment is a valid layout")
+        Layout::from_size_align(len, ALIGN_BYTES)
+            .expect("4 KiB multiple with 4 KiB alignment is a valid layout")
     }
 }
 

@@ -86,7 +86,11 @@ pub(crate) fn block_len_for_payload(payload_bytes: u64) -> u64 {
 }
 
 /// Encodes a block holding `records`, numbered from `first_seq`.
-pub fn encode_block(ctx: &BlockContext, first_seq: u64, records: &[&LogRecord]) -> (AlignedBuf, BlockHeader) {
+pub fn encode_block(
+    ctx: &BlockContext,
+    first_seq: u64,
+    records: &[&LogRecord],
+) -> (AlignedBuf, BlockHeader) {
     let payload_len: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
     let block_len = block_len_for_payload(payload_len);
     let mut buf = AlignedBuf::zeroed(block_len as usize);
@@ -163,7 +167,8 @@ pub fn decode_header(buf: &[u8], vdev_guid: u64) -> Result<BlockHeader, BlockErr
         payload_checksum: get_u64(buf, 88),
         header_checksum,
     };
-    let len_ok = u64::from(header.block_len_bytes) == block_len_for_payload(u64::from(header.payload_len_bytes));
+    let len_ok = u64::from(header.block_len_bytes)
+        == block_len_for_payload(u64::from(header.payload_len_bytes));
     if header.vdev_guid != vdev_guid || !len_ok {
         return Err(BlockError::Garbage);
     }
@@ -180,14 +185,20 @@ pub(crate) fn check_link(header: &BlockHeader, expect: &ChainPoint) -> Result<()
 }
 
 /// Verifies the payload of a whole block and decodes its records.
-pub fn decode_payload(block: &Bytes, header: &BlockHeader) -> Result<Vec<DecodedRecord>, BlockError> {
+pub fn decode_payload(
+    block: &Bytes,
+    header: &BlockHeader,
+) -> Result<Vec<DecodedRecord>, BlockError> {
     // Every record takes at least its header: a count the payload cannot hold is damage, and
     // must not size the allocation below (a 50 GB one aborted; found by fuzz/fuzz_targets/slog_block.rs).
-    if u64::from(header.record_count) * RECORD_HEADER_BYTES as u64 > u64::from(header.payload_len_bytes) {
+    if u64::from(header.record_count) * RECORD_HEADER_BYTES as u64
+        > u64::from(header.payload_len_bytes)
+    {
         return Err(BlockError::Corrupt("more records than the payload can hold"));
     }
     let end = BLOCK_HEADER_BYTES + header.payload_len_bytes as usize;
-    let payload = block.get(BLOCK_HEADER_BYTES..end).ok_or(BlockError::Corrupt("payload past the block"))?;
+    let payload =
+        block.get(BLOCK_HEADER_BYTES..end).ok_or(BlockError::Corrupt("payload past the block"))?;
     if checksum64(payload) != header.payload_checksum {
         return Err(BlockError::Corrupt("payload checksum mismatch"));
     }
@@ -198,7 +209,10 @@ pub fn decode_payload(block: &Bytes, header: &BlockHeader) -> Result<Vec<Decoded
     for index in 0..u64::from(header.record_count) {
         // Checked: a valid-looking header starting at u64::MAX overflowed here in overflow-checked
         // builds (a crafted input of fuzz/fuzz_targets/slog_block.rs).
-        let seq = header.first_record_seq.checked_add(index).ok_or(BlockError::Corrupt("record sequence number overflows"))?;
+        let seq = header
+            .first_record_seq
+            .checked_add(index)
+            .ok_or(BlockError::Corrupt("record sequence number overflows"))?;
         let decoded = decode_record(&payload, at, seq, chain).map_err(BlockError::Corrupt)?;
         chain = decoded.chain;
         at += decoded.encoded_len;
@@ -227,7 +241,14 @@ mod tests {
     }
 
     fn rec(txg: u64, len: usize) -> LogRecord {
-        LogRecord { txg, volume_id: 1, kind: RecordKind::Write, offset_bytes: 0, length_bytes: len as u32, data: Bytes::from(vec![txg as u8; len]) }
+        LogRecord {
+            txg,
+            volume_id: 1,
+            kind: RecordKind::Write,
+            offset_bytes: 0,
+            length_bytes: len as u32,
+            data: Bytes::from(vec![txg as u8; len]),
+        }
     }
 
     #[test]

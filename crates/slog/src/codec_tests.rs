@@ -26,9 +26,30 @@ fn ctx() -> BlockContext {
 
 fn records() -> Vec<LogRecord> {
     vec![
-        LogRecord { txg: 9, volume_id: 1, kind: RecordKind::Write, offset_bytes: 4096, length_bytes: 5, data: Bytes::from_static(b"hello") },
-        LogRecord { txg: 9, volume_id: 1, kind: RecordKind::Trim, offset_bytes: 0, length_bytes: 4096, data: Bytes::new() },
-        LogRecord { txg: 10, volume_id: 2, kind: RecordKind::WriteZeroes, offset_bytes: 8192, length_bytes: 512, data: Bytes::new() },
+        LogRecord {
+            txg: 9,
+            volume_id: 1,
+            kind: RecordKind::Write,
+            offset_bytes: 4096,
+            length_bytes: 5,
+            data: Bytes::from_static(b"hello"),
+        },
+        LogRecord {
+            txg: 9,
+            volume_id: 1,
+            kind: RecordKind::Trim,
+            offset_bytes: 0,
+            length_bytes: 4096,
+            data: Bytes::new(),
+        },
+        LogRecord {
+            txg: 10,
+            volume_id: 2,
+            kind: RecordKind::WriteZeroes,
+            offset_bytes: 8192,
+            length_bytes: 512,
+            data: Bytes::new(),
+        },
     ]
 }
 
@@ -46,7 +67,14 @@ fn label() -> DeviceLabel {
 }
 
 fn head() -> LogHead {
-    LogHead { generation: 5, vdev_guid: 0x1111, point: ctx().point, release_seq: 3, writer_epoch: 2, epoch_first_seq: 1 }
+    LogHead {
+        generation: 5,
+        vdev_guid: 0x1111,
+        point: ctx().point,
+        release_seq: 3,
+        writer_epoch: 2,
+        epoch_first_seq: 1,
+    }
 }
 
 fn valid_block() -> Vec<u8> {
@@ -59,22 +87,30 @@ fn valid_block() -> Vec<u8> {
 fn block_accepted(bytes: &[u8]) -> bool {
     let Ok(header) = decode_header(bytes, 0x1111) else { return false };
     let Ok(decoded) = decode_payload(&Bytes::copy_from_slice(bytes), &header) else { return false };
-    decoded.iter().map(|d| &d.record).eq(records().iter()) && header.block_seq == 7 && header.prev_chain == 0x2222
+    decoded.iter().map(|d| &d.record).eq(records().iter())
+        && header.block_seq == 7
+        && header.prev_chain == 0x2222
 }
 
 #[test]
 fn golden_checksums_pin_the_layout() {
     let block = valid_block();
-    let used = crate::block::BLOCK_HEADER_BYTES + records().iter().map(|r| r.encoded_len_bytes() as usize).sum::<usize>();
+    let used = crate::block::BLOCK_HEADER_BYTES
+        + records().iter().map(|r| r.encoded_len_bytes() as usize).sum::<usize>();
     assert_eq!(used, 325, "the bit-flip property test covers exactly the used bytes");
     let header = decode_header(&block, 0x1111).expect("valid");
-    let golden = [header.header_checksum, crate::checksum::checksum64(&block), crate::checksum::checksum64(&head().encode())];
+    let golden = [
+        header.header_checksum,
+        crate::checksum::checksum64(&block),
+        crate::checksum::checksum64(&head().encode()),
+    ];
     let label_sum = crate::checksum::checksum64(&label().encode().expect("label"));
     assert_eq!(golden, GOLDEN_BLOCK_BLOCKSUM_HEAD, "block/head layout changed: {golden:#x?}");
     assert_eq!(label_sum, GOLDEN_LABEL, "label layout changed: {label_sum:#x}");
 }
 
-const GOLDEN_BLOCK_BLOCKSUM_HEAD: [u64; 3] = [0xba5b_829d_8c96_9985, 0x71ee_6022_3f60_9cb7, 0x5983_196c_3e1a_2ed0];
+const GOLDEN_BLOCK_BLOCKSUM_HEAD: [u64; 3] =
+    [0xba5b_829d_8c96_9985, 0x71ee_6022_3f60_9cb7, 0x5983_196c_3e1a_2ed0];
 const GOLDEN_LABEL: u64 = 0x95ec_6d45_fa2f_8481;
 
 proptest! {

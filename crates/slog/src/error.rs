@@ -45,7 +45,9 @@ pub enum LogError {
     #[error("no healthy log leg left")]
     NoHealthyLeg,
 
-    #[error("an earlier commit failed on every log device; publish txg {txg} and release it first")]
+    #[error(
+        "an earlier commit failed on every log device; publish txg {txg} and release it first"
+    )]
     AwaitingRelease { txg: u64 },
 
     #[error("invalid log record: {0}")]
@@ -64,7 +66,9 @@ pub enum LogError {
 impl LogError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            LogError::LogFull { .. } | LogError::AwaitingRelease { .. } => ErrorKind::RetryAfterTxgSync,
+            LogError::LogFull { .. } | LogError::AwaitingRelease { .. } => {
+                ErrorKind::RetryAfterTxgSync
+            }
             LogError::Io { .. } | LogError::NoHealthyLeg => ErrorKind::DeviceFailed,
             LogError::Closed => ErrorKind::Closed,
             LogError::Missing { .. }

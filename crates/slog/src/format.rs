@@ -21,7 +21,12 @@ impl IntentLog {
     /// Formats devices for a new pool or for `add`: writes labels and an empty log. Refuses a
     /// device that already carries a label of another pool or role unless `opts.force`.
     /// Files that do not exist are created with `opts.size_bytes`.
-    pub fn format(pool_name: &str, pool_guid: u128, spec: &VdevSpec, opts: &FormatOptions) -> Result<VdevConfig, LogError> {
+    pub fn format(
+        pool_name: &str,
+        pool_guid: u128,
+        spec: &VdevSpec,
+        opts: &FormatOptions,
+    ) -> Result<VdevConfig, LogError> {
         let paths = spec.legs();
         if paths.is_empty() || paths.len() > usize::from(u16::MAX) {
             return Err(LogError::InvalidConfig("a vdev needs between 1 and 65535 legs".into()));
@@ -33,7 +38,8 @@ impl IntentLog {
             .iter()
             .map(|path| prepare_device(pool_guid, path, opts))
             .collect::<Result<Vec<_>, _>>()?;
-        let ring_end_bytes = devices.iter().map(|d| round_down_block(d.len_bytes())).min().unwrap_or(0);
+        let ring_end_bytes =
+            devices.iter().map(|d| round_down_block(d.len_bytes())).min().unwrap_or(0);
         let vdev_guid = new_vdev_guid(pool_guid, &paths, opts.guid_seed);
         for (index, device) in devices.iter().enumerate() {
             let label = DeviceLabel {
@@ -46,24 +52,37 @@ impl IntentLog {
                 ring_start_bytes: RING_START_BYTES,
                 ring_end_bytes,
             };
-            write_empty_log(device.as_ref(), &label).map_err(|e| LogError::io(device.path(), "format", e))?;
+            write_empty_log(device.as_ref(), &label)
+                .map_err(|e| LogError::io(device.path(), "format", e))?;
         }
         Ok(VdevConfig { vdev_guid, kind: spec.kind(), legs: paths })
     }
 }
 
 /// Opens or creates the device and refuses it when it belongs elsewhere.
-fn prepare_device(pool_guid: u128, path: &Path, opts: &FormatOptions) -> Result<Arc<dyn LogDevice>, LogError> {
-    let device = opts.provider.create(path, opts.size_bytes).map_err(|e| LogError::io(path, "open", e))?;
+fn prepare_device(
+    pool_guid: u128,
+    path: &Path,
+    opts: &FormatOptions,
+) -> Result<Arc<dyn LogDevice>, LogError> {
+    let device =
+        opts.provider.create(path, opts.size_bytes).map_err(|e| LogError::io(path, "open", e))?;
     let min_bytes = RING_START_BYTES + RING_MIN_BYTES;
     if device.len_bytes() < min_bytes {
-        return Err(LogError::TooSmall { path: path.to_path_buf(), size_bytes: device.len_bytes(), min_bytes });
+        return Err(LogError::TooSmall {
+            path: path.to_path_buf(),
+            size_bytes: device.len_bytes(),
+            min_bytes,
+        });
     }
     let existing = read_label(device.as_ref()).map_err(|e| LogError::io(path, "read label", e))?;
     if let Some(read) = existing {
         let foreign = read.label.pool_guid != pool_guid || read.label.role != Role::Log;
         if foreign && !opts.force {
-            return Err(LogError::DeviceInUse { path: path.to_path_buf(), found: read.label.describe() });
+            return Err(LogError::DeviceInUse {
+                path: path.to_path_buf(),
+                found: read.label.describe(),
+            });
         }
     }
     Ok(device)
@@ -98,11 +117,20 @@ fn write_empty_log(device: &dyn LogDevice, label: &DeviceLabel) -> std::io::Resu
 }
 
 /// The head of an empty chain starting at the ring start.
-pub(crate) fn initial_head(pool_guid: u128, vdev_guid: u64, epoch: u64, generation: u64) -> LogHead {
+pub(crate) fn initial_head(
+    pool_guid: u128,
+    vdev_guid: u64,
+    epoch: u64,
+    generation: u64,
+) -> LogHead {
     LogHead {
         generation,
         vdev_guid,
-        point: ChainPoint { offset_bytes: RING_START_BYTES, block_seq: 1, prev_chain: chain_seed(pool_guid, vdev_guid, epoch, generation) },
+        point: ChainPoint {
+            offset_bytes: RING_START_BYTES,
+            block_seq: 1,
+            prev_chain: chain_seed(pool_guid, vdev_guid, epoch, generation),
+        },
         release_seq: 0,
         writer_epoch: epoch,
         epoch_first_seq: 0,

@@ -6,10 +6,15 @@
 //! Besides the decoders, the `reseal_*` helpers recompute the checksums of a mutated encoding,
 //! so a target can get past the checksum checks and exercise the field checks behind them.
 
-pub use crate::block::{decode_header, decode_payload, encode_block, BlockContext, BlockError, BlockHeader, BLOCK_HEADER_BYTES};
+pub use crate::block::{
+    decode_header, decode_payload, encode_block, BlockContext, BlockError, BlockHeader,
+    BLOCK_HEADER_BYTES,
+};
 pub use crate::head::LogHead;
 pub use crate::label::{DeviceLabel, LabelDecodeError, Role};
-pub use crate::record::{decode_record, encode_record, DecodedRecord, LogRecord, RecordKind, RECORD_HEADER_BYTES};
+pub use crate::record::{
+    decode_record, encode_record, DecodedRecord, LogRecord, RecordKind, RECORD_HEADER_BYTES,
+};
 pub use crate::ring::ChainPoint;
 
 use crate::le::{get_u32, get_u64, put_u64};
@@ -78,4 +83,3 @@ pub fn reseal_label(buf: &mut [u8]) {
         put_u64(buf, CHECKSUM_OFFSET, sum);
     }
 }
-

@@ -76,13 +76,19 @@ impl LogHead {
         if buf.len() < 128 || get_u64(buf, 0) != HEAD_MAGIC || get_u16(buf, 8) != HEAD_VERSION {
             return None;
         }
-        if get_u64(buf, CHECKSUM_OFFSET) != checksum64(&buf[..CHECKSUM_OFFSET]) || get_u64(buf, 16) != vdev_guid {
+        if get_u64(buf, CHECKSUM_OFFSET) != checksum64(&buf[..CHECKSUM_OFFSET])
+            || get_u64(buf, 16) != vdev_guid
+        {
             return None;
         }
         Some(LogHead {
             vdev_guid,
             generation: get_u64(buf, 24),
-            point: ChainPoint { offset_bytes: get_u64(buf, 32), block_seq: get_u64(buf, 40), prev_chain: get_u64(buf, 48) },
+            point: ChainPoint {
+                offset_bytes: get_u64(buf, 32),
+                block_seq: get_u64(buf, 40),
+                prev_chain: get_u64(buf, 48),
+            },
             release_seq: get_u64(buf, 56),
             writer_epoch: get_u64(buf, 64),
             epoch_first_seq: get_u64(buf, 72),
@@ -97,7 +103,9 @@ pub(crate) fn read_heads(device: &dyn LogDevice, vdev_guid: u64) -> std::io::Res
     for (slot, offset) in HEAD_SLOT_OFFSETS_BYTES.iter().enumerate() {
         device.read_at(*offset, &mut buf)?;
         match LogHead::decode(&buf, vdev_guid) {
-            Some(head) if best.is_none_or(|(b, _)| head.generation > b.generation) => best = Some((head, slot)),
+            Some(head) if best.is_none_or(|(b, _)| head.generation > b.generation) => {
+                best = Some((head, slot))
+            }
             // An older or torn slot is normal after a crash mid head write.
             Some(_) | None => {}
         }

@@ -64,10 +64,16 @@ impl IntentLog {
     /// end of the replayable prefix. A wrong or swapped device is refused with an error
     /// naming the path and what it carries; an absent one is `LogError::Missing` unless
     /// `opts.missing` is `Degrade`.
-    pub fn open(pool_name: &str, pool_guid: u128, vdevs: &[VdevConfig], opts: &OpenOptions) -> Result<IntentLog, LogError> {
+    pub fn open(
+        pool_name: &str,
+        pool_guid: u128,
+        vdevs: &[VdevConfig],
+        opts: &OpenOptions,
+    ) -> Result<IntentLog, LogError> {
         check_unique(vdevs)?;
         let pool = PoolId { name: pool_name.to_string(), guid: pool_guid };
-        let opened = vdevs.iter().map(|c| open_vdev_legs(&pool, c, opts)).collect::<Result<Vec<_>, _>>()?;
+        let opened =
+            vdevs.iter().map(|c| open_vdev_legs(&pool, c, opts)).collect::<Result<Vec<_>, _>>()?;
         let plan = plan_merge(&opened);
         if let Some(seq) = plan.gap_at_seq {
             tracing::warn!(seq, "log history has a gap; records after it are discarded");
@@ -76,9 +82,14 @@ impl IntentLog {
             .iter()
             .zip(opened)
             .zip(&plan.keep_blocks)
-            .map(|((config, (legs, label)), &keep)| Arc::new(assemble_vdev(config, legs, label, keep, plan.release_seq)))
+            .map(|((config, (legs, label)), &keep)| {
+                Arc::new(assemble_vdev(config, legs, label, keep, plan.release_seq))
+            })
             .collect();
-        let session = Session { writer_epoch: (plan.max_epoch + 1).max(opts.writer_epoch), epoch_first_seq: plan.next_seq };
+        let session = Session {
+            writer_epoch: (plan.max_epoch + 1).max(opts.writer_epoch),
+            epoch_first_seq: plan.next_seq,
+        };
         let shared = Arc::new(Shared {
             pool,
             vdevs: RwLock::new(assembled),
@@ -100,7 +111,9 @@ impl IntentLog {
         let writer = std::thread::Builder::new()
             .name("slog-writer".into())
             .spawn(move || run_writer(writer_shared))
-            .map_err(|e| LogError::io(std::path::Path::new("slog-writer"), "spawn writer thread", e))?;
+            .map_err(|e| {
+                LogError::io(std::path::Path::new("slog-writer"), "spawn writer thread", e)
+            })?;
         Ok(IntentLog { shared, writer: Some(writer) })
     }
 
@@ -124,7 +137,11 @@ impl IntentLog {
         let payload_bytes: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
         if block_len_for_payload(payload_bytes) > u64::from(u32::MAX) {
             let total_bytes = self.space_total_bytes();
-            return Err(LogError::LogFull { needed_bytes: block_len_for_payload(payload_bytes), free_bytes: 0, total_bytes });
+            return Err(LogError::LogFull {
+                needed_bytes: block_len_for_payload(payload_bytes),
+                free_bytes: 0,
+                total_bytes,
+            });
         }
         let permit = shared.admission.acquire().await.map_err(|_| LogError::Closed)?;
         let (reply, answer) = oneshot::channel();
@@ -148,7 +165,12 @@ impl IntentLog {
         // so it cannot be released by mistake while the bound is applied.
         let next_seq = self.shared.next_seq.load(Ordering::Acquire);
         let vdevs = self.shared.vdevs.read().clone();
-        let first_unpublished = vdevs.iter().filter_map(|v| v.ring.lock().first_seq_above_txg(txg)).min().unwrap_or(next_seq).min(next_seq);
+        let first_unpublished = vdevs
+            .iter()
+            .filter_map(|v| v.ring.lock().first_seq_above_txg(txg))
+            .min()
+            .unwrap_or(next_seq)
+            .min(next_seq);
         let mut moved = false;
         let mut finished = Vec::new();
         for vdev in &vdevs {
@@ -294,7 +316,11 @@ impl Shared {
         f(&WriteCtx { session: self.session, stats: &self.stats, release_seq: &release_seq })
     }
 
-    pub fn write_to_some_vdev(&self, first_seq: u64, records: &[&LogRecord]) -> Result<u64, WriteFailure> {
+    pub fn write_to_some_vdev(
+        &self,
+        first_seq: u64,
+        records: &[&LogRecord],
+    ) -> Result<u64, WriteFailure> {
         let vdevs = self.vdevs.read().clone();
         if vdevs.is_empty() {
             return Err(WriteFailure::AllLegsFailed);
@@ -356,7 +382,9 @@ impl Shared {
         for vdev in vdevs {
             let mut inner = vdev.inner.lock();
             if vdev.accepts_writes(&inner) {
-                if let Err(failure) = self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, &[], ctx)) {
+                if let Err(failure) =
+                    self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, &[], ctx))
+                {
                     tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
                 }
             }
@@ -385,7 +413,9 @@ impl QueuedCommit<'_> {
     /// Returns once the records are durable on every healthy leg (and every earlier commit too).
     pub async fn durable(self) -> Result<CommitReceipt, LogError> {
         let result = self.answer.await.map_err(|_| LogError::Closed)?;
-        self.shared.stats.record_latency_us(self.shared.clock.now_us().saturating_sub(self.started_us));
+        self.shared
+            .stats
+            .record_latency_us(self.shared.clock.now_us().saturating_sub(self.started_us));
         result
     }
 }

@@ -145,13 +145,15 @@ impl DeviceLabel {
         if get_u16(buf, 8) != LABEL_VERSION {
             return Err(LabelDecodeError::Damaged("unknown label version"));
         }
-        let role = Role::from_code(get_u8(buf, 10)).ok_or(LabelDecodeError::Damaged("unknown role"))?;
+        let role =
+            Role::from_code(get_u8(buf, 10)).ok_or(LabelDecodeError::Damaged("unknown role"))?;
         let name_len = usize::from(get_u8(buf, 11));
         if name_len > POOL_NAME_MAX_BYTES {
             return Err(LabelDecodeError::Damaged("pool name length out of range"));
         }
         let name = &buf[NAME_OFFSET..NAME_OFFSET + name_len];
-        let pool_name = String::from_utf8(name.to_vec()).map_err(|_| LabelDecodeError::Damaged("pool name not UTF-8"))?;
+        let pool_name = String::from_utf8(name.to_vec())
+            .map_err(|_| LabelDecodeError::Damaged("pool name not UTF-8"))?;
         let label = DeviceLabel {
             pool_name,
             pool_guid: get_u128(buf, 16),
@@ -192,7 +194,9 @@ pub fn read_label(device: &dyn LogDevice) -> std::io::Result<Option<LabelRead>> 
 
 /// Writes both label copies (not flushed).
 pub fn write_label(device: &dyn LogDevice, label: &DeviceLabel) -> std::io::Result<()> {
-    let buf = label.encode().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{e:?}")))?;
+    let buf = label
+        .encode()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{e:?}")))?;
     for offset in LABEL_OFFSETS_BYTES {
         device.write_at(offset, &buf)?;
     }

@@ -32,9 +32,9 @@ mod admin;
 mod aligned;
 mod block;
 mod checksum;
+pub mod clock;
 #[cfg(test)]
 mod codec_tests;
-pub mod clock;
 mod config;
 pub mod device;
 mod error;

@@ -47,7 +47,12 @@ impl BlockSummary {
 /// Plans the merge of per-vdev chains (each in chain order).
 pub(crate) fn plan(chains: &[Vec<BlockSummary>], heads: &[HeadSummary]) -> MergePlan {
     let blocks = || chains.iter().flatten();
-    let release_seq = heads.iter().map(|h| h.release_seq).chain(blocks().map(|b| b.release_seq)).max().unwrap_or(0);
+    let release_seq = heads
+        .iter()
+        .map(|h| h.release_seq)
+        .chain(blocks().map(|b| b.release_seq))
+        .max()
+        .unwrap_or(0);
     let epochs: Vec<(u64, u64)> = heads
         .iter()
         .map(|h| (h.writer_epoch, h.epoch_first_seq))
@@ -55,15 +60,21 @@ pub(crate) fn plan(chains: &[Vec<BlockSummary>], heads: &[HeadSummary]) -> Merge
         .collect();
     let max_epoch = epochs.iter().map(|e| e.0).max().unwrap_or(0);
     let superseded = |b: &BlockSummary| {
-        b.last_seq().is_some_and(|last| epochs.iter().any(|&(epoch, first)| epoch > b.writer_epoch && first <= last))
+        b.last_seq().is_some_and(|last| {
+            epochs.iter().any(|&(epoch, first)| epoch > b.writer_epoch && first <= last)
+        })
     };
-    let mut keep_blocks: Vec<usize> =
-        chains.iter().map(|chain| chain.iter().position(superseded).unwrap_or(chain.len())).collect();
+    let mut keep_blocks: Vec<usize> = chains
+        .iter()
+        .map(|chain| chain.iter().position(superseded).unwrap_or(chain.len()))
+        .collect();
 
     let mut ranges: Vec<(u64, u64)> = chains
         .iter()
         .zip(&keep_blocks)
-        .flat_map(|(chain, &keep)| chain[..keep].iter().filter_map(|b| b.last_seq().map(|last| (b.first_seq, last))))
+        .flat_map(|(chain, &keep)| {
+            chain[..keep].iter().filter_map(|b| b.last_seq().map(|last| (b.first_seq, last)))
+        })
         .collect();
     ranges.sort_unstable();
     let mut next_seq = release_seq;
@@ -79,7 +90,8 @@ pub(crate) fn plan(chains: &[Vec<BlockSummary>], heads: &[HeadSummary]) -> Merge
         next_seq = last + 1;
     }
     for (chain, keep) in chains.iter().zip(keep_blocks.iter_mut()) {
-        let beyond = chain[..*keep].iter().position(|b| b.last_seq().is_some_and(|last| last >= next_seq));
+        let beyond =
+            chain[..*keep].iter().position(|b| b.last_seq().is_some_and(|last| last >= next_seq));
         if let Some(cut) = beyond {
             *keep = cut;
         }
@@ -92,7 +104,13 @@ mod tests {
     use super::*;
 
     fn block(first: u64, count: u64, epoch: u64) -> BlockSummary {
-        BlockSummary { first_seq: first, record_count: count, release_seq: 0, writer_epoch: epoch, epoch_first_seq: 0 }
+        BlockSummary {
+            first_seq: first,
+            record_count: count,
+            release_seq: 0,
+            writer_epoch: epoch,
+            epoch_first_seq: 0,
+        }
     }
 
     #[test]

@@ -54,9 +54,18 @@ impl OpenedLeg {
 }
 
 /// Refuses a device whose label names another pool, role or vdev.
-pub(crate) fn check_label(pool: &PoolId, vdev_guid: u64, path: &Path, label: &DeviceLabel) -> Result<(), LogError> {
+pub(crate) fn check_label(
+    pool: &PoolId,
+    vdev_guid: u64,
+    path: &Path,
+    label: &DeviceLabel,
+) -> Result<(), LogError> {
     if label.pool_guid != pool.guid || label.role != Role::Log || label.vdev_guid != vdev_guid {
-        return Err(LogError::WrongDevice { path: path.to_path_buf(), found: label.describe(), expected: pool.expected(vdev_guid) });
+        return Err(LogError::WrongDevice {
+            path: path.to_path_buf(),
+            found: label.describe(),
+            expected: pool.expected(vdev_guid),
+        });
     }
     Ok(())
 }
@@ -93,7 +102,11 @@ pub(crate) fn open_leg(
         Ok(Some(read)) => {
             check_label(pool, vdev_guid, path, &read.label)?;
             if device.len_bytes() < read.label.ring_end_bytes {
-                return Err(LogError::TooSmall { path: path.to_path_buf(), size_bytes: device.len_bytes(), min_bytes: read.label.ring_end_bytes });
+                return Err(LogError::TooSmall {
+                    path: path.to_path_buf(),
+                    size_bytes: device.len_bytes(),
+                    min_bytes: read.label.ring_end_bytes,
+                });
             }
             leg.label_damaged = read.damaged_copies > 0;
             if leg.label_damaged {
@@ -112,7 +125,11 @@ pub(crate) fn open_leg(
 }
 
 /// Opens every leg of a vdev and scans the chain of each.
-pub(crate) fn open_vdev_legs(pool: &PoolId, config: &VdevConfig, opts: &OpenOptions) -> Result<(Vec<OpenedLeg>, DeviceLabel), LogError> {
+pub(crate) fn open_vdev_legs(
+    pool: &PoolId,
+    config: &VdevConfig,
+    opts: &OpenOptions,
+) -> Result<(Vec<OpenedLeg>, DeviceLabel), LogError> {
     if config.legs.is_empty() {
         return Err(LogError::InvalidConfig(format!("vdev {:#x} has no legs", config.vdev_guid)));
     }
@@ -121,7 +138,11 @@ pub(crate) fn open_vdev_legs(pool: &PoolId, config: &VdevConfig, opts: &OpenOpti
         legs.push(open_leg(opts.provider.as_ref(), pool, config.vdev_guid, path, opts.missing)?);
     }
     let label = vdev_label(pool, config, &legs)?;
-    let bounds = RingBounds { start_bytes: label.ring_start_bytes, end_bytes: label.ring_end_bytes, vdev_guid: config.vdev_guid };
+    let bounds = RingBounds {
+        start_bytes: label.ring_start_bytes,
+        end_bytes: label.ring_end_bytes,
+        vdev_guid: config.vdev_guid,
+    };
     for leg in &mut legs {
         let Some(device) = leg.online().cloned() else { continue };
         match read_heads(device.as_ref(), config.vdev_guid) {
@@ -143,7 +164,11 @@ pub(crate) fn open_vdev_legs(pool: &PoolId, config: &VdevConfig, opts: &OpenOpti
 }
 
 /// The label every leg of the vdev agrees on (ring bounds must match across legs).
-fn vdev_label(pool: &PoolId, config: &VdevConfig, legs: &[OpenedLeg]) -> Result<DeviceLabel, LogError> {
+fn vdev_label(
+    pool: &PoolId,
+    config: &VdevConfig,
+    legs: &[OpenedLeg],
+) -> Result<DeviceLabel, LogError> {
     let mut labels = legs.iter().filter_map(|l| l.label.as_ref());
     let Some(first) = labels.next() else {
         // No readable leg: an inert label keeps the vdev in status as FAULTED/UNAVAIL.
@@ -158,15 +183,24 @@ fn vdev_label(pool: &PoolId, config: &VdevConfig, legs: &[OpenedLeg]) -> Result<
             ring_end_bytes: crate::layout::RING_START_BYTES,
         });
     };
-    if labels.any(|l| (l.ring_start_bytes, l.ring_end_bytes) != (first.ring_start_bytes, first.ring_end_bytes)) {
-        return Err(LogError::InvalidConfig(format!("legs of vdev {:#x} disagree on the ring layout", config.vdev_guid)));
+    if labels.any(|l| {
+        (l.ring_start_bytes, l.ring_end_bytes) != (first.ring_start_bytes, first.ring_end_bytes)
+    }) {
+        return Err(LogError::InvalidConfig(format!(
+            "legs of vdev {:#x} disagree on the ring layout",
+            config.vdev_guid
+        )));
     }
     Ok(first.clone())
 }
 
 /// Index of the leg with the best chain (newest epoch, then longest).
 pub(crate) fn best_leg(legs: &[OpenedLeg]) -> Option<usize> {
-    legs.iter().enumerate().filter_map(|(i, l)| l.scan.as_ref().map(|s| (s.rank(), i))).max().map(|(_, i)| i)
+    legs.iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.scan.as_ref().map(|s| (s.rank(), i)))
+        .max()
+        .map(|(_, i)| i)
 }
 
 fn summary(block: &ScannedBlock) -> BlockSummary {
@@ -183,25 +217,40 @@ fn summary(block: &ScannedBlock) -> BlockSummary {
 pub(crate) fn plan_merge(vdevs: &[(Vec<OpenedLeg>, DeviceLabel)]) -> MergePlan {
     let chains: Vec<Vec<BlockSummary>> = vdevs
         .iter()
-        .map(|(legs, _)| best_leg(legs).and_then(|i| legs[i].scan.as_ref()).map_or_else(Vec::new, |s| s.blocks.iter().map(summary).collect()))
+        .map(|(legs, _)| {
+            best_leg(legs)
+                .and_then(|i| legs[i].scan.as_ref())
+                .map_or_else(Vec::new, |s| s.blocks.iter().map(summary).collect())
+        })
         .collect();
     let heads: Vec<HeadSummary> = vdevs
         .iter()
         .flat_map(|(legs, _)| legs.iter().filter_map(|l| l.scan.as_ref()))
-        .map(|s| HeadSummary { release_seq: s.head.release_seq, writer_epoch: s.head.writer_epoch, epoch_first_seq: s.head.epoch_first_seq })
+        .map(|s| HeadSummary {
+            release_seq: s.head.release_seq,
+            writer_epoch: s.head.writer_epoch,
+            epoch_first_seq: s.head.epoch_first_seq,
+        })
         .collect();
     plan(&chains, &heads)
 }
 
 /// Builds a runtime vdev from its opened legs: ring state from the best leg's chain cut to
 /// `keep` blocks, other legs resynced to it, damaged label copies rewritten.
-pub(crate) fn assemble_vdev(config: &VdevConfig, legs: Vec<OpenedLeg>, label: DeviceLabel, keep: usize, release_seq: u64) -> Vdev {
+pub(crate) fn assemble_vdev(
+    config: &VdevConfig,
+    legs: Vec<OpenedLeg>,
+    label: DeviceLabel,
+    keep: usize,
+    release_seq: u64,
+) -> Vdev {
     let best = best_leg(&legs);
     let ring = match best.and_then(|i| legs[i].scan.as_ref()) {
         Some(scan) => ring_from_scan(&label, scan, keep, release_seq),
         None => inert_ring(&label),
     };
-    let head_generation = legs.iter().filter_map(|l| l.scan.as_ref()).map(|s| s.head.generation).max().unwrap_or(0);
+    let head_generation =
+        legs.iter().filter_map(|l| l.scan.as_ref()).map(|s| s.head.generation).max().unwrap_or(0);
     let next_head_slot = best.and_then(|i| legs[i].scan.as_ref()).map_or(0, |s| 1 - s.head_slot);
     if let Some(best) = best {
         resync_legs(&legs, best, keep, &ring);
@@ -212,7 +261,11 @@ pub(crate) fn assemble_vdev(config: &VdevConfig, legs: Vec<OpenedLeg>, label: De
             leg.health.set_state(HealthState::Faulted);
         }
     }
-    let inner = VdevInner { legs: legs.into_iter().map(OpenedLeg::into_leg).collect(), head_generation, next_head_slot };
+    let inner = VdevInner {
+        legs: legs.into_iter().map(OpenedLeg::into_leg).collect(),
+        head_generation,
+        next_head_slot,
+    };
     Vdev::new(config.vdev_guid, config.kind, label, inner, ring)
 }
 
@@ -231,7 +284,11 @@ fn ring_from_scan(label: &DeviceLabel, scan: &LegScan, keep: usize, release_seq:
 }
 
 fn inert_ring(label: &DeviceLabel) -> Ring {
-    let point = crate::ring::ChainPoint { offset_bytes: label.ring_start_bytes, block_seq: 1, prev_chain: 0 };
+    let point = crate::ring::ChainPoint {
+        offset_bytes: label.ring_start_bytes,
+        block_seq: 1,
+        prev_chain: 0,
+    };
     Ring::new(label.ring_start_bytes, label.ring_start_bytes, point, point, VecDeque::new())
 }
 
@@ -244,7 +301,9 @@ fn same_reachable_content(best: &LegScan, other: &LegScan, keep: usize) -> bool 
 }
 
 fn resync_legs(legs: &[OpenedLeg], best: usize, keep: usize, ring: &Ring) {
-    let (Some(source), Some(best_scan)) = (legs[best].online(), legs[best].scan.as_ref()) else { return };
+    let (Some(source), Some(best_scan)) = (legs[best].online(), legs[best].scan.as_ref()) else {
+        return;
+    };
     for (index, leg) in legs.iter().enumerate() {
         let Some(target) = leg.online() else { continue };
         let in_sync = leg.scan.as_ref().is_some_and(|s| same_reachable_content(best_scan, s, keep));

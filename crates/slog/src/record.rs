@@ -89,7 +89,13 @@ impl LogRecord {
 }
 
 /// Appends the record at `buf[at..]`; returns the record's chain checksum.
-pub fn encode_record(buf: &mut [u8], at: usize, seq: u64, record: &LogRecord, prev_chain: u64) -> u64 {
+pub fn encode_record(
+    buf: &mut [u8],
+    at: usize,
+    seq: u64,
+    record: &LogRecord,
+    prev_chain: u64,
+) -> u64 {
     let header = &mut buf[at..at + RECORD_HEADER_BYTES];
     put_u32(header, 0, RECORD_MAGIC);
     put_u16(header, 4, RECORD_VERSION);
@@ -121,8 +127,14 @@ pub struct DecodedRecord {
 /// Decodes the record at `payload[at..]`, verifying magic, version, the expected sequence
 /// number, the chain link and the data checksum. `payload` is a `Bytes` so record data is a
 /// zero-copy slice of the block.
-pub fn decode_record(payload: &Bytes, at: usize, expect_seq: u64, prev_chain: u64) -> Result<DecodedRecord, &'static str> {
-    let header = payload.get(at..at + RECORD_HEADER_BYTES).ok_or("record header past the payload")?;
+pub fn decode_record(
+    payload: &Bytes,
+    at: usize,
+    expect_seq: u64,
+    prev_chain: u64,
+) -> Result<DecodedRecord, &'static str> {
+    let header =
+        payload.get(at..at + RECORD_HEADER_BYTES).ok_or("record header past the payload")?;
     if get_u32(header, 0) != RECORD_MAGIC || get_u16(header, 4) != RECORD_VERSION {
         return Err("bad record magic or version");
     }
@@ -152,7 +164,12 @@ pub fn decode_record(payload: &Bytes, at: usize, expect_seq: u64, prev_chain: u6
         data,
     };
     record.validate().map_err(|_| "record fields inconsistent")?;
-    Ok(DecodedRecord { seq: expect_seq, record, chain, encoded_len: RECORD_HEADER_BYTES + data_len })
+    Ok(DecodedRecord {
+        seq: expect_seq,
+        record,
+        chain,
+        encoded_len: RECORD_HEADER_BYTES + data_len,
+    })
 }
 
 #[cfg(test)]
@@ -160,7 +177,14 @@ mod tests {
     use super::*;
 
     fn write(len: usize) -> LogRecord {
-        LogRecord { txg: 5, volume_id: 2, kind: RecordKind::Write, offset_bytes: 8192, length_bytes: len as u32, data: Bytes::from(vec![3u8; len]) }
+        LogRecord {
+            txg: 5,
+            volume_id: 2,
+            kind: RecordKind::Write,
+            offset_bytes: 8192,
+            length_bytes: len as u32,
+            data: Bytes::from(vec![3u8; len]),
+        }
     }
 
     #[test]

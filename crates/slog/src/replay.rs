@@ -68,11 +68,14 @@ impl IntentLog {
 fn read_vdev(vdev: &Arc<Vdev>) -> Vec<ReplayedRecord> {
     // Holding `inner` keeps the writer from reusing space while the blocks are read.
     let inner = vdev.inner.lock();
-    let live: Vec<_> = vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).cloned().collect();
+    let live: Vec<_> =
+        vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).cloned().collect();
     let mut out = Vec::new();
     for extent in &live {
         match vdev.read_extent(&inner, extent) {
-            Some(records) => out.extend(records.into_iter().map(|r| ReplayedRecord { seq: r.seq, record: r.record })),
+            Some(records) => out.extend(
+                records.into_iter().map(|r| ReplayedRecord { seq: r.seq, record: r.record }),
+            ),
             None => break,
         }
     }

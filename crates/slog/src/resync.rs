@@ -14,7 +14,8 @@ const COPY_CHUNK_BYTES: u64 = 1024 * 1024;
 
 /// Byte ranges (offset, length) a replay of `ring` may read.
 pub(crate) fn reachable_ranges(ring: &Ring) -> Vec<(u64, u64)> {
-    let mut ranges = vec![(HEAD_SLOT_OFFSETS_BYTES[0], RING_START_BYTES - HEAD_SLOT_OFFSETS_BYTES[0])];
+    let mut ranges =
+        vec![(HEAD_SLOT_OFFSETS_BYTES[0], RING_START_BYTES - HEAD_SLOT_OFFSETS_BYTES[0])];
     let (head, tail) = (ring.durable_head, ring.tail);
     if head.block_seq == tail.block_seq {
         return ranges;
@@ -30,7 +31,11 @@ pub(crate) fn reachable_ranges(ring: &Ring) -> Vec<(u64, u64)> {
 }
 
 /// Copies everything a replay of `ring` may read from `source` to `target`, then flushes.
-pub(crate) fn copy_reachable(source: &dyn LogDevice, target: &dyn LogDevice, ring: &Ring) -> io::Result<u64> {
+pub(crate) fn copy_reachable(
+    source: &dyn LogDevice,
+    target: &dyn LogDevice,
+    ring: &Ring,
+) -> io::Result<u64> {
     let mut copied = 0;
     let mut buf = AlignedBuf::zeroed(COPY_CHUNK_BYTES as usize);
     for (offset, len) in reachable_ranges(ring) {

@@ -36,12 +36,20 @@ impl Extent {
     }
 
     pub fn point(&self) -> ChainPoint {
-        ChainPoint { offset_bytes: self.offset_bytes, block_seq: self.block_seq, prev_chain: self.prev_chain }
+        ChainPoint {
+            offset_bytes: self.offset_bytes,
+            block_seq: self.block_seq,
+            prev_chain: self.prev_chain,
+        }
     }
 
     /// The chain point right after this block.
     pub fn next_point(&self) -> ChainPoint {
-        ChainPoint { offset_bytes: self.end_bytes(), block_seq: self.block_seq + 1, prev_chain: self.header_checksum }
+        ChainPoint {
+            offset_bytes: self.end_bytes(),
+            block_seq: self.block_seq + 1,
+            prev_chain: self.header_checksum,
+        }
     }
 }
 
@@ -59,7 +67,13 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    pub fn new(start_bytes: u64, end_bytes: u64, durable_head: ChainPoint, tail: ChainPoint, live: VecDeque<Extent>) -> Self {
+    pub fn new(
+        start_bytes: u64,
+        end_bytes: u64,
+        durable_head: ChainPoint,
+        tail: ChainPoint,
+        live: VecDeque<Extent>,
+    ) -> Self {
         Self { start_bytes, end_bytes, tail, live, durable_head }
     }
 
@@ -148,7 +162,11 @@ impl Ring {
 
     /// Lowest sequence number of a live record whose txg is above `txg`.
     pub fn first_seq_above_txg(&self, txg: u64) -> Option<u64> {
-        self.live.iter().filter(|e| e.record_count > 0 && e.txg_max > txg).map(|e| e.first_seq).min()
+        self.live
+            .iter()
+            .filter(|e| e.record_count > 0 && e.txg_max > txg)
+            .map(|e| e.first_seq)
+            .min()
     }
 
     /// Releases blocks, oldest first, while every record in them is below `seq`. Releasing
@@ -170,7 +188,11 @@ impl Ring {
 
     /// Highest txg among live blocks whose records precede `seq`; `None` when there is none.
     pub fn txg_max_before(&self, seq: u64) -> Option<u64> {
-        self.live.iter().filter(|e| e.record_count > 0 && e.first_seq < seq).map(|e| e.txg_max).max()
+        self.live
+            .iter()
+            .filter(|e| e.record_count > 0 && e.first_seq < seq)
+            .map(|e| e.txg_max)
+            .max()
     }
 }
 
@@ -186,7 +208,16 @@ mod tests {
     }
 
     fn extent(offset: u64, len: u64, seq: u64, txg: u64) -> Extent {
-        Extent { offset_bytes: offset, len_bytes: len, block_seq: seq, prev_chain: seq * 100, header_checksum: (seq + 1) * 100, first_seq: seq, record_count: 1, txg_max: txg }
+        Extent {
+            offset_bytes: offset,
+            len_bytes: len,
+            block_seq: seq,
+            prev_chain: seq * 100,
+            header_checksum: (seq + 1) * 100,
+            first_seq: seq,
+            record_count: 1,
+            txg_max: txg,
+        }
     }
 
     fn empty_ring() -> Ring {
@@ -205,7 +236,11 @@ mod tests {
         assert_eq!(ring.place(4096, ring.durable_head), None, "full");
         assert!(ring.release_before_seq(3));
         assert_eq!(ring.used_bytes(), 3 * 8192);
-        assert_eq!(ring.place(4096, ring.durable_head), None, "released space is not reusable before the head is durable");
+        assert_eq!(
+            ring.place(4096, ring.durable_head),
+            None,
+            "released space is not reusable before the head is durable"
+        );
         assert_eq!(ring.place(16384, ring.mem_head()), Some(START));
         ring.durable_head = ring.mem_head();
         let at = ring.place(16384, ring.durable_head).expect("wrapped");

@@ -55,7 +55,11 @@ impl LegScan {
     pub fn rank(&self) -> (u64, u64, u64) {
         match self.blocks.last() {
             Some(block) => (block.writer_epoch, block.extent.block_seq, self.head.generation),
-            None => (self.head.writer_epoch, self.head.point.block_seq.saturating_sub(1), self.head.generation),
+            None => (
+                self.head.writer_epoch,
+                self.head.point.block_seq.saturating_sub(1),
+                self.head.generation,
+            ),
         }
     }
 }
@@ -82,7 +86,11 @@ pub(crate) enum ReadBlockError {
 }
 
 /// Reads the block expected at `at` (exactly at that offset) and verifies it.
-pub(crate) fn read_block_at(device: &dyn LogDevice, ring: RingBounds, at: ChainPoint) -> Result<ReadBlock, ReadBlockError> {
+pub(crate) fn read_block_at(
+    device: &dyn LogDevice,
+    ring: RingBounds,
+    at: ChainPoint,
+) -> Result<ReadBlock, ReadBlockError> {
     if at.offset_bytes < ring.start_bytes || at.offset_bytes + BLOCK_SIZE_BYTES > ring.end_bytes {
         return Err(ReadBlockError::Block(BlockError::Garbage));
     }
@@ -108,9 +116,15 @@ pub(crate) fn read_block_at(device: &dyn LogDevice, ring: RingBounds, at: ChainP
 }
 
 /// Reads the next block of a chain: at the expected offset, else at the ring start.
-pub(crate) fn read_next_block(device: &dyn LogDevice, ring: RingBounds, expect: ChainPoint) -> Result<ReadBlock, ReadBlockError> {
+pub(crate) fn read_next_block(
+    device: &dyn LogDevice,
+    ring: RingBounds,
+    expect: ChainPoint,
+) -> Result<ReadBlock, ReadBlockError> {
     match read_block_at(device, ring, expect) {
-        Err(ReadBlockError::Block(BlockError::Garbage | BlockError::Unexpected)) if expect.offset_bytes != ring.start_bytes => {
+        Err(ReadBlockError::Block(BlockError::Garbage | BlockError::Unexpected))
+            if expect.offset_bytes != ring.start_bytes =>
+        {
             read_block_at(device, ring, ChainPoint { offset_bytes: ring.start_bytes, ..expect })
         }
         other => other,
@@ -118,7 +132,12 @@ pub(crate) fn read_next_block(device: &dyn LogDevice, ring: RingBounds, expect: 
 }
 
 /// Walks a leg's chain from `head`.
-pub(crate) fn scan_leg(device: &dyn LogDevice, ring: RingBounds, head: LogHead, head_slot: usize) -> LegScan {
+pub(crate) fn scan_leg(
+    device: &dyn LogDevice,
+    ring: RingBounds,
+    head: LogHead,
+    head_slot: usize,
+) -> LegScan {
     let mut blocks = Vec::new();
     let mut expect = head.point;
     let mut budget_bytes = ring.end_bytes - ring.start_bytes;

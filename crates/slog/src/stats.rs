@@ -4,8 +4,24 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Upper bounds (inclusive) of the latency buckets, in microseconds.
-pub const LATENCY_BUCKETS_US: [u64; 16] =
-    [25, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, u64::MAX];
+pub const LATENCY_BUCKETS_US: [u64; 16] = [
+    25,
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    u64::MAX,
+];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LatencyBucket {
@@ -62,7 +78,10 @@ impl StatsCounters {
     }
 
     pub fn record_latency_us(&self, latency_us: u64) {
-        let index = LATENCY_BUCKETS_US.iter().position(|&le| latency_us <= le).unwrap_or(LATENCY_BUCKETS_US.len() - 1);
+        let index = LATENCY_BUCKETS_US
+            .iter()
+            .position(|&le| latency_us <= le)
+            .unwrap_or(LATENCY_BUCKETS_US.len() - 1);
         self.latency[index].fetch_add(1, Ordering::Relaxed);
         self.latency_us_total.fetch_add(latency_us, Ordering::Relaxed);
     }

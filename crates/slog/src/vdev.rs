@@ -91,7 +91,13 @@ pub(crate) enum WriteFailure {
 pub(crate) type LegWrite<'a> = (u64, &'a [u8]);
 
 impl Vdev {
-    pub fn new(guid: u64, kind: VdevKind, label: DeviceLabel, inner: VdevInner, ring: Ring) -> Self {
+    pub fn new(
+        guid: u64,
+        kind: VdevKind,
+        label: DeviceLabel,
+        inner: VdevInner,
+        ring: Ring,
+    ) -> Self {
         let legs_view = Mutex::new(legs_view(&inner));
         let vdev = Self {
             guid,
@@ -110,7 +116,11 @@ impl Vdev {
     }
 
     pub fn bounds(&self) -> RingBounds {
-        RingBounds { start_bytes: self.label.ring_start_bytes, end_bytes: self.label.ring_end_bytes, vdev_guid: self.guid }
+        RingBounds {
+            start_bytes: self.label.ring_start_bytes,
+            end_bytes: self.label.ring_end_bytes,
+            vdev_guid: self.guid,
+        }
     }
 
     pub fn config(&self) -> VdevConfig {
@@ -136,12 +146,22 @@ impl Vdev {
 
     /// True when new batches may go here.
     pub fn accepts_writes(&self, inner: &VdevInner) -> bool {
-        !self.removing.load(Ordering::Acquire) && inner.legs.iter().any(|l| l.online_device().is_some())
+        !self.removing.load(Ordering::Acquire)
+            && inner.legs.iter().any(|l| l.online_device().is_some())
     }
 
     pub fn status(&self) -> VdevStatus {
-        let legs: Vec<_> = self.legs_view.lock().iter().map(|(path, health)| health.snapshot(path.clone())).collect();
-        let state = vdev_state(&legs, self.removing.load(Ordering::Acquire), self.removed.load(Ordering::Acquire));
+        let legs: Vec<_> = self
+            .legs_view
+            .lock()
+            .iter()
+            .map(|(path, health)| health.snapshot(path.clone()))
+            .collect();
+        let state = vdev_state(
+            &legs,
+            self.removing.load(Ordering::Acquire),
+            self.removed.load(Ordering::Acquire),
+        );
         VdevStatus {
             vdev_guid: self.guid,
             kind: self.kind,
@@ -154,9 +174,18 @@ impl Vdev {
 
     /// Writes `writes` to every online leg and flushes each, legs in parallel. Returns how
     /// many legs succeeded; failed legs are FAULTED.
-    pub fn write_cycle(&self, inner: &VdevInner, writes: &[LegWrite<'_>], stats: &StatsCounters) -> usize {
-        let targets: Vec<(usize, Arc<dyn LogDevice>)> =
-            inner.legs.iter().enumerate().filter_map(|(i, l)| l.online_device().map(|d| (i, Arc::clone(d)))).collect();
+    pub fn write_cycle(
+        &self,
+        inner: &VdevInner,
+        writes: &[LegWrite<'_>],
+        stats: &StatsCounters,
+    ) -> usize {
+        let targets: Vec<(usize, Arc<dyn LogDevice>)> = inner
+            .legs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.online_device().map(|d| (i, Arc::clone(d))))
+            .collect();
         let results = run_on_legs(&targets, |device| {
             for (offset, bytes) in writes {
                 device.write_at(*offset, bytes)?;
@@ -277,7 +306,12 @@ impl Vdev {
 
     /// Makes released space reusable by persisting the head first; `NoSpace` if even that
     /// would not make room.
-    fn make_room(&self, inner: &mut VdevInner, len: u64, ctx: &WriteCtx<'_>) -> Result<u64, WriteFailure> {
+    fn make_room(
+        &self,
+        inner: &mut VdevInner,
+        len: u64,
+        ctx: &WriteCtx<'_>,
+    ) -> Result<u64, WriteFailure> {
         let fits_after_persist = {
             let ring = self.ring.lock();
             ring.place(len, ring.mem_head()).is_some()
@@ -298,7 +332,9 @@ impl Vdev {
         for leg in &inner.legs {
             let Some(device) = leg.online_device() else { continue };
             match read_block_at(device.as_ref(), self.bounds(), extent.point()) {
-                Ok(block) if block.header.header_checksum == extent.header_checksum => return Some(block.records),
+                Ok(block) if block.header.header_checksum == extent.header_checksum => {
+                    return Some(block.records)
+                }
                 Ok(_) | Err(ReadBlockError::Block(_)) => {
                     tracing::warn!(path = %leg.path.display(), offset = extent.offset_bytes, "log block checksum error");
                     leg.health.add_checksum_errors(1);
@@ -332,7 +368,10 @@ fn legs_view(inner: &VdevInner) -> Vec<(PathBuf, Arc<LegHealth>)> {
 }
 
 /// Runs `op` on every target device, in parallel when there is more than one.
-pub(crate) fn run_on_legs<F>(targets: &[(usize, Arc<dyn LogDevice>)], op: F) -> Vec<(usize, io::Result<()>)>
+pub(crate) fn run_on_legs<F>(
+    targets: &[(usize, Arc<dyn LogDevice>)],
+    op: F,
+) -> Vec<(usize, io::Result<()>)>
 where
     F: Fn(&dyn LogDevice) -> io::Result<()> + Sync,
 {
@@ -340,10 +379,20 @@ where
         return vec![(*index, op(device.as_ref()))];
     }
     std::thread::scope(|scope| {
-        let handles: Vec<_> = targets.iter().map(|(index, device)| (*index, scope.spawn(|| op(device.as_ref())))).collect();
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|(index, device)| (*index, scope.spawn(|| op(device.as_ref()))))
+            .collect();
         handles
             .into_iter()
-            .map(|(index, handle)| (index, handle.join().unwrap_or_else(|_| Err(io::Error::other("leg I/O thread panicked")))))
+            .map(|(index, handle)| {
+                (
+                    index,
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(io::Error::other("leg I/O thread panicked"))),
+                )
+            })
             .collect()
     })
 }

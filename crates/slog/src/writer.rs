@@ -103,7 +103,8 @@ fn answer(waiters: Vec<Waiter>, first_seq: u64, vdev_guid: Option<u64>) {
     let mut seq = first_seq;
     for waiter in waiters {
         let record_count = waiter.records.len() as u64;
-        let receipt = CommitReceipt { first_seq: seq, record_count, vdev_guid, batch_commits, batch_records };
+        let receipt =
+            CommitReceipt { first_seq: seq, record_count, vdev_guid, batch_commits, batch_records };
         seq += record_count;
         let _ = waiter.reply.send(Ok(receipt));
     }
@@ -159,7 +160,11 @@ fn refuse_full(shared: &Shared, waiters: Vec<Waiter>) {
         StatsCounters::add(&shared.stats.log_full_events, 1);
         StatsCounters::add(&shared.stats.commit_errors, 1);
         let needed_bytes = crate::block::block_len_for_payload(waiter.payload_bytes);
-        let _ = waiter.reply.send(Err(LogError::LogFull { needed_bytes, free_bytes: total - used.min(total), total_bytes: total }));
+        let _ = waiter.reply.send(Err(LogError::LogFull {
+            needed_bytes,
+            free_bytes: total - used.min(total),
+            total_bytes: total,
+        }));
     }
 }
 

@@ -12,7 +12,8 @@ fn committed_records_replay_in_order_after_reopen() {
     let rt = runtime();
     let provider = MemProvider::new();
     let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 1);
-    let records: Vec<_> = (0..10).map(|id| record(1 + id / 4, id, (id as usize * 700) % 5000)).collect();
+    let records: Vec<_> =
+        (0..10).map(|id| record(1 + id / 4, id, (id as usize * 700) % 5000)).collect();
     {
         let log = open_mem(&provider, std::slice::from_ref(&config));
         for chunk in records.chunks(3) {
@@ -52,7 +53,10 @@ fn released_records_are_not_replayed_and_space_returns() {
     assert_eq!(log.space_used_bytes(), 0);
     drop(log);
     let log = open_mem(&provider, &[config]);
-    assert!(log.replay(0).expect("replay").records.is_empty(), "released records stay released after reopen");
+    assert!(
+        log.replay(0).expect("replay").records.is_empty(),
+        "released records stay released after reopen"
+    );
 }
 
 #[test]
@@ -81,9 +85,13 @@ fn log_full_when_over_capacity_and_space_returns_after_release() {
     assert_eq!(log.replay(0).expect("replay").records.len() as u64, committed);
     // The engine publishes, releases, retries.
     log.release_through_txg(txg);
-    rt.block_on(log.commit(vec![record(txg + 1, 1000, 6000)])).expect("space returned after release");
+    rt.block_on(log.commit(vec![record(txg + 1, 1000, 6000)]))
+        .expect("space returned after release");
     let too_big = rt.block_on(log.commit(vec![record(txg + 1, 1001, 70000)]));
-    assert!(matches!(too_big, Err(LogError::LogFull { total_bytes: 65536, .. })), "bigger than the ring: {too_big:?}");
+    assert!(
+        matches!(too_big, Err(LogError::LogFull { total_bytes: 65536, .. })),
+        "bigger than the ring: {too_big:?}"
+    );
 }
 
 #[test]
@@ -95,7 +103,8 @@ fn ring_wraps_many_times_with_release_and_reopens_mid_lap() {
     let mut id = 0u64;
     let mut bytes_logged = 0;
     for txg in 1..=200u64 {
-        let batch: Vec<_> = (0..2).map(|k| record(txg, id + k, 1000 + (txg as usize * 37) % 3000)).collect();
+        let batch: Vec<_> =
+            (0..2).map(|k| record(txg, id + k, 1000 + (txg as usize * 37) % 3000)).collect();
         id += 2;
         rt.block_on(log.commit(batch)).expect("commit");
         // Keep the last two txgs live, like an engine publishing every txg.
@@ -106,11 +115,18 @@ fn ring_wraps_many_times_with_release_and_reopens_mid_lap() {
             log = open_mem(&provider, std::slice::from_ref(&config));
             let replay = log.replay(txg - 2).expect("replay");
             let txgs: Vec<u64> = replay.records.iter().map(|r| r.record.txg).collect();
-            assert_eq!(txgs, vec![txg - 1, txg - 1, txg, txg], "exactly the unpublished txgs at txg {txg}");
+            assert_eq!(
+                txgs,
+                vec![txg - 1, txg - 1, txg, txg],
+                "exactly the unpublished txgs at txg {txg}"
+            );
         }
     }
     bytes_logged += log.stats().bytes_logged;
-    assert!(bytes_logged > 4 * 128 * 1024, "the ring wrapped several times ({bytes_logged} bytes logged)");
+    assert!(
+        bytes_logged > 4 * 128 * 1024,
+        "the ring wrapped several times ({bytes_logged} bytes logged)"
+    );
 }
 
 #[test]
@@ -130,7 +146,10 @@ fn stats_count_requests_and_latency_with_injected_clock() {
     assert_eq!(stats.sync_requests, 4);
     assert_eq!(stats.device_writes, 3);
     assert_eq!(stats.records_logged, 3);
-    assert_eq!(stats.latency_histogram_us[0].count, 4, "the clock never moved: all in the first bucket");
+    assert_eq!(
+        stats.latency_histogram_us[0].count, 4,
+        "the clock never moved: all in the first bucket"
+    );
     assert!(stats.space_used_bytes > 0 && stats.space_total_bytes > stats.space_used_bytes);
 }
 

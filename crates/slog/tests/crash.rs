@@ -31,7 +31,13 @@ struct Model {
 
 impl Model {
     fn new() -> Self {
-        Self { durable: BTreeMap::new(), submitted: HashMap::new(), published_txg: 0, current_txg: 1, next_id: 1 }
+        Self {
+            durable: BTreeMap::new(),
+            submitted: HashMap::new(),
+            published_txg: 0,
+            current_txg: 1,
+            next_id: 1,
+        }
     }
 
     fn make_batch(&mut self, rng: &mut SplitMix64) -> Vec<LogRecord> {
@@ -62,20 +68,49 @@ impl Model {
         let mut last_seq = None;
         for replayed in &replay.records {
             let id = replayed.record.offset_bytes / 4096;
-            let submitted = self.submitted.get(&id).unwrap_or_else(|| panic!("{context}: replayed a record never submitted: {replayed:?}"));
-            assert_eq!(&replayed.record, submitted, "{context}: replayed record differs from what was submitted");
-            assert!(replayed.record.txg > self.published_txg, "{context}: replayed a published record");
-            assert!(last_seq.is_none_or(|s| replayed.seq > s), "{context}: sequence numbers not increasing");
+            let submitted = self.submitted.get(&id).unwrap_or_else(|| {
+                panic!("{context}: replayed a record never submitted: {replayed:?}")
+            });
+            assert_eq!(
+                &replayed.record, submitted,
+                "{context}: replayed record differs from what was submitted"
+            );
+            assert!(
+                replayed.record.txg > self.published_txg,
+                "{context}: replayed a published record"
+            );
+            assert!(
+                last_seq.is_none_or(|s| replayed.seq > s),
+                "{context}: sequence numbers not increasing"
+            );
             last_seq = Some(replayed.seq);
         }
-        let by_seq: BTreeMap<u64, &LogRecord> = replay.records.iter().map(|r| (r.seq, &r.record)).collect();
+        let by_seq: BTreeMap<u64, &LogRecord> =
+            replay.records.iter().map(|r| (r.seq, &r.record)).collect();
         if self.durable.keys().any(|k| !by_seq.contains_key(k)) {
-            eprintln!("DIAG {context}: replay start {} end {} gap {:?} txg_max {} published {}", replay.start_seq, replay.end_seq, replay.gap_at_seq, replay.txg_max, self.published_txg);
-            eprintln!("DIAG replayed: {:?}", replay.records.iter().map(|r| (r.seq, r.record.txg)).collect::<Vec<_>>());
-            eprintln!("DIAG durable: {:?}", self.durable.iter().map(|(s, r)| (*s, r.txg)).collect::<Vec<_>>());
+            eprintln!(
+                "DIAG {context}: replay start {} end {} gap {:?} txg_max {} published {}",
+                replay.start_seq,
+                replay.end_seq,
+                replay.gap_at_seq,
+                replay.txg_max,
+                self.published_txg
+            );
+            eprintln!(
+                "DIAG replayed: {:?}",
+                replay.records.iter().map(|r| (r.seq, r.record.txg)).collect::<Vec<_>>()
+            );
+            eprintln!(
+                "DIAG durable: {:?}",
+                self.durable.iter().map(|(s, r)| (*s, r.txg)).collect::<Vec<_>>()
+            );
         }
         for (seq, rec) in &self.durable {
-            assert_eq!(by_seq.get(seq), Some(&rec), "{context}: durable record seq {seq} missing or changed");
+            assert_eq!(
+                by_seq.get(seq),
+                Some(&rec),
+                "{context}: durable record seq {seq} missing or changed"
+            );
         }
         self.durable = replay.records.iter().map(|r| (r.seq, r.record.clone())).collect();
         self.current_txg = self.current_txg.max(replay.txg_max + 1);
@@ -93,7 +128,12 @@ fn spec_for(seed: u64) -> Vec<VdevSpec> {
 }
 
 /// Commits a few batches concurrently; acknowledged records become durable in the model.
-fn commit_round(rt: &tokio::runtime::Runtime, log: &Arc<IntentLog>, model: &mut Model, rng: &mut SplitMix64) {
+fn commit_round(
+    rt: &tokio::runtime::Runtime,
+    log: &Arc<IntentLog>,
+    model: &mut Model,
+    rng: &mut SplitMix64,
+) {
     let batches: Vec<_> = (0..1 + rng.below(4)).map(|_| model.make_batch(rng)).collect();
     let results = rt.block_on(commit_all(log, batches.clone()));
     let mut full = false;
@@ -125,7 +165,10 @@ fn wait_for_any_blocked_flush(provider: &MemProvider, paths: &[PathBuf], done: i
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline && !done() {
         for path in paths {
-            if provider.device(path).is_some_and(|d| d.wait_for_blocked_flushes(1, Duration::from_millis(5))) {
+            if provider
+                .device(path)
+                .is_some_and(|d| d.wait_for_blocked_flushes(1, Duration::from_millis(5)))
+            {
                 return;
             }
         }
@@ -134,7 +177,14 @@ fn wait_for_any_blocked_flush(provider: &MemProvider, paths: &[PathBuf], done: i
 
 /// Starts commits, freezes the devices mid-flush, and returns the image a power cut would
 /// leave. The in-flight commits complete afterwards but count as never acknowledged.
-fn crash_mid_commit(rt: &tokio::runtime::Runtime, log: &Arc<IntentLog>, provider: &MemProvider, paths: &[PathBuf], model: &mut Model, rng: &mut SplitMix64) -> MemProvider {
+fn crash_mid_commit(
+    rt: &tokio::runtime::Runtime,
+    log: &Arc<IntentLog>,
+    provider: &MemProvider,
+    paths: &[PathBuf],
+    model: &mut Model,
+    rng: &mut SplitMix64,
+) -> MemProvider {
     for path in paths {
         provider.device(path).expect("device").hold_flushes();
     }
@@ -162,18 +212,23 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
     let mut rng = SplitMix64::new(seed);
     let mut provider = MemProvider::new();
     let ring_bytes = 64 * 1024 * (1 + rng.below(4));
-    let configs: Vec<VdevConfig> = spec_for(seed).iter().map(|s| format_mem(&provider, s, 16384 + ring_bytes, seed)).collect();
+    let configs: Vec<VdevConfig> =
+        spec_for(seed).iter().map(|s| format_mem(&provider, s, 16384 + ring_bytes, seed)).collect();
     let paths = devices_of(&configs);
     let mut model = Model::new();
     for round in 0..5 {
         let context = format!("seed {seed} round {round}");
         let log = Arc::new(open_mem(&provider, &configs));
         model.audit(&log.replay(model.published_txg).expect("replay"), &context);
-        let faulty_leg = (configs[0].legs.len() > 1 && rng.chance(1, 3)).then(|| configs[0].legs[rng.below(2) as usize].clone());
+        let faulty_leg = (configs[0].legs.len() > 1 && rng.chance(1, 3))
+            .then(|| configs[0].legs[rng.below(2) as usize].clone());
         let ops = 5 + rng.below(20);
         for op in 0..ops {
             if faulty_leg.as_ref().is_some_and(|_| op == ops / 2) {
-                provider.device(faulty_leg.as_ref().expect("leg")).expect("device").set_fail_writes(true);
+                provider
+                    .device(faulty_leg.as_ref().expect("leg"))
+                    .expect("device")
+                    .set_fail_writes(true);
             }
             match rng.below(10) {
                 0..=5 => commit_round(rt, &log, &mut model, &mut rng),
@@ -185,7 +240,10 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
             }
         }
         // The engine's own check before the crash: everything acknowledged is replayable now.
-        model.audit(&log.replay(model.published_txg).expect("replay"), &format!("{context} before crash"));
+        model.audit(
+            &log.replay(model.published_txg).expect("replay"),
+            &format!("{context} before crash"),
+        );
         provider = if rng.chance(1, 2) {
             crash_mid_commit(rt, &log, &provider, &paths, &mut model, &mut rng)
         } else {

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::*;
-use fardisk_slog::{FileDevice, FileProvider, FormatOptions, IntentLog, LogDevice, OpenOptions, VdevSpec};
+use fardisk_slog::{
+    FileDevice, FileProvider, FormatOptions, IntentLog, LogDevice, OpenOptions, VdevSpec,
+};
 
 struct TempDir(PathBuf);
 
@@ -39,9 +41,18 @@ fn log_on_real_files_survives_reopen() {
     let config = format_files(&dir.0, 4 << 20);
     assert_eq!(std::fs::metadata(dir.0.join("log-a")).expect("created").len(), 4 << 20);
     let opts = OpenOptions::new(Arc::new(FileProvider::default()));
-    let batches: Vec<Vec<_>> = (0..16u64).map(|i| vec![record(1 + i / 4, i * 2, 1 + (i as usize * 997) % 9000), record(1 + i / 4, i * 2 + 1, 0)]).collect();
+    let batches: Vec<Vec<_>> = (0..16u64)
+        .map(|i| {
+            vec![
+                record(1 + i / 4, i * 2, 1 + (i as usize * 997) % 9000),
+                record(1 + i / 4, i * 2 + 1, 0),
+            ]
+        })
+        .collect();
     {
-        let log = Arc::new(IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &opts).expect("open"));
+        let log = Arc::new(
+            IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &opts).expect("open"),
+        );
         let results = rt.block_on(commit_all(&log, batches.clone()));
         assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
         log.release_through_txg(1);
@@ -87,7 +98,15 @@ fn log_on_tmpfs_is_flagged_volatile() {
     }
     let dir = TempDir::new(shm, "volatile");
     let config = format_files(&dir.0, 1 << 20);
-    let log = IntentLog::open(POOL, POOL_GUID, &[config], &OpenOptions::new(Arc::new(FileProvider::default()))).expect("open on tmpfs");
+    let log = IntentLog::open(
+        POOL,
+        POOL_GUID,
+        &[config],
+        &OpenOptions::new(Arc::new(FileProvider::default())),
+    )
+    .expect("open on tmpfs");
     assert!(log.status()[0].legs.iter().all(|l| l.volatile));
-    runtime().block_on(log.commit(vec![record(1, 1, 4000)])).expect("commit on tmpfs (buffered fallback if needed)");
+    runtime()
+        .block_on(log.commit(vec![record(1, 1, 4000)]))
+        .expect("commit on tmpfs (buffered fallback if needed)");
 }

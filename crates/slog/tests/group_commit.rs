@@ -31,7 +31,10 @@ fn concurrent_committers_share_flushes() {
         let log = Arc::clone(&log);
         rt.spawn(async move { log.commit(vec![record(1, 0, 512)]).await })
     };
-    assert!(device.wait_for_blocked_flushes(1, Duration::from_secs(30)), "first flush reached the device");
+    assert!(
+        device.wait_for_blocked_flushes(1, Duration::from_secs(30)),
+        "first flush reached the device"
+    );
     // ...while the others arrive and queue behind it.
     let others: Vec<_> = (1..COMMITTERS)
         .map(|id| {
@@ -46,18 +49,29 @@ fn concurrent_committers_share_flushes() {
     let mut seqs = vec![first.first_seq];
     for handle in others {
         let receipt = rt.block_on(handle).expect("task").expect("commit");
-        assert_eq!(receipt.batch_commits, COMMITTERS - 1, "all queued committers shared one device write");
+        assert_eq!(
+            receipt.batch_commits,
+            COMMITTERS - 1,
+            "all queued committers shared one device write"
+        );
         seqs.push(receipt.first_seq);
     }
     let stats = log.stats();
     assert_eq!(stats.sync_requests, COMMITTERS);
     assert_eq!(stats.device_writes, 2);
     let flushes = device.flush_count() - flushes_before;
-    assert!(flushes < COMMITTERS, "flush count {flushes} must be far below the commit count {COMMITTERS}");
+    assert!(
+        flushes < COMMITTERS,
+        "flush count {flushes} must be far below the commit count {COMMITTERS}"
+    );
     assert_eq!(flushes, 2);
     assert!(stats.group_commit_ratio() >= 10.0, "ratio {}", stats.group_commit_ratio());
     seqs.sort_unstable();
-    assert_eq!(seqs, (seqs[0]..seqs[0] + COMMITTERS).collect::<Vec<_>>(), "every record got its own sequence number");
+    assert_eq!(
+        seqs,
+        (seqs[0]..seqs[0] + COMMITTERS).collect::<Vec<_>>(),
+        "every record got its own sequence number"
+    );
     assert_eq!(log.replay(0).expect("replay").records.len() as u64, COMMITTERS);
 }
 
@@ -87,7 +101,11 @@ fn batches_respect_max_batch_bytes() {
     rt.block_on(blocker).expect("task").expect("commit");
     for handle in queued {
         let receipt = rt.block_on(handle).expect("task").expect("commit");
-        assert!(receipt.batch_commits <= 3, "a batch carries at most 3 such records, got {}", receipt.batch_commits);
+        assert!(
+            receipt.batch_commits <= 3,
+            "a batch carries at most 3 such records, got {}",
+            receipt.batch_commits
+        );
     }
     assert_eq!(log.stats().device_writes, 4, "1 + 9 records in batches of 3");
 }
@@ -111,7 +129,11 @@ fn waiters_are_bounded() {
     handles.extend((1..12).map(spawn));
     wait_until("the queue to fill", || log.queued_commits() == 3);
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(log.queued_commits(), 3, "one in flight + three queued = max_waiters; the rest wait for admission");
+    assert_eq!(
+        log.queued_commits(),
+        3,
+        "one in flight + three queued = max_waiters; the rest wait for admission"
+    );
     device.release_flushes();
     for handle in handles {
         rt.block_on(handle).expect("task").expect("commit");

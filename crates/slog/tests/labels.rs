@@ -7,14 +7,16 @@ use std::sync::Arc;
 use common::*;
 use fardisk_slog::label::write_label;
 use fardisk_slog::{
-    DeviceLabel, FormatOptions, HealthState, IntentLog, LogDevice, LogError, MemProvider, MissingPolicy, Role, VdevSpec,
+    DeviceLabel, FormatOptions, HealthState, IntentLog, LogDevice, LogError, MemProvider,
+    MissingPolicy, Role, VdevSpec,
 };
 
 #[test]
 fn device_of_another_pool_is_refused_by_name() {
     let provider = MemProvider::new();
     let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 1);
-    let err = IntentLog::open("other", 0xbad, &[config], &open_opts(&provider)).expect_err("refused");
+    let err =
+        IntentLog::open("other", 0xbad, &[config], &open_opts(&provider)).expect_err("refused");
     match &err {
         LogError::WrongDevice { path: p, found, expected } => {
             assert_eq!(p, &path("log0"));
@@ -43,8 +45,12 @@ fn cache_device_in_a_log_slot_is_refused() {
     };
     write_label(&device, &cache_label).expect("relabel");
     device.flush().expect("flush");
-    let err = IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).expect_err("refused");
-    assert!(matches!(&err, LogError::WrongDevice { found, .. } if found.starts_with("cache device")), "{err:?}");
+    let err =
+        IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).expect_err("refused");
+    assert!(
+        matches!(&err, LogError::WrongDevice { found, .. } if found.starts_with("cache device")),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -54,7 +60,8 @@ fn swapped_log_vdevs_are_refused() {
     let b = format_mem(&provider, &VdevSpec::Single(path("b")), 1 << 20, 4);
     assert_ne!(a.vdev_guid, b.vdev_guid);
     let swapped = fardisk_slog::VdevConfig { legs: b.legs.clone(), ..a.clone() };
-    let err = IntentLog::open(POOL, POOL_GUID, &[swapped], &open_opts(&provider)).expect_err("refused");
+    let err =
+        IntentLog::open(POOL, POOL_GUID, &[swapped], &open_opts(&provider)).expect_err("refused");
     assert!(matches!(&err, LogError::WrongDevice { path: p, .. } if *p == path("b")), "{err:?}");
 }
 
@@ -63,7 +70,8 @@ fn blank_device_is_refused() {
     let provider = MemProvider::new();
     let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 5);
     provider.add(path("log0"), 1 << 20);
-    let err = IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).expect_err("refused");
+    let err =
+        IntentLog::open(POOL, POOL_GUID, &[config], &open_opts(&provider)).expect_err("refused");
     assert!(matches!(&err, LogError::NoLabel { path: p } if *p == path("log0")), "{err:?}");
 }
 
@@ -77,8 +85,13 @@ fn missing_device_is_reported_or_degraded_by_policy() {
         rt.block_on(log.commit(vec![record(1, 1, 100)])).expect("commit");
     }
     provider.remove(path("m1"));
-    let err = IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &open_opts(&provider)).expect_err("refused");
-    assert!(matches!(&err, LogError::Missing { path: p, vdev_guid } if *p == path("m1") && *vdev_guid == config.vdev_guid), "{err:?}");
+    let err =
+        IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &open_opts(&provider))
+            .expect_err("refused");
+    assert!(
+        matches!(&err, LogError::Missing { path: p, vdev_guid } if *p == path("m1") && *vdev_guid == config.vdev_guid),
+        "{err:?}"
+    );
     let mut opts = open_opts(&provider);
     opts.missing = MissingPolicy::Degrade;
     let log = IntentLog::open(POOL, POOL_GUID, &[config], &opts).expect("degraded open");
@@ -86,7 +99,8 @@ fn missing_device_is_reported_or_degraded_by_policy() {
     assert_eq!(status[0].state, HealthState::Degraded);
     assert_eq!(status[0].legs[1].state, HealthState::Unavail);
     assert_eq!(log.replay(0).expect("replay").records.len(), 1);
-    rt.block_on(log.commit(vec![record(2, 2, 100)])).expect("commits continue on the remaining leg");
+    rt.block_on(log.commit(vec![record(2, 2, 100)]))
+        .expect("commits continue on the remaining leg");
 }
 
 #[test]
@@ -96,10 +110,14 @@ fn format_refuses_a_device_of_another_pool_unless_forced() {
     let mut opts = FormatOptions::new(Arc::new(provider.clone()), 8);
     let spec = VdevSpec::Single(path("log0"));
     let err = IntentLog::format("other", 0x0abc, &spec, &opts).expect_err("refused");
-    assert!(matches!(&err, LogError::DeviceInUse { found, .. } if found.contains("pool 'tank'")), "{err:?}");
+    assert!(
+        matches!(&err, LogError::DeviceInUse { found, .. } if found.contains("pool 'tank'")),
+        "{err:?}"
+    );
     opts.force = true;
     let config = IntentLog::format("other", 0x0abc, &spec, &opts).expect("forced");
-    IntentLog::open("other", 0x0abc, &[config], &open_opts(&provider)).expect("opens for its new pool");
+    IntentLog::open("other", 0x0abc, &[config], &open_opts(&provider))
+        .expect("opens for its new pool");
 }
 
 #[test]
@@ -107,12 +125,14 @@ fn format_creates_devices_and_refuses_tiny_ones() {
     let provider = MemProvider::new();
     let mut opts = FormatOptions::new(Arc::new(provider.clone()), 9);
     opts.size_bytes = 2 << 20;
-    let config = IntentLog::format(POOL, POOL_GUID, &VdevSpec::Single(path("new")), &opts).expect("format creates");
+    let config = IntentLog::format(POOL, POOL_GUID, &VdevSpec::Single(path("new")), &opts)
+        .expect("format creates");
     assert_eq!(provider.device(path("new")).expect("created").len_bytes(), 2 << 20);
     let log = open_mem(&provider, &[config]);
     assert_eq!(log.space_total_bytes(), (2 << 20) - 16384);
     provider.add(path("tiny"), 32 * 1024);
-    let err = IntentLog::format(POOL, POOL_GUID, &VdevSpec::Single(path("tiny")), &opts).expect_err("too small");
+    let err = IntentLog::format(POOL, POOL_GUID, &VdevSpec::Single(path("tiny")), &opts)
+        .expect_err("too small");
     assert!(matches!(err, LogError::TooSmall { .. }), "{err:?}");
 }
 

@@ -11,7 +11,11 @@ fn mirror(provider: &MemProvider, seed: u64) -> VdevConfig {
     format_mem(provider, &VdevSpec::Mirror(vec![path("m0"), path("m1")]), 1 << 20, seed)
 }
 
-fn commit_txgs(rt: &tokio::runtime::Runtime, log: &IntentLog, txgs: std::ops::Range<u64>) -> Vec<LogRecord> {
+fn commit_txgs(
+    rt: &tokio::runtime::Runtime,
+    log: &IntentLog,
+    txgs: std::ops::Range<u64>,
+) -> Vec<LogRecord> {
     let mut all = Vec::new();
     for txg in txgs {
         let batch = vec![record(txg, txg * 10, 2000), record(txg, txg * 10 + 1, 0)];
@@ -90,7 +94,10 @@ fn corrupted_leg_counts_checksum_errors_and_the_other_leg_is_used() {
     drop(log);
     let log = open_mem(&provider, &[config]);
     assert_eq!(replayed(&log), expected, "after reopen the intact leg's chain is chosen");
-    assert!(log.status()[0].legs[0].checksum_errors >= 1, "damage found by the open-time scan is counted");
+    assert!(
+        log.status()[0].legs[0].checksum_errors >= 1,
+        "damage found by the open-time scan is counted"
+    );
     provider.device(path("m1")).expect("m1").set_fail_reads(true);
     assert_eq!(replayed(&log), expected, "leg 0 was repaired from leg 1 at open");
 }

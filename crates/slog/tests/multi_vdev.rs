@@ -6,7 +6,10 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use fardisk_slog::{HealthState, IntentLog, LogError, LogRecord, MemProvider, MissingPolicy, RemoveOutcome, VdevSpec};
+use fardisk_slog::{
+    HealthState, IntentLog, LogError, LogRecord, MemProvider, MissingPolicy, RemoveOutcome,
+    VdevSpec,
+};
 
 fn replayed(log: &IntentLog, after_txg: u64) -> Vec<LogRecord> {
     log.replay(after_txg).expect("replay").records.into_iter().map(|r| r.record).collect()
@@ -63,12 +66,17 @@ fn missing_vdev_case(missing: usize) {
     let unplugged = provider.remove(&gone.legs[0]).expect("unplug");
     let mut opts = open_opts(&provider);
     opts.missing = MissingPolicy::Degrade;
-    let first_gone = committed.iter().position(|(guid, _)| *guid == gone.vdev_guid).expect("it got a batch");
+    let first_gone =
+        committed.iter().position(|(guid, _)| *guid == gone.vdev_guid).expect("it got a batch");
     let prefix: Vec<LogRecord> = committed[..first_gone].iter().map(|(_, r)| r.clone()).collect();
     let fresh = {
         let log = IntentLog::open(POOL, POOL_GUID, &configs, &opts).expect("degraded open");
         assert_eq!(log.status()[missing].state, HealthState::Faulted);
-        assert_eq!(replayed(&log, 0), prefix, "replay stops at the first record only the missing vdev held");
+        assert_eq!(
+            replayed(&log, 0),
+            prefix,
+            "replay stops at the first record only the missing vdev held"
+        );
         // The engine carries on: new records on the remaining vdev.
         let fresh: Vec<LogRecord> = (100..104).map(|id| record(2, id, 300)).collect();
         for rec in &fresh {
@@ -81,7 +89,11 @@ fn missing_vdev_case(missing: usize) {
     let log = open_mem(&provider, &configs);
     let mut want = prefix;
     want.extend(fresh);
-    assert_eq!(replayed(&log, 0), want, "stale records of the returning vdev are superseded (missing = {missing})");
+    assert_eq!(
+        replayed(&log, 0),
+        want,
+        "stale records of the returning vdev are superseded (missing = {missing})"
+    );
 }
 
 #[test]
@@ -131,6 +143,9 @@ fn after_every_vdev_failed_nothing_is_acknowledged_until_the_gap_is_released() {
     log.release_through_txg(1);
     rt.block_on(log.commit(vec![record(2, 4, 100)])).expect("commits resume");
     let replay = log.replay(1).expect("replay");
-    assert_eq!(replay.records.iter().map(|r| r.record.offset_bytes / 4096).collect::<Vec<_>>(), vec![4]);
+    assert_eq!(
+        replay.records.iter().map(|r| r.record.offset_bytes / 4096).collect::<Vec<_>>(),
+        vec![4]
+    );
     assert_eq!(replay.gap_at_seq, None);
 }

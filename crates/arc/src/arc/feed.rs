@@ -34,11 +34,7 @@ pub struct EvictionFeed {
 
 impl EvictionFeed {
     pub fn new(entries_max: usize, bytes_max: u64) -> Self {
-        Self {
-            queue: Mutex::new(FeedQueue::default()),
-            entries_max: entries_max.max(1),
-            bytes_max,
-        }
+        Self { queue: Mutex::new(FeedQueue::default()), entries_max: entries_max.max(1), bytes_max }
     }
 
     /// Queues an item, dropping the oldest ones to stay within the bounds. An item larger than
@@ -95,10 +91,7 @@ mod tests {
     use super::*;
 
     fn item(i: u64, len: usize) -> FeedItem {
-        FeedItem {
-            key: BlockKey::new(i, 0),
-            data: Bytes::from(vec![i as u8; len]),
-        }
+        FeedItem { key: BlockKey::new(i, 0), data: Bytes::from(vec![i as u8; len]) }
     }
 
     #[test]

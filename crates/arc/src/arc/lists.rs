@@ -23,13 +23,8 @@ pub(crate) enum ListId {
 }
 
 pub(crate) const LIST_COUNT: usize = 5;
-pub(crate) const ALL_LISTS: [ListId; LIST_COUNT] = [
-    ListId::MruPrefetch,
-    ListId::Mru,
-    ListId::Mfu,
-    ListId::MruGhost,
-    ListId::MfuGhost,
-];
+pub(crate) const ALL_LISTS: [ListId; LIST_COUNT] =
+    [ListId::MruPrefetch, ListId::Mru, ListId::Mfu, ListId::MruGhost, ListId::MfuGhost];
 
 impl ListId {
     pub(crate) fn is_ghost(self) -> bool {
@@ -64,12 +59,7 @@ struct ListHead {
 }
 
 impl ListHead {
-    const EMPTY: ListHead = ListHead {
-        head: NIL,
-        tail: NIL,
-        len: 0,
-        bytes: 0,
-    };
+    const EMPTY: ListHead = ListHead { head: NIL, tail: NIL, len: 0, bytes: 0 };
 }
 
 /// Arena of nodes plus the list heads and the key index.
@@ -133,16 +123,7 @@ impl Lists {
     ) -> u32 {
         debug_assert!(!self.index.contains_key(&key), "key already present");
         debug_assert_eq!(value.is_none(), list.is_ghost());
-        let node = Node {
-            key,
-            value,
-            charge_bytes,
-            prefetch,
-            list,
-            tick: 0,
-            prev: NIL,
-            next: NIL,
-        };
+        let node = Node { key, value, charge_bytes, prefetch, list, tick: 0, prev: NIL, next: NIL };
         let id = match self.free.pop() {
             Some(id) => {
                 self.nodes[id as usize] = Some(node);
@@ -272,10 +253,7 @@ impl Lists {
             seen += len;
         }
         if seen != self.index.len() as u64 {
-            return Err(format!(
-                "{seen} linked nodes but {} indexed",
-                self.index.len()
-            ));
+            return Err(format!("{seen} linked nodes but {} indexed", self.index.len()));
         }
         Ok(())
     }
@@ -292,20 +270,8 @@ mod tests {
     #[test]
     fn insert_move_remove_keep_totals() {
         let mut lists = Lists::new();
-        let a = lists.insert_front(
-            key(1),
-            Some(Bytes::from_static(b"a")),
-            10,
-            false,
-            ListId::Mru,
-        );
-        let b = lists.insert_front(
-            key(2),
-            Some(Bytes::from_static(b"b")),
-            20,
-            false,
-            ListId::Mru,
-        );
+        let a = lists.insert_front(key(1), Some(Bytes::from_static(b"a")), 10, false, ListId::Mru);
+        let b = lists.insert_front(key(2), Some(Bytes::from_static(b"b")), 20, false, ListId::Mru);
         assert_eq!(lists.bytes(ListId::Mru), 30);
         assert_eq!(lists.tail(ListId::Mru), Some(a));
         lists.move_front(a, ListId::Mfu);

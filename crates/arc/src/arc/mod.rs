@@ -42,10 +42,7 @@ pub struct AdaptiveCache {
 impl AdaptiveCache {
     pub fn new(config: ArcConfig) -> Self {
         let feed = EvictionFeed::new(config.feed_entries_max, config.feed_bytes_max);
-        Self {
-            state: Mutex::new(ArcState::new(&config)),
-            feed: Arc::new(feed),
-        }
+        Self { state: Mutex::new(ArcState::new(&config)), feed: Arc::new(feed) }
     }
 
     /// A demand read. `None` is a miss: the caller reads the block elsewhere and inserts it.

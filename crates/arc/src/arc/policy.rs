@@ -75,9 +75,7 @@ impl ArcState {
     }
 
     fn resident_id(&self, key: &BlockKey) -> Option<u32> {
-        self.lists
-            .find(key)
-            .filter(|id| !self.lists.node(*id).list.is_ghost())
+        self.lists.find(key).filter(|id| !self.lists.node(*id).list.is_ghost())
     }
 
     /// A demand read: counts, and promotes as ARC does (MRU -> MFU on the second read; a
@@ -149,9 +147,7 @@ impl ArcState {
         };
         self.grow_target(charge_bytes);
         let prefetch = kind == InsertKind::Prefetch;
-        let id = self
-            .lists
-            .insert_front(key, Some(value), charge_bytes, prefetch, target);
+        let id = self.lists.insert_front(key, Some(value), charge_bytes, prefetch, target);
         self.lists.node_mut(id).tick = self.next_tick();
         self.evict_to_target(Some(id), evicted);
         self.trim_ghosts();

@@ -55,10 +55,7 @@ fn first_demand_hit_on_prefetched_block_does_not_promote() {
     assert_eq!(cache.get_prefetch(&key(1)), Some(block(1)));
     assert_eq!(cache.get(&key(1)), Some(block(1)));
     let stats = cache.stats();
-    assert_eq!(
-        (stats.mru_bytes, stats.mru_prefetch_bytes, stats.mfu_bytes),
-        (100, 0, 0)
-    );
+    assert_eq!((stats.mru_bytes, stats.mru_prefetch_bytes, stats.mfu_bytes), (100, 0, 0));
     assert_eq!(stats.demand_hits_on_prefetched, 1);
     assert_eq!(stats.prefetch_hits, 1);
     assert_eq!(cache.get(&key(1)), Some(block(1)));
@@ -80,10 +77,7 @@ fn unread_prefetch_is_evicted_before_the_mfu_even_below_p() {
         check(&cache);
     }
     for i in 0..6 {
-        assert!(
-            cache.contains(&key(i)),
-            "MFU block {i} evicted by unread prefetch"
-        );
+        assert!(cache.contains(&key(i)), "MFU block {i} evicted by unread prefetch");
     }
     assert!(cache.contains(&key(119)));
     assert!(!cache.contains(&key(100)));
@@ -106,11 +100,7 @@ fn read_ahead_window_survives_a_full_cache() {
     let stream_len = 200;
     for i in 1000..1000 + stream_len {
         cache.insert(key(i + window), block(i + window), InsertKind::Prefetch);
-        assert_eq!(
-            cache.get(&key(i)),
-            Some(block(i)),
-            "read-ahead block {i} was evicted"
-        );
+        assert_eq!(cache.get(&key(i)), Some(block(i)), "read-ahead block {i} was evicted");
         check(&cache);
     }
     assert_eq!(cache.stats().demand_hits_on_prefetched, stream_len);
@@ -153,11 +143,7 @@ fn ghost_hits_move_p_and_reenter_mfu() {
     let stats = cache.stats();
     assert_eq!(stats.mru_ghost_hits, 1);
     assert!(stats.p_bytes > p_before, "MRU ghost hit must grow p");
-    assert_eq!(
-        cache.hot_set(1),
-        vec![key(10)],
-        "a ghost hit re-enters on the MFU side"
-    );
+    assert_eq!(cache.hot_set(1), vec![key(10)], "a ghost hit re-enters on the MFU side");
     // With p grown, the MFU side paid for the ghost hit: key 0 is now an MFU ghost.
     assert!(!cache.contains(&key(0)));
     assert!(cache.stats().mfu_ghost_bytes > 0);
@@ -178,19 +164,13 @@ fn demand_read_of_prefetch_evicted_unread_adapts_but_stays_mru() {
     }
     cache.insert(key(50), block(50), InsertKind::Prefetch);
     cache.insert(key(51), block(51), InsertKind::Prefetch);
-    assert!(
-        !cache.contains(&key(50)),
-        "the older unread prefetch goes first"
-    );
+    assert!(!cache.contains(&key(50)), "the older unread prefetch goes first");
     let p_before = cache.stats().p_bytes;
     demand(&cache, 50);
     let stats = cache.stats();
     assert_eq!(stats.mru_ghost_hits, 1);
     assert!(stats.p_bytes > p_before);
-    assert!(
-        !cache.hot_set(3).contains(&key(50)),
-        "read once: not on the MFU side"
-    );
+    assert!(!cache.hot_set(3).contains(&key(50)), "read once: not on the MFU side");
     check(&cache);
 }
 
@@ -202,10 +182,7 @@ fn shrinking_max_evicts_and_feeds_then_growth_is_gradual() {
     }
     cache.set_max_bytes(500);
     let stats = cache.stats();
-    assert_eq!(
-        (stats.size_bytes, stats.c_bytes, stats.c_max_bytes),
-        (500, 500, 500)
-    );
+    assert_eq!((stats.size_bytes, stats.c_bytes, stats.c_max_bytes), (500, 500, 500));
     assert_eq!(cache.feed().len(), 5);
     check(&cache);
 
@@ -303,11 +280,7 @@ fn remove_forgets_resident_and_ghost_entries() {
     assert!(!cache.remove(&key(2)), "key 2 was only a ghost");
     assert_eq!(cache.stats().mru_ghost_bytes, 0);
     demand(&cache, 2);
-    assert_eq!(
-        cache.stats().mru_ghost_hits,
-        0,
-        "removed ghost must not be hit"
-    );
+    assert_eq!(cache.stats().mru_ghost_hits, 0, "removed ghost must not be hit");
     check(&cache);
 }
 

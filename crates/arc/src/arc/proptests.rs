@@ -14,11 +14,7 @@ use crate::key::BlockKey;
 enum Op {
     Get(u64),
     GetPrefetch(u64),
-    Insert {
-        key: u64,
-        len_bytes: usize,
-        prefetch: bool,
-    },
+    Insert { key: u64, len_bytes: usize, prefetch: bool },
     Remove(u64),
     SetMax(u64),
     SetMin(u64),
@@ -70,17 +66,9 @@ fn run(ops: &[Op], overhead_bytes: u64) -> Result<(), TestCaseError> {
                     prop_assert_eq!(Some(&got), model.get(k), "wrong value for key {}", k);
                 }
             }
-            Op::Insert {
-                key,
-                len_bytes,
-                prefetch,
-            } => {
+            Op::Insert { key, len_bytes, prefetch } => {
                 let v = value(*key, version, *len_bytes);
-                let kind = if *prefetch {
-                    InsertKind::Prefetch
-                } else {
-                    InsertKind::Demand
-                };
+                let kind = if *prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
                 cache.insert(block_key(*key), v.clone(), kind);
                 model.insert(*key, v);
             }

@@ -44,9 +44,7 @@ impl L2ArcConfig {
             )));
         }
         if self.write_max_bytes_per_s == 0 {
-            return Err(L2Error::BadConfig(
-                "write_max_bytes_per_s must be positive".into(),
-            ));
+            return Err(L2Error::BadConfig("write_max_bytes_per_s must be positive".into()));
         }
         Ok(())
     }

@@ -76,19 +76,12 @@ fn open_rw(path: &Path, create: bool) -> Result<File, L2Error> {
 
 fn identity_of(path: &Path, file: &File) -> Result<(FileIdentity, bool), L2Error> {
     let meta = file.metadata().map_err(|e| L2Error::io(path, e))?;
-    Ok((
-        FileIdentity {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        },
-        meta.is_file(),
-    ))
+    Ok((FileIdentity { dev: meta.dev(), ino: meta.ino() }, meta.is_file()))
 }
 
 /// Size of a regular file or block device.
 fn capacity_of(path: &Path, mut file: &File) -> Result<u64, L2Error> {
-    file.seek(SeekFrom::End(0))
-        .map_err(|e| L2Error::io(path, e))
+    file.seek(SeekFrom::End(0)).map_err(|e| L2Error::io(path, e))
 }
 
 impl CacheDevice {
@@ -117,12 +110,8 @@ impl CacheDevice {
                 size_bytes: capacity_bytes,
             });
         }
-        let label = Label {
-            pool_guid,
-            device_guid,
-            log_block_bytes,
-            slot_count: slot_count as u32,
-        };
+        let label =
+            Label { pool_guid, device_guid, log_block_bytes, slot_count: slot_count as u32 };
         let encoded = label.encode();
         for copy in 0..2 {
             file.write_all_at(&encoded, copy * LABEL_SLOT_BYTES)
@@ -160,13 +149,10 @@ impl CacheDevice {
                 size_bytes: capacity_bytes,
             });
         }
-        file.read_exact_at(&mut sectors, 0)
-            .map_err(|e| L2Error::io(path, e))?;
+        file.read_exact_at(&mut sectors, 0).map_err(|e| L2Error::io(path, e))?;
         let (first, second) = sectors.split_at(LABEL_SLOT_BYTES as usize);
-        let label = Label::decode_either(first, second).map_err(|reason| L2Error::BadLabel {
-            path: path.to_path_buf(),
-            reason,
-        })?;
+        let label = Label::decode_either(first, second)
+            .map_err(|reason| L2Error::BadLabel { path: path.to_path_buf(), reason })?;
         if label.pool_guid != pool_guid {
             return Err(L2Error::ForeignPool {
                 path: path.to_path_buf(),
@@ -177,10 +163,7 @@ impl CacheDevice {
             RING_OFFSET_BYTES + u64::from(label.slot_count) * u64::from(label.log_block_bytes);
         if ring_end > capacity_bytes || label.slot_count < 2 {
             let reason = format!("ring needs {ring_end} bytes, device has {capacity_bytes}");
-            return Err(L2Error::BadLabel {
-                path: path.to_path_buf(),
-                reason,
-            });
+            return Err(L2Error::BadLabel { path: path.to_path_buf(), reason });
         }
         Ok(Self::assemble(
             id,
@@ -214,16 +197,10 @@ impl CacheDevice {
             is_regular_file,
             label,
             capacity_bytes,
-            status: Mutex::new(Status {
-                state,
-                fault_reason: None,
-            }),
+            status: Mutex::new(Status { state, fault_reason: None }),
             removed: AtomicBool::new(false),
             slot_generations: (0..label.slot_count).map(|_| AtomicU64::new(0)).collect(),
-            cursor: Mutex::new(WriteCursor {
-                next_slot: 0,
-                next_sequence: 1,
-            }),
+            cursor: Mutex::new(WriteCursor { next_slot: 0, next_sequence: 1 }),
             rebuild: RebuildProgress::default(),
             counters: DeviceCounters::default(),
         }
@@ -263,9 +240,7 @@ impl CacheDevice {
             Some(Err(err)) => return Err(err),
             None => self.read_buffered(offset, len)?,
         };
-        self.counters
-            .bytes_read
-            .fetch_add(len as u64, Ordering::Relaxed);
+        self.counters.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
         Ok(buf)
     }
 
@@ -289,9 +264,7 @@ impl CacheDevice {
 
     pub(crate) fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         self.file.write_all_at(data, offset)?;
-        self.counters
-            .bytes_written
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.counters.bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -355,10 +328,7 @@ impl CacheDevice {
     pub(crate) fn check_identity(&self) -> Result<(), String> {
         let meta =
             std::fs::metadata(&self.path).map_err(|e| format!("device path unusable: {e}"))?;
-        let found = FileIdentity {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        };
+        let found = FileIdentity { dev: meta.dev(), ino: meta.ino() };
         if found != self.identity {
             return Err("device path now names a different file".into());
         }

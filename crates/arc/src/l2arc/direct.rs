@@ -57,11 +57,7 @@ impl DirectReader {
     /// Opens `path` for direct reads and proves one works (reads the first sector); `None`
     /// when the file system refuses O_DIRECT.
     pub(crate) fn open(path: &Path) -> Option<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)
-            .ok()?;
+        let file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()?;
         let reader = Self { file };
         reader.read_exact_at(0, DIRECT_ALIGN_BYTES as usize).ok()?;
         Some(reader)
@@ -110,7 +106,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // /tmp may be tmpfs (no O_DIRECT); the target directory is on a real file system.
         let path = dir.path().join("dev");
-        let data: Vec<u8> = (0..5 * DIRECT_ALIGN_BYTES as usize).map(|i| (i * 7 + i / 4096) as u8).collect();
+        let data: Vec<u8> =
+            (0..5 * DIRECT_ALIGN_BYTES as usize).map(|i| (i * 7 + i / 4096) as u8).collect();
         std::fs::write(&path, &data).unwrap();
         let Some(reader) = DirectReader::open(&path) else {
             eprintln!("O_DIRECT refused on {}; nothing to check", path.display());
@@ -118,8 +115,15 @@ mod tests {
         };
         for (offset, len) in [(0u64, 1usize), (4095, 2), (100, 8000), (4096, 4096), (12000, 8480)] {
             let got = reader.read_exact_at(offset, len).unwrap();
-            assert_eq!(got, &data[offset as usize..offset as usize + len], "offset {offset} len {len}");
+            assert_eq!(
+                got,
+                &data[offset as usize..offset as usize + len],
+                "offset {offset} len {len}"
+            );
         }
-        assert!(reader.read_exact_at(5 * DIRECT_ALIGN_BYTES - 10, 20).is_err(), "a read past the end is short");
+        assert!(
+            reader.read_exact_at(5 * DIRECT_ALIGN_BYTES - 10, 20).is_err(),
+            "a read past the end is short"
+        );
     }
 }

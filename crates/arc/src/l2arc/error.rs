@@ -14,10 +14,7 @@ pub enum L2Error {
     #[error("cache device {path} has no valid label ({reason})")]
     BadLabel { path: PathBuf, reason: String },
     #[error("cache device {path} belongs to pool {found_pool_guid:032x}, not this pool")]
-    ForeignPool {
-        path: PathBuf,
-        found_pool_guid: u128,
-    },
+    ForeignPool { path: PathBuf, found_pool_guid: u128 },
     #[error("cache device {path} is too small: {size_bytes} bytes")]
     DeviceTooSmall { path: PathBuf, size_bytes: u64 },
     #[error("cache device {path} is already in use by this L2ARC")]
@@ -30,9 +27,6 @@ pub enum L2Error {
 
 impl L2Error {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        L2Error::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        L2Error::Io { path: path.to_path_buf(), source }
     }
 }

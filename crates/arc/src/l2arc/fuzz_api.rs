@@ -28,12 +28,7 @@ pub struct L2Label(Label);
 
 impl L2Label {
     pub fn new(pool_guid: u128, device_guid: u64, log_block_bytes: u32, slot_count: u32) -> Self {
-        L2Label(Label {
-            pool_guid,
-            device_guid,
-            log_block_bytes,
-            slot_count,
-        })
+        L2Label(Label { pool_guid, device_guid, log_block_bytes, slot_count })
     }
     pub fn decode(buf: &[u8]) -> Result<Self, String> {
         Label::decode(buf).map(L2Label)
@@ -55,12 +50,7 @@ pub struct L2Place(BlockPlace);
 
 impl L2Place {
     pub fn new(pool_guid: u128, device_guid: u64, slot_index: u32, block_bytes: u32) -> Self {
-        L2Place(BlockPlace {
-            pool_guid,
-            device_guid,
-            slot_index,
-            block_bytes,
-        })
+        L2Place(BlockPlace { pool_guid, device_guid, slot_index, block_bytes })
     }
     pub fn block_bytes(&self) -> u32 {
         self.0.block_bytes
@@ -95,20 +85,14 @@ impl L2LogBlock {
         meta_len_from_header(header, &place.0).map_err(L2Reject::from)
     }
     pub fn decode(meta: &[u8], place: &L2Place) -> Result<Self, L2Reject> {
-        decode_meta(meta, &place.0)
-            .map(L2LogBlock)
-            .map_err(L2Reject::from)
+        decode_meta(meta, &place.0).map(L2LogBlock).map_err(L2Reject::from)
     }
     pub fn encode(&self, place: &L2Place) -> Vec<u8> {
         encode_meta(&place.0, self.0.sequence, self.0.data_low, &self.0.entries)
     }
     /// Every entry's data range, as (data_offset, len_bytes): reads trust them after decode.
     pub fn data_ranges(&self) -> Vec<(u32, u32)> {
-        self.0
-            .entries
-            .iter()
-            .map(|e| (e.data_offset, e.len_bytes))
-            .collect()
+        self.0.entries.iter().map(|e| (e.data_offset, e.len_bytes)).collect()
     }
     pub fn data_low(&self) -> u32 {
         self.0.data_low
@@ -145,9 +129,8 @@ pub fn reseal_log_block(meta: &mut [u8]) {
         return;
     }
     let count = u32::from_le_bytes(meta[48..52].try_into().expect("4 bytes")) as usize;
-    let end = LOG_HEADER_BYTES
-        .saturating_add(count.saturating_mul(LOG_ENTRY_BYTES))
-        .min(meta.len());
+    let end =
+        LOG_HEADER_BYTES.saturating_add(count.saturating_mul(LOG_ENTRY_BYTES)).min(meta.len());
     let sum = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..end]]);
     meta[56..64].copy_from_slice(&sum.to_le_bytes());
 }

@@ -62,10 +62,7 @@ impl L2Index {
             self.size_bytes -= u64::from(old.len_bytes);
         }
         self.size_bytes += u64::from(loc.len_bytes);
-        self.slot_keys
-            .entry((loc.device, loc.slot))
-            .or_default()
-            .push(key);
+        self.slot_keys.entry((loc.device, loc.slot)).or_default().push(key);
         true
     }
 
@@ -91,10 +88,7 @@ impl L2Index {
         };
         let mut dropped = 0;
         for key in keys {
-            let here = self
-                .map
-                .get(&key)
-                .is_some_and(|l| l.device == device && l.slot == slot);
+            let here = self.map.get(&key).is_some_and(|l| l.device == device && l.slot == slot);
             if here && self.remove(&key).is_some() {
                 dropped += 1;
             }
@@ -104,16 +98,9 @@ impl L2Index {
 
     /// Drops every entry of a device (faulted or removed). Walks only that device's slots.
     pub(crate) fn drop_device(&mut self, device: DeviceId) -> u64 {
-        let slots: Vec<u32> = self
-            .slot_keys
-            .keys()
-            .filter(|(d, _)| *d == device)
-            .map(|(_, s)| *s)
-            .collect();
-        slots
-            .into_iter()
-            .map(|slot| self.invalidate_slot(device, slot))
-            .sum()
+        let slots: Vec<u32> =
+            self.slot_keys.keys().filter(|(d, _)| *d == device).map(|(_, s)| *s).collect();
+        slots.into_iter().map(|slot| self.invalidate_slot(device, slot)).sum()
     }
 }
 

@@ -87,12 +87,7 @@ impl Label {
         if ring_offset != RING_OFFSET_BYTES {
             return Err(format!("unexpected ring offset {ring_offset}"));
         }
-        Ok(Label {
-            pool_guid,
-            device_guid,
-            log_block_bytes,
-            slot_count,
-        })
+        Ok(Label { pool_guid, device_guid, log_block_bytes, slot_count })
     }
 
     /// Picks the first valid copy from the two label sectors.

@@ -89,9 +89,7 @@ pub(crate) fn meta_len_from_header(
     let entry_count = u32::from_le_bytes(header[48..52].try_into().expect("4 bytes"));
     let meta_len = LOG_HEADER_BYTES as u64 + u64::from(entry_count) * LOG_ENTRY_BYTES as u64;
     if meta_len > u64::from(place.block_bytes) {
-        return Err(BlockReject::Corrupt(format!(
-            "{entry_count} entries cannot fit"
-        )));
+        return Err(BlockReject::Corrupt(format!("{entry_count} entries cannot fit")));
     }
     Ok(meta_len as usize)
 }
@@ -105,9 +103,7 @@ pub(crate) fn decode_meta(meta: &[u8], place: &BlockPlace) -> Result<LogBlockMet
     let stored = u64::from_le_bytes(meta[56..64].try_into().expect("8 bytes"));
     let computed = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..meta_len]]);
     if stored != computed {
-        return Err(BlockReject::Corrupt(format!(
-            "checksum {stored:#x} != {computed:#x}"
-        )));
+        return Err(BlockReject::Corrupt(format!("checksum {stored:#x} != {computed:#x}")));
     }
     let mut r = LeReader::new(&meta[12..56]);
     let slot_index = r.u32();
@@ -127,17 +123,8 @@ pub(crate) fn decode_meta(meta: &[u8], place: &BlockPlace) -> Result<LogBlockMet
             "bad geometry: seq {sequence}, data_low {data_low}"
         )));
     }
-    let entries = decode_entries(
-        &meta[LOG_HEADER_BYTES..meta_len],
-        entry_count,
-        data_low,
-        place,
-    )?;
-    Ok(LogBlockMeta {
-        sequence,
-        data_low,
-        entries,
-    })
+    let entries = decode_entries(&meta[LOG_HEADER_BYTES..meta_len], entry_count, data_low, place)?;
+    Ok(LogBlockMeta { sequence, data_low, entries })
 }
 
 fn decode_entries(
@@ -204,10 +191,7 @@ pub(crate) fn encode_meta(
     let checksum = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..]]);
     meta[56..64].copy_from_slice(&checksum.to_le_bytes());
     // Pair assertion: the metadata must verify right before it is written.
-    debug_assert_eq!(
-        decode_meta(&meta, place).map(|m| m.entries.len()),
-        Ok(entries.len())
-    );
+    debug_assert_eq!(decode_meta(&meta, place).map(|m| m.entries.len()), Ok(entries.len()));
     meta
 }
 
@@ -254,12 +238,8 @@ impl LogBlockBuilder {
         let data_offset = self.data_low - len_bytes;
         self.buf[data_offset as usize..self.data_low as usize].copy_from_slice(data);
         self.data_low = data_offset;
-        let entry = LogEntry {
-            key,
-            len_bytes,
-            checksum: xxhash_rust::xxh3::xxh3_64(data),
-            data_offset,
-        };
+        let entry =
+            LogEntry { key, len_bytes, checksum: xxhash_rust::xxh3::xxh3_64(data), data_offset };
         self.entries.push(entry);
         entry
     }
@@ -287,12 +267,7 @@ mod tests {
     use super::*;
 
     fn place() -> BlockPlace {
-        BlockPlace {
-            pool_guid: 7,
-            device_guid: 9,
-            slot_index: 3,
-            block_bytes: 8192,
-        }
+        BlockPlace { pool_guid: 7, device_guid: 9, slot_index: 3, block_bytes: 8192 }
     }
 
     fn built() -> LogBlockBuilder {
@@ -312,10 +287,7 @@ mod tests {
         assert_eq!(parsed.entries, b.entries());
         assert_eq!(parsed.data_low, 8192 - 1500);
         let e = parsed.entries[1];
-        assert_eq!(
-            b.bytes(e.data_offset, e.data_offset + e.len_bytes),
-            &[2u8; 500][..]
-        );
+        assert_eq!(b.bytes(e.data_offset, e.data_offset + e.len_bytes), &[2u8; 500][..]);
     }
 
     #[test]
@@ -330,15 +302,9 @@ mod tests {
         let mut zeroed = meta.clone();
         zeroed[..8].fill(0);
         assert_eq!(decode_meta(&zeroed, &place()), Err(BlockReject::Empty));
-        let other_slot = BlockPlace {
-            slot_index: 4,
-            ..place()
-        };
+        let other_slot = BlockPlace { slot_index: 4, ..place() };
         assert_eq!(decode_meta(&meta, &other_slot), Err(BlockReject::Foreign));
-        let other_device = BlockPlace {
-            device_guid: 10,
-            ..place()
-        };
+        let other_device = BlockPlace { device_guid: 10, ..place() };
         assert_eq!(decode_meta(&meta, &other_device), Err(BlockReject::Foreign));
     }
 
@@ -358,9 +324,6 @@ mod tests {
         let b = built();
         let mut meta = encode_meta(&place(), 5, b.data_low(), b.entries());
         meta[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(
-            meta_len_from_header(&meta, &place()),
-            Err(BlockReject::Corrupt(_))
-        ));
+        assert!(matches!(meta_len_from_header(&meta, &place()), Err(BlockReject::Corrupt(_))));
     }
 }

@@ -92,10 +92,7 @@ impl Shared {
     fn new_device_guid(&self) -> u64 {
         let mut state = self.guid_state.lock();
         // Zero is reserved so a zeroed header can never match a device.
-        (0..4)
-            .map(|_| splitmix64(&mut state))
-            .find(|g| *g != 0)
-            .unwrap_or(1)
+        (0..4).map(|_| splitmix64(&mut state)).find(|g| *g != 0).unwrap_or(1)
     }
 }
 
@@ -158,14 +155,8 @@ impl L2Arc {
         let id = self.shared.next_device_id.fetch_add(1, Ordering::Relaxed);
         let guid = self.shared.new_device_guid();
         let block_bytes = self.shared.config.log_block_bytes;
-        let device = CacheDevice::format(
-            id,
-            path,
-            size_bytes,
-            self.shared.pool_guid,
-            guid,
-            block_bytes,
-        )?;
+        let device =
+            CacheDevice::format(id, path, size_bytes, self.shared.pool_guid, guid, block_bytes)?;
         tracing::info!(path = %path.display(), slots = device.slot_count(), "cache device added");
         self.shared.devices.write().push(Arc::new(device));
         Ok(id)
@@ -186,10 +177,7 @@ impl L2Arc {
     pub fn remove_device(&self, id: DeviceId) -> Result<(), L2Error> {
         let device = {
             let mut devices = self.shared.devices.write();
-            let pos = devices
-                .iter()
-                .position(|d| d.id == id)
-                .ok_or(L2Error::UnknownDevice(id))?;
+            let pos = devices.iter().position(|d| d.id == id).ok_or(L2Error::UnknownDevice(id))?;
             devices.remove(pos)
         };
         device.mark_removed();
@@ -201,9 +189,7 @@ impl L2Arc {
         let wanted = canonical(path);
         let devices = self.shared.devices.read();
         if devices.iter().any(|d| canonical(&d.path) == wanted) {
-            return Err(L2Error::DuplicateDevice {
-                path: path.to_path_buf(),
-            });
+            return Err(L2Error::DuplicateDevice { path: path.to_path_buf() });
         }
         Ok(())
     }
@@ -255,13 +241,7 @@ impl L2Arc {
 
     pub fn stats(&self) -> L2Stats {
         let c = &self.shared.counters;
-        let devices: Vec<_> = self
-            .shared
-            .devices
-            .read()
-            .iter()
-            .map(|d| d.stats())
-            .collect();
+        let devices: Vec<_> = self.shared.devices.read().iter().map(|d| d.stats()).collect();
         let (entries, size_bytes) = {
             let index = self.shared.index.lock();
             (index.len(), index.size_bytes())

@@ -14,11 +14,7 @@ pub(crate) struct TokenBucket {
 
 impl TokenBucket {
     pub(crate) fn new(rate_bytes_per_s: u64, now_ms: u64) -> Self {
-        Self {
-            rate_bytes_per_s,
-            balance_bytes: 0,
-            last_refill_ms: now_ms,
-        }
+        Self { rate_bytes_per_s, balance_bytes: 0, last_refill_ms: now_ms }
     }
 
     fn burst_bytes(&self) -> i64 {
@@ -32,10 +28,7 @@ impl TokenBucket {
         }
         let earned = u128::from(self.rate_bytes_per_s) * u128::from(elapsed_ms) / 1000;
         let earned = i64::try_from(earned).unwrap_or(i64::MAX);
-        self.balance_bytes = self
-            .balance_bytes
-            .saturating_add(earned)
-            .min(self.burst_bytes());
+        self.balance_bytes = self.balance_bytes.saturating_add(earned).min(self.burst_bytes());
         self.last_refill_ms = now_ms;
     }
 

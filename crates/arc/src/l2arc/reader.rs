@@ -37,10 +37,7 @@ fn read_verified(shared: &Shared, key: &BlockKey, expected_checksum: u64) -> Opt
     }
     let checksum = xxhash_rust::xxh3::xxh3_64(&data);
     if checksum != loc.checksum || checksum != expected_checksum {
-        device
-            .counters
-            .checksum_errors
-            .fetch_add(1, Ordering::Relaxed);
+        device.counters.checksum_errors.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(?key, path = %device.path.display(), "L2ARC checksum mismatch; entry dropped");
         shared.index.lock().remove_if_at(key, &loc);
         return None;

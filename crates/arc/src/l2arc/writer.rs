@@ -119,13 +119,8 @@ pub(crate) fn sync(shared: &Arc<Shared>) -> WriteTickReport {
     let mut w = shared.writer.lock();
     let mut report = WriteTickReport::default();
     write_out(shared, &mut w, false, &mut report);
-    let writable: Vec<Arc<CacheDevice>> = shared
-        .devices
-        .read()
-        .iter()
-        .filter(|d| d.writable())
-        .cloned()
-        .collect();
+    let writable: Vec<Arc<CacheDevice>> =
+        shared.devices.read().iter().filter(|d| d.writable()).cloned().collect();
     for device in writable {
         if let Err(err) = device.sync_data() {
             shared.io_error(&device, "sync", &err);
@@ -184,13 +179,8 @@ fn ensure_open(shared: &Shared, w: &mut WriterState) -> bool {
         }
         discard_open(shared, w);
     }
-    let writable: Vec<Arc<CacheDevice>> = shared
-        .devices
-        .read()
-        .iter()
-        .filter(|d| d.writable())
-        .cloned()
-        .collect();
+    let writable: Vec<Arc<CacheDevice>> =
+        shared.devices.read().iter().filter(|d| d.writable()).cloned().collect();
     if writable.is_empty() {
         return false;
     }
@@ -252,10 +242,7 @@ fn write_out(shared: &Shared, w: &mut WriterState, close: bool, report: &mut Wri
     open.written_entries = open.builder.entries().len();
     open.written_data_low = open.builder.data_low();
     open.unwritten_since_ms = None;
-    open.device
-        .counters
-        .log_blocks_written
-        .fetch_add(1, Ordering::Relaxed);
+    open.device.counters.log_blocks_written.fetch_add(1, Ordering::Relaxed);
     report.block_writes += 1;
     if close {
         let base = open.device.slot_offset(open.slot);
@@ -272,12 +259,8 @@ fn write_block(open: &OpenBlock) -> std::io::Result<()> {
         let data = open.builder.bytes(data_low, open.written_data_low);
         device.write_at(base + u64::from(data_low), data)?;
     }
-    let meta = encode_meta(
-        &device.place(open.slot),
-        open.sequence,
-        data_low,
-        open.builder.entries(),
-    );
+    let meta =
+        encode_meta(&device.place(open.slot), open.sequence, data_low, open.builder.entries());
     device.write_at(base, &meta)
 }
 
@@ -311,24 +294,19 @@ impl WriterHandle {
     pub(crate) fn spawn(l2: L2Arc, feed: Arc<EvictionFeed>, tick_interval: Duration) -> Self {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let thread_stop = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("l2arc-writer".into())
-            .spawn(move || loop {
-                l2.write_tick(&feed);
-                let (flag, wake) = &*thread_stop;
-                let mut stopped = flag.lock();
-                if !*stopped {
-                    wake.wait_for(&mut stopped, tick_interval);
-                }
-                if *stopped {
-                    break;
-                }
-            });
+        let thread = std::thread::Builder::new().name("l2arc-writer".into()).spawn(move || loop {
+            l2.write_tick(&feed);
+            let (flag, wake) = &*thread_stop;
+            let mut stopped = flag.lock();
+            if !*stopped {
+                wake.wait_for(&mut stopped, tick_interval);
+            }
+            if *stopped {
+                break;
+            }
+        });
         match thread {
-            Ok(handle) => Self {
-                stop,
-                thread: Some(handle),
-            },
+            Ok(handle) => Self { stop, thread: Some(handle) },
             Err(err) => {
                 tracing::error!(%err, "cannot start the L2ARC writer thread; L2ARC will not fill");
                 Self { stop, thread: None }

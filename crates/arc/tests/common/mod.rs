@@ -63,12 +63,7 @@ impl Rig {
         let dir = tempfile::tempdir().expect("tempdir");
         let clock = Arc::new(ManualClock::new(1_000_000));
         let l2 = L2Arc::new(config, POOL_GUID, clock.clone(), 42).expect("l2arc");
-        Self {
-            dir,
-            clock,
-            l2,
-            feed: EvictionFeed::new(1 << 20, 1 << 30),
-        }
+        Self { dir, clock, l2, feed: EvictionFeed::new(1 << 20, 1 << 30) }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -81,10 +76,7 @@ impl Rig {
     }
 
     pub fn push(&self, k: BlockKey, data: &Bytes) {
-        self.feed.push(FeedItem {
-            key: k,
-            data: data.clone(),
-        });
+        self.feed.push(FeedItem { key: k, data: data.clone() });
     }
 
     /// Ticks with one second of clock per round until the feed is empty, then writes out the
@@ -110,11 +102,7 @@ pub fn wait_rebuilt(l2: &L2Arc) -> L2Stats {
         if stats.rebuild.done {
             return stats;
         }
-        assert!(
-            Instant::now() < deadline,
-            "rebuild did not finish: {:?}",
-            stats.rebuild
-        );
+        assert!(Instant::now() < deadline, "rebuild did not finish: {:?}", stats.rebuild);
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -126,11 +114,8 @@ pub fn slot_offset(slot: u64) -> u64 {
 /// XORs `mask` into the byte at `offset` of the file.
 pub fn flip_byte(path: &Path, offset: u64, mask: u8) {
     use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .expect("open device file");
+    let file =
+        std::fs::OpenOptions::new().read(true).write(true).open(path).expect("open device file");
     let mut b = [0u8; 1];
     file.read_exact_at(&mut b, offset).expect("read byte");
     b[0] ^= mask;

@@ -71,7 +71,11 @@ pub struct PageCache {
 
 impl PageCache {
     pub fn new(bytes_max: usize) -> PageCache {
-        PageCache { inner: Mutex::default(), bytes_max: bytes_max.max(64 * PAGE_BYTES), generation: Default::default() }
+        PageCache {
+            inner: Mutex::default(),
+            bytes_max: bytes_max.max(64 * PAGE_BYTES),
+            generation: Default::default(),
+        }
     }
 
     pub fn get(&self, key: &PageKey) -> Option<Arc<CachedPage>> {
@@ -85,7 +89,12 @@ impl PageCache {
     /// and newer than what a concurrent reader loaded), and returns the cached one.
     /// `generation`: the value of [`PageCache::generation`] when the caller read the tree root it
     /// descended from; None for the sync, which always works on the current tree.
-    pub fn insert_if_absent(&self, key: PageKey, page: CachedPage, generation: Option<u64>) -> Arc<CachedPage> {
+    pub fn insert_if_absent(
+        &self,
+        key: PageKey,
+        page: CachedPage,
+        generation: Option<u64>,
+    ) -> Arc<CachedPage> {
         let mut inner = self.inner.lock();
         if let Some(p) = inner.pages.get(&key) {
             return p.clone();

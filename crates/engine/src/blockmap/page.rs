@@ -29,12 +29,20 @@ pub fn encode_page(tree_id: u32, level: u8, index: u64, txg: u64, slots: &[Slot]
 pub fn decode_page(bytes: &[u8], tree_id: u32, level: u8, index: u64) -> Result<Vec<Slot>> {
     let what = || format!("map page tree {tree_id} level {level} index {index}");
     if bytes.len() != PAGE_BYTES {
-        return Err(Error::corrupt(what(), format!("{} bytes, expected {PAGE_BYTES}", bytes.len())));
+        return Err(Error::corrupt(
+            what(),
+            format!("{} bytes, expected {PAGE_BYTES}", bytes.len()),
+        ));
     }
     let mut r = Reader::new(bytes, "map page");
     let (magic, version, lvl, _pad) = (r.u64()?, r.u16()?, r.u8()?, r.u8()?);
     let (tid, idx, _txg) = (r.u32()?, r.u64()?, r.u64()?);
-    if magic != PAGE_MAGIC || version != PAGE_VERSION || lvl != level || tid != tree_id || idx != index {
+    if magic != PAGE_MAGIC
+        || version != PAGE_VERSION
+        || lvl != level
+        || tid != tree_id
+        || idx != index
+    {
         return Err(Error::corrupt(what(), "header names another page"));
     }
     let mut slots = vec![[0u8; SLOT_BYTES]; FANOUT];

@@ -77,13 +77,16 @@ impl TreeRef {
         let mut ptr = self.top;
         let mut lvl = self.levels - 1;
         loop {
-            let key = PageKey { tree_id: self.tree_id, level: lvl, index: page_index(slot_index, lvl) };
+            let key =
+                PageKey { tree_id: self.tree_id, level: lvl, index: page_index(slot_index, lvl) };
             let page = match cache.get(&key) {
                 Some(p) => p,
                 None if ptr.is_hole() && !for_update => return Ok(None),
-                None if ptr.is_hole() => {
-                    cache.insert_if_absent(key, CachedPage::new(vec![[0u8; SLOT_BYTES]; FANOUT], BlockPtr::HOLE), generation)
-                }
+                None if ptr.is_hole() => cache.insert_if_absent(
+                    key,
+                    CachedPage::new(vec![[0u8; SLOT_BYTES]; FANOUT], BlockPtr::HOLE),
+                    generation,
+                ),
                 None => {
                     let bytes = src.read_block(&ptr).await?;
                     let slots = decode_page(&bytes, self.page_tag, lvl, key.index)?;
@@ -102,7 +105,13 @@ impl TreeRef {
     }
 
     /// `generation`: the page cache's generation read before this tree reference was taken.
-    pub async fn lookup(&self, cache: &PageCache, src: &dyn BlockSource, slot_index: u64, generation: u64) -> Result<Slot> {
+    pub async fn lookup(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        slot_index: u64,
+        generation: u64,
+    ) -> Result<Slot> {
         if slot_index >= self.capacity_slots() {
             return Ok([0u8; SLOT_BYTES]);
         }
@@ -136,11 +145,23 @@ impl TreeRef {
     }
 
     /// Sets one slot (sync thread only); returns the previous value.
-    pub async fn update(&self, cache: &PageCache, src: &dyn BlockSource, slot_index: u64, slot: Slot) -> Result<Slot> {
+    pub async fn update(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        slot_index: u64,
+        slot: Slot,
+    ) -> Result<Slot> {
         if slot_index >= self.capacity_slots() {
-            return Err(Error::Bug(format!("slot {slot_index} beyond tree {} capacity", self.tree_id)));
+            return Err(Error::Bug(format!(
+                "slot {slot_index} beyond tree {} capacity",
+                self.tree_id
+            )));
         }
-        let page = self.page_for(cache, src, slot_index, 0, true, None).await?.expect("for_update creates pages");
+        let page = self
+            .page_for(cache, src, slot_index, 0, true, None)
+            .await?
+            .expect("for_update creates pages");
         let mut slots = page.slots.write();
         let pos = slot_pos(slot_index, 0);
         Ok(std::mem::replace(&mut slots[pos], slot))
@@ -148,7 +169,13 @@ impl TreeRef {
 
     /// Marks the page that currently holds (level, index) dirty so the next sync rewrites it
     /// (compaction moving a page out of a sparse segment).
-    pub async fn touch_page(&self, cache: &PageCache, src: &dyn BlockSource, level: u8, index: u64) -> Result<()> {
+    pub async fn touch_page(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        level: u8,
+        index: u64,
+    ) -> Result<()> {
         if level >= self.levels {
             return Ok(());
         }
@@ -159,7 +186,13 @@ impl TreeRef {
 
     /// Where page (level, index) currently lives (HOLE if it does not exist): the cached version's
     /// location, else the parent's pointer. Compaction and scrub decide liveness with it.
-    pub async fn page_location(&self, cache: &PageCache, src: &dyn BlockSource, level: u8, index: u64) -> Result<BlockPtr> {
+    pub async fn page_location(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        level: u8,
+        index: u64,
+    ) -> Result<BlockPtr> {
         if level >= self.levels {
             return Ok(BlockPtr::HOLE);
         }
@@ -178,7 +211,13 @@ impl TreeRef {
 
     /// The slots of page (level, index) as the tree holds them now (None where it is a hole).
     /// Snapshot space accounting compares two trees page by page with it.
-    pub async fn page_slots(&self, cache: &PageCache, src: &dyn BlockSource, level: u8, index: u64) -> Result<Option<Vec<Slot>>> {
+    pub async fn page_slots(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        level: u8,
+        index: u64,
+    ) -> Result<Option<Vec<Slot>>> {
         if level >= self.levels || (level + 1 == self.levels && index != 0) {
             return Ok(None);
         }
@@ -186,7 +225,10 @@ impl TreeRef {
         if first_slot >= self.capacity_slots() {
             return Ok(None);
         }
-        Ok(self.page_for(cache, src, first_slot, level, false, None).await?.map(|p| p.slots.read().clone()))
+        Ok(self
+            .page_for(cache, src, first_slot, level, false, None)
+            .await?
+            .map(|p| p.slots.read().clone()))
     }
 
     /// Adds levels on top so the tree addresses at least `slots` slots (volume grow).
@@ -231,7 +273,8 @@ impl TreeRef {
                         BlockPtr::HOLE
                     } else {
                         let bytes = encode_page(self.page_tag, level, key.index, txg, &slots);
-                        let owner = BlockOwner::Page { tree_id: self.tree_id, level, index: key.index };
+                        let owner =
+                            BlockOwner::Page { tree_id: self.tree_id, level, index: key.index };
                         seg.add(owner, &bytes, algo)
                     }
                 };
@@ -242,8 +285,12 @@ impl TreeRef {
                 if level + 1 == self.levels {
                     self.top = new_ptr;
                 } else {
-                    let first_slot = key.index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX);
-                    let parent = self.page_for(cache, src, first_slot, level + 1, true, None).await?.expect("created");
+                    let first_slot =
+                        key.index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX);
+                    let parent = self
+                        .page_for(cache, src, first_slot, level + 1, true, None)
+                        .await?
+                        .expect("created");
                     parent.slots.write()[slot_pos(first_slot, level + 1)] = new_ptr.to_bytes();
                 }
             }
@@ -260,13 +307,23 @@ pub struct TreeWalk {
 }
 
 impl TreeWalk {
-    pub async fn walk(tree: &TreeRef, cache: &PageCache, src: &dyn BlockSource) -> Result<TreeWalk> {
+    pub async fn walk(
+        tree: &TreeRef,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+    ) -> Result<TreeWalk> {
         Self::walk_range(tree, cache, src, 0, u64::MAX).await
     }
 
     /// Like `walk`, but only pages and leaf slots overlapping slots `start..end` (a trim visits
     /// only what is allocated inside its range).
-    pub async fn walk_range(tree: &TreeRef, cache: &PageCache, src: &dyn BlockSource, start: u64, end: u64) -> Result<TreeWalk> {
+    pub async fn walk_range(
+        tree: &TreeRef,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        start: u64,
+        end: u64,
+    ) -> Result<TreeWalk> {
         let mut out = TreeWalk::default();
         let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
         while let Some((level, index, ptr)) = frontier.pop() {

@@ -56,20 +56,45 @@ fn map_err(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
 fn hint(e: &object_store::Error, detail: &str) -> Option<&'static str> {
     let m = detail.to_ascii_lowercase();
     if matches!(e, object_store::Error::Unauthenticated { .. })
-        || ["invalidaccesskeyid", "signaturedoesnotmatch", "invalid access key", "the access key id you provided"].iter().any(|s| m.contains(s))
+        || [
+            "invalidaccesskeyid",
+            "signaturedoesnotmatch",
+            "invalid access key",
+            "the access key id you provided",
+        ]
+        .iter()
+        .any(|s| m.contains(s))
     {
         return Some("the store refused the credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the config file)");
     }
-    if matches!(e, object_store::Error::PermissionDenied { .. }) || m.contains("access denied") || m.contains("forbidden") {
-        return Some("the store denied access: check the credentials' permissions on this bucket and prefix");
+    if matches!(e, object_store::Error::PermissionDenied { .. })
+        || m.contains("access denied")
+        || m.contains("forbidden")
+    {
+        return Some(
+            "the store denied access: check the credentials' permissions on this bucket and prefix",
+        );
     }
-    if m.contains("nosuchbucket") || m.contains("no such bucket") || m.contains("bucket does not exist") {
+    if m.contains("nosuchbucket")
+        || m.contains("no such bucket")
+        || m.contains("bucket does not exist")
+    {
         return Some("the bucket does not exist: create it first, or check the URL");
     }
     if m.contains("no space left") {
         return Some("the store's disk is full: free space there (the pool retries by itself)");
     }
-    if ["error sending request", "connection refused", "tcp connect error", "dns error", "timed out", "connection reset"].iter().any(|s| m.contains(s)) {
+    if [
+        "error sending request",
+        "connection refused",
+        "tcp connect error",
+        "dns error",
+        "timed out",
+        "connection reset",
+    ]
+    .iter()
+    .any(|s| m.contains(s))
+    {
         return Some("cannot reach the store: check AWS_ENDPOINT_URL (or the URL), the network, and that the store is up");
     }
     None
@@ -87,13 +112,19 @@ fn shorten(text: &str, chars_max: usize) -> String {
 /// not worth retrying, a connection error or 5xx is.
 fn classify_generic(store: &str, message: &str) -> StoreErrorKind {
     let m = message.to_ascii_lowercase();
-    if m.contains("no such bucket") || m.contains("nosuchbucket") || m.contains("access denied")
-        || m.contains("invalidaccesskeyid") || m.contains("signaturedoesnotmatch") || m.contains("forbidden")
+    if m.contains("no such bucket")
+        || m.contains("nosuchbucket")
+        || m.contains("access denied")
+        || m.contains("invalidaccesskeyid")
+        || m.contains("signaturedoesnotmatch")
+        || m.contains("forbidden")
         || m.contains("permission denied")
     {
         return StoreErrorKind::Permanent;
     }
-    if store == "LocalFileSystem" && (m.contains("no space left") || m.contains("read-only file system")) {
+    if store == "LocalFileSystem"
+        && (m.contains("no space left") || m.contains("read-only file system"))
+    {
         return StoreErrorKind::Permanent;
     }
     StoreErrorKind::Transient
@@ -109,7 +140,10 @@ impl Store for ObjectStoreBackend {
             },
             ..Default::default()
         };
-        self.inner.put_opts(&self.path(key), data.into(), opts).await.map_err(|e| map_err("PUT", key, e))?;
+        self.inner
+            .put_opts(&self.path(key), data.into(), opts)
+            .await
+            .map_err(|e| map_err("PUT", key, e))?;
         Ok(())
     }
 
@@ -120,7 +154,11 @@ impl Store for ObjectStoreBackend {
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         let want = range.end - range.start;
-        let b = self.inner.get_range(&self.path(key), range).await.map_err(|e| map_err("GET", key, e))?;
+        let b = self
+            .inner
+            .get_range(&self.path(key), range)
+            .await
+            .map_err(|e| map_err("GET", key, e))?;
         if b.len() as u64 != want {
             return Err(StoreError::new(
                 StoreErrorKind::Transient,

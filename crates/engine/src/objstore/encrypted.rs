@@ -61,14 +61,21 @@ impl EncryptionKey {
 
     /// 64 hex digits (surrounding whitespace ignored) or exactly 32 raw bytes.
     pub fn parse(text_or_raw: &[u8]) -> Result<EncryptionKey, String> {
-        if text_or_raw.len() == 32 && std::str::from_utf8(text_or_raw).map(|s| s.trim().len() != 64).unwrap_or(true) {
+        if text_or_raw.len() == 32
+            && std::str::from_utf8(text_or_raw).map(|s| s.trim().len() != 64).unwrap_or(true)
+        {
             let mut b = [0u8; 32];
             b.copy_from_slice(text_or_raw);
             return Ok(EncryptionKey { bytes: b });
         }
-        let s = std::str::from_utf8(text_or_raw).map_err(|_| "a key is 64 hex digits or 32 raw bytes".to_string())?.trim();
+        let s = std::str::from_utf8(text_or_raw)
+            .map_err(|_| "a key is 64 hex digits or 32 raw bytes".to_string())?
+            .trim();
         if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(format!("a key is 64 hex digits or 32 raw bytes (found {} characters)", s.len()));
+            return Err(format!(
+                "a key is 64 hex digits or 32 raw bytes (found {} characters)",
+                s.len()
+            ));
         }
         let mut b = [0u8; 32];
         for (i, byte) in b.iter_mut().enumerate() {
@@ -86,7 +93,10 @@ impl EncryptionKey {
     pub fn fingerprint(&self) -> u64 {
         let cipher = Aes256GcmSiv::new_from_slice(&self.bytes).expect("32-byte key");
         let sealed = cipher
-            .encrypt(Nonce::from_slice(&[0u8; 12]), Payload { msg: &[0u8; 16], aad: b"fardisk-key-fingerprint" })
+            .encrypt(
+                Nonce::from_slice(&[0u8; 12]),
+                Payload { msg: &[0u8; 16], aad: b"fardisk-key-fingerprint" },
+            )
             .expect("sealing a constant cannot fail");
         u64::from_le_bytes(sealed[..8].try_into().expect("8 bytes"))
     }
@@ -101,7 +111,10 @@ pub struct EncryptedStore {
 
 impl std::fmt::Debug for EncryptedStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EncryptedStore").field("inner", &self.inner).field("key", &format_args!("{:016x}", self.fingerprint)).finish()
+        f.debug_struct("EncryptedStore")
+            .field("inner", &self.inner)
+            .field("key", &format_args!("{:016x}", self.fingerprint))
+            .finish()
     }
 }
 
@@ -152,7 +165,11 @@ impl EncryptedStore {
     /// Verifies a header; returns the object's plaintext length.
     fn check_header(&self, key: &str, h: &[u8]) -> StoreResult<u64> {
         if h.len() < HEADER_BYTES as usize || !is_encrypted_object(h) {
-            return Err(corrupt("get", key, "not an encrypted fardisk object (was the pool created without encryption?)"));
+            return Err(corrupt(
+                "get",
+                key,
+                "not an encrypted fardisk object (was the pool created without encryption?)",
+            ));
         }
         let sum = u64::from_le_bytes(h[32..40].try_into().expect("8 bytes"));
         if xxhash_rust::xxh3::xxh3_64(&h[..32]) != sum {
@@ -161,7 +178,11 @@ impl EncryptedStore {
         let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
         let chunk = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"));
         if version != VERSION || u64::from(chunk) != CHUNK_PLAIN_BYTES {
-            return Err(corrupt("get", key, format!("encryption format version {version} (chunk {chunk}) is not supported")));
+            return Err(corrupt(
+                "get",
+                key,
+                format!("encryption format version {version} (chunk {chunk}) is not supported"),
+            ));
         }
         let found = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
         if found != self.fingerprint {
@@ -202,7 +223,11 @@ impl EncryptedStore {
     /// Opens whole chunks `first..` held in `sealed`.
     fn open_chunks(&self, key: &str, first: u64, sealed: &[u8]) -> StoreResult<Vec<u8>> {
         if sealed.len() as u64 % CHUNK_SEALED_BYTES != 0 {
-            return Err(corrupt("get", key, format!("encrypted object holds a partial chunk ({} bytes)", sealed.len())));
+            return Err(corrupt(
+                "get",
+                key,
+                format!("encrypted object holds a partial chunk ({} bytes)", sealed.len()),
+            ));
         }
         let mut out = Vec::with_capacity(sealed.len());
         for (i, chunk) in sealed.chunks(CHUNK_SEALED_BYTES as usize).enumerate() {
@@ -230,9 +255,18 @@ impl Store for EncryptedStore {
         let plain_bytes = self.check_header(key, &sealed)?;
         // Checked: a header claiming close to u64::MAX plain bytes overflowed the product
         // (found by fuzz/fuzz_targets/engine_encrypted.rs).
-        let expected_bytes = chunk_count(plain_bytes).checked_mul(CHUNK_SEALED_BYTES).and_then(|n| n.checked_add(HEADER_BYTES));
+        let expected_bytes = chunk_count(plain_bytes)
+            .checked_mul(CHUNK_SEALED_BYTES)
+            .and_then(|n| n.checked_add(HEADER_BYTES));
         if expected_bytes != Some(sealed.len() as u64) {
-            return Err(corrupt("get", key, format!("encrypted object is {} bytes, its header says {plain_bytes} plain bytes", sealed.len())));
+            return Err(corrupt(
+                "get",
+                key,
+                format!(
+                    "encrypted object is {} bytes, its header says {plain_bytes} plain bytes",
+                    sealed.len()
+                ),
+            ));
         }
         let mut plain = self.open_chunks(key, 0, &sealed[HEADER_BYTES as usize..])?;
         plain.truncate(plain_bytes as usize);
@@ -251,7 +285,12 @@ impl Store for EncryptedStore {
         let skip = (range.start - first * CHUNK_PLAIN_BYTES) as usize;
         let want = (range.end - range.start) as usize;
         if plain.len() < skip + want {
-            return Err(StoreError::new(StoreErrorKind::Permanent, "get_range", key, format!("range {range:?} is past the end of the object")));
+            return Err(StoreError::new(
+                StoreErrorKind::Permanent,
+                "get_range",
+                key,
+                format!("range {range:?} is past the end of the object"),
+            ));
         }
         Ok(Bytes::from(plain).slice(skip..skip + want))
     }
@@ -268,7 +307,13 @@ impl Store for EncryptedStore {
     }
 
     async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
-        Ok(self.inner.list(prefix).await?.into_iter().map(|(k, n)| (k, plain_len_bound(n))).collect())
+        Ok(self
+            .inner
+            .list(prefix)
+            .await?
+            .into_iter()
+            .map(|(k, n)| (k, plain_len_bound(n)))
+            .collect())
     }
 
     fn describe(&self) -> String {

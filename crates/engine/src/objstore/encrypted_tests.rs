@@ -24,7 +24,12 @@ async fn round_trips_whole_objects_and_any_range() {
         enc.put(&k, Bytes::from(data.clone()), PutMode::Create).await.expect("put");
         assert_eq!(enc.get(&k).await.expect("get")[..], data[..], "whole object of {len} bytes");
         assert_eq!(enc.head(&k).await.expect("head"), len as u64);
-        for (s, e) in [(0usize, len), (len / 3, len / 2 + 1), (len.saturating_sub(5), len), (4090.min(len), (4100).min(len))] {
+        for (s, e) in [
+            (0usize, len),
+            (len / 3, len / 2 + 1),
+            (len.saturating_sub(5), len),
+            (4090.min(len), (4100).min(len)),
+        ] {
             let e = e.min(len);
             if s < e {
                 let got = enc.get_range(&k, s as u64..e as u64).await.expect("range");
@@ -52,12 +57,17 @@ async fn tampering_moving_truncating_and_wrong_keys_are_refused() {
     enc.put("segments/b", Bytes::from(pattern(3 * 4096)), PutMode::Create).await.expect("put b");
     let sealed = raw.get("segments/a").await.expect("raw");
     // Every single flipped bit in a chunk is caught, in whole and ranged reads.
-    for bit in [HEADER_BYTES as usize * 8 + 100, (HEADER_BYTES + CHUNK_SEALED_BYTES + 77) as usize * 8 + 3] {
+    for bit in
+        [HEADER_BYTES as usize * 8 + 100, (HEADER_BYTES + CHUNK_SEALED_BYTES + 77) as usize * 8 + 3]
+    {
         let mut bad = sealed.to_vec();
         bad[bit / 8] ^= 1 << (bit % 8);
         raw.put("segments/flipped", Bytes::from(bad), PutMode::Overwrite).await.expect("raw put");
         assert!(enc.get("segments/flipped").await.is_err(), "flipped bit {bit} went unnoticed");
-        assert!(enc.get_range("segments/flipped", 0..(3 * 4096)).await.is_err(), "flipped bit {bit} in a range");
+        assert!(
+            enc.get_range("segments/flipped", 0..(3 * 4096)).await.is_err(),
+            "flipped bit {bit} in a range"
+        );
     }
     // A chunk moved to another position or object fails authentication.
     let mut swapped = sealed.to_vec();
@@ -70,7 +80,13 @@ async fn tampering_moving_truncating_and_wrong_keys_are_refused() {
     raw.put("segments/renamed", sealed.clone(), PutMode::Overwrite).await.expect("raw put");
     assert!(enc.get("segments/renamed").await.is_err(), "an object copied under another name");
     // Cut short by a chunk.
-    raw.put("segments/short", sealed.slice(..sealed.len() - CHUNK_SEALED_BYTES as usize), PutMode::Overwrite).await.expect("raw put");
+    raw.put(
+        "segments/short",
+        sealed.slice(..sealed.len() - CHUNK_SEALED_BYTES as usize),
+        PutMode::Overwrite,
+    )
+    .await
+    .expect("raw put");
     assert!(enc.get("segments/short").await.is_err(), "a truncated object");
     // Another key: refused by the header with a message naming both fingerprints.
     let other = EncryptedStore::new(raw.clone(), &key(8), 2);

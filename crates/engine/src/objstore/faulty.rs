@@ -167,7 +167,12 @@ impl FaultyStore {
             if let Some(limit) = plan.crash_after_mutations {
                 if self.applied.lock().0 >= limit {
                     self.counters.crash_refusals.fetch_add(1, Ordering::Relaxed);
-                    return Err(StoreError::new(StoreErrorKind::Permanent, op, key, "injected crash"));
+                    return Err(StoreError::new(
+                        StoreErrorKind::Permanent,
+                        op,
+                        key,
+                        "injected crash",
+                    ));
                 }
             }
         }
@@ -187,7 +192,9 @@ impl FaultyStore {
         {
             let mut applied = self.applied.lock();
             applied.0 += 1;
-            let step = xxhash_rust::xxh3::xxh3_64(&[op.as_bytes(), key.as_bytes(), &len.to_le_bytes()].concat());
+            let step = xxhash_rust::xxh3::xxh3_64(
+                &[op.as_bytes(), key.as_bytes(), &len.to_le_bytes()].concat(),
+            );
             applied.1 = xxhash_rust::xxh3::xxh3_64_with_seed(&step.to_le_bytes(), applied.1);
             let mut recent = self.recent.lock();
             if recent.len() == RECENT_MAX {
@@ -198,7 +205,12 @@ impl FaultyStore {
         let rate = self.plan.lock().lost_response_rate;
         if rate > 0.0 && self.roll(op, key, 0x1055) < rate {
             self.counters.lost_responses.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::new(StoreErrorKind::Transient, op, key, "injected lost response"));
+            return Err(StoreError::new(
+                StoreErrorKind::Transient,
+                op,
+                key,
+                "injected lost response",
+            ));
         }
         Ok(())
     }
@@ -211,7 +223,12 @@ impl Store for FaultyStore {
         let rate = self.plan.lock().conflict_rate;
         if mode == PutMode::Create && rate > 0.0 && self.roll("PUT", key, 0xc0f1) < rate {
             self.counters.conflicts.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::new(StoreErrorKind::AlreadyExists, "PUT", key, "injected 409 ConditionalRequestConflict"));
+            return Err(StoreError::new(
+                StoreErrorKind::AlreadyExists,
+                "PUT",
+                key,
+                "injected 409 ConditionalRequestConflict",
+            ));
         }
         let len = data.len() as u64;
         self.inner.put(key, data, mode).await?;

@@ -50,7 +50,10 @@ impl OpStats {
         }
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.latency_us_total.fetch_add(latency_us, Ordering::Relaxed);
-        let i = LATENCY_BUCKETS_US.iter().position(|&b| latency_us <= b).unwrap_or(LATENCY_BUCKETS_US.len());
+        let i = LATENCY_BUCKETS_US
+            .iter()
+            .position(|&b| latency_us <= b)
+            .unwrap_or(LATENCY_BUCKETS_US.len());
         self.latency_buckets[i].fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -72,7 +75,12 @@ impl StoreStats {
     fn note_reach<T>(&self, r: &StoreResult<T>, now_us: u64) {
         match r {
             Err(e) if e.is_transient() => {
-                let _ = self.unreachable_since_us.compare_exchange(0, now_us.max(1), Ordering::Relaxed, Ordering::Relaxed);
+                let _ = self.unreachable_since_us.compare_exchange(
+                    0,
+                    now_us.max(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
             }
             _ => self.unreachable_since_us.store(0, Ordering::Relaxed),
         }
@@ -113,7 +121,8 @@ fn snap(o: &OpStats) -> OpSnapshot {
 
 impl StoreStats {
     pub fn snapshot(&self) -> StoreStatsSnapshot {
-        let buckets = |o: &OpStats| o.latency_buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+        let buckets =
+            |o: &OpStats| o.latency_buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
         StoreStatsSnapshot {
             put: snap(&self.put),
             get: snap(&self.get),
@@ -149,7 +158,8 @@ impl Store for InstrumentedStore {
             self.inner.put(key, data, mode).await
         };
         // A create-only PUT that finds the key taken is an answer, not a failure.
-        let ok = r.is_ok() || r.as_ref().is_err_and(|e| e.kind == super::StoreErrorKind::AlreadyExists);
+        let ok =
+            r.is_ok() || r.as_ref().is_err_and(|e| e.kind == super::StoreErrorKind::AlreadyExists);
         self.stats.put.record(n, self.clock.mono_us() - t, ok);
         self.stats.note_reach(&r, self.clock.mono_us());
         r
@@ -161,7 +171,11 @@ impl Store for InstrumentedStore {
             self.inner.get(key).await
         };
         let n = r.as_ref().map(|b| b.len() as u64).unwrap_or(0);
-        self.stats.get.record(n, self.clock.mono_us() - t, r.is_ok() || r.as_ref().is_err_and(|e| e.is_not_found()));
+        self.stats.get.record(
+            n,
+            self.clock.mono_us() - t,
+            r.is_ok() || r.as_ref().is_err_and(|e| e.is_not_found()),
+        );
         self.stats.note_reach(&r, self.clock.mono_us());
         r
     }
@@ -182,7 +196,11 @@ impl Store for InstrumentedStore {
             let _under_way = InFlight::start(&self.stats.head);
             self.inner.head(key).await
         };
-        self.stats.head.record(0, self.clock.mono_us() - t, r.is_ok() || r.as_ref().is_err_and(|e| e.is_not_found()));
+        self.stats.head.record(
+            0,
+            self.clock.mono_us() - t,
+            r.is_ok() || r.as_ref().is_err_and(|e| e.is_not_found()),
+        );
         self.stats.note_reach(&r, self.clock.mono_us());
         r
     }

@@ -56,7 +56,12 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    pub fn new(kind: StoreErrorKind, op: &'static str, key: &str, message: impl Into<String>) -> Self {
+    pub fn new(
+        kind: StoreErrorKind,
+        op: &'static str,
+        key: &str,
+        message: impl Into<String>,
+    ) -> Self {
         StoreError { kind, op, key: key.to_string(), message: message.into() }
     }
     pub fn is_transient(&self) -> bool {

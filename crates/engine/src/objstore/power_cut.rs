@@ -47,7 +47,12 @@ impl PowerCutStore {
     }
 
     pub fn new(inner: Arc<dyn Store>, puts_durable: bool) -> Self {
-        PowerCutStore { inner, puts_durable, volatile: Mutex::new(BTreeMap::new()), counts: Mutex::new(PowerCutCounts::default()) }
+        PowerCutStore {
+            inner,
+            puts_durable,
+            volatile: Mutex::new(BTreeMap::new()),
+            counts: Mutex::new(PowerCutCounts::default()),
+        }
     }
 
     pub fn counts(&self) -> PowerCutCounts {
@@ -77,7 +82,11 @@ impl PowerCutStore {
     /// torn, each decided by `rng`, in key order so a seed replays.
     pub async fn power_cut(&self, rng: &Rng) -> StoreResult<PowerCutCounts> {
         let volatile = std::mem::take(&mut *self.volatile.lock());
-        let mut cut = PowerCutCounts { power_cuts: 1, volatile_at_cut: volatile.len() as u64, ..Default::default() };
+        let mut cut = PowerCutCounts {
+            power_cuts: 1,
+            volatile_at_cut: volatile.len() as u64,
+            ..Default::default()
+        };
         for (key, durable) in volatile {
             let current = match self.inner.get(&key).await {
                 Ok(b) => Some(b),
@@ -175,7 +184,11 @@ mod tests {
             s.power_cut(&Rng::new(seed)).await.unwrap();
             assert_eq!(s.get("a").await.unwrap(), Bytes::from_static(b"first"));
             if let Ok(b) = s.get("gone").await {
-                assert_eq!(b, Bytes::from_static(b"old"), "an undone delete brings back the whole old object");
+                assert_eq!(
+                    b,
+                    Bytes::from_static(b"old"),
+                    "an undone delete brings back the whole old object"
+                );
             }
         }
     }
@@ -197,7 +210,12 @@ mod tests {
                 Ok(_) => {}
             }
             let head = s.get("head").await.ok();
-            assert!(head == before || head.as_deref() == Some(&b"txg 2"[..]) || head.as_ref().is_some_and(|h| h.len() <= 5), "{head:?}");
+            assert!(
+                head == before
+                    || head.as_deref() == Some(&b"txg 2"[..])
+                    || head.as_ref().is_some_and(|h| h.len() <= 5),
+                "{head:?}"
+            );
         }
         assert!(vanished > 0 && torn > 0, "vanished {vanished}, torn {torn}");
     }

@@ -24,7 +24,12 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { attempts_max: 12, backoff_initial_ms: 50, backoff_max_ms: 5_000, budget_ms: 30_000 }
+        RetryPolicy {
+            attempts_max: 12,
+            backoff_initial_ms: 50,
+            backoff_max_ms: 5_000,
+            budget_ms: 30_000,
+        }
     }
 }
 
@@ -41,7 +46,12 @@ pub struct RetryingStore {
 }
 
 impl RetryingStore {
-    pub fn new(inner: Arc<dyn Store>, policy: RetryPolicy, clock: Arc<dyn Clock>, seed: u64) -> Self {
+    pub fn new(
+        inner: Arc<dyn Store>,
+        policy: RetryPolicy,
+        clock: Arc<dyn Clock>,
+        seed: u64,
+    ) -> Self {
         RetryingStore {
             inner,
             policy,

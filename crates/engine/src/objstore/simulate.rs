@@ -33,20 +33,30 @@ impl SimulateSpec {
         let mut spec = SimulateSpec::default();
         for part in s.split(',').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
-                Error::BadInput(format!("--simulate '{s}': expected KEY=VALUE, e.g. latency=40,jitter=5"))
+                Error::BadInput(format!(
+                    "--simulate '{s}': expected KEY=VALUE, e.g. latency=40,jitter=5"
+                ))
             })?;
             if k == "outage" {
-                let (start, dur) = v.split_once('+').and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?)))
+                let (start, dur) = v
+                    .split_once('+')
+                    .and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?)))
                     .filter(|(a, b)| *a >= 0.0 && *b > 0.0)
-                    .ok_or_else(|| Error::BadInput(format!("--simulate '{s}': outage=START_S+FOR_S, e.g. outage=60+30")))?;
+                    .ok_or_else(|| {
+                        Error::BadInput(format!(
+                            "--simulate '{s}': outage=START_S+FOR_S, e.g. outage=60+30"
+                        ))
+                    })?;
                 spec.outages_ms.push(((start * 1000.0) as u64, (dur * 1000.0) as u64));
                 continue;
             }
-            let num: f64 = v.parse().map_err(|_| {
-                Error::BadInput(format!("--simulate '{s}': '{v}' is not a number"))
-            })?;
+            let num: f64 = v
+                .parse()
+                .map_err(|_| Error::BadInput(format!("--simulate '{s}': '{v}' is not a number")))?;
             if num < 0.0 || !num.is_finite() {
-                return Err(Error::BadInput(format!("--simulate '{s}': '{v}' must be a positive number")));
+                return Err(Error::BadInput(format!(
+                    "--simulate '{s}': '{v}' must be a positive number"
+                )));
             }
             match k {
                 "latency" => spec.latency_ms = num,
@@ -76,7 +86,12 @@ pub struct SimulatedStore {
 }
 
 impl SimulatedStore {
-    pub fn new(inner: Arc<dyn Store>, spec: SimulateSpec, clock: Arc<dyn Clock>, seed: u64) -> Self {
+    pub fn new(
+        inner: Arc<dyn Store>,
+        spec: SimulateSpec,
+        clock: Arc<dyn Clock>,
+        seed: u64,
+    ) -> Self {
         SimulatedStore {
             inner,
             spec: Mutex::new(spec),
@@ -165,7 +180,9 @@ mod tests {
 
     #[test]
     fn parses_every_key_and_rejects_nonsense() {
-        let s = SimulateSpec::parse("latency=40,jitter=5,bandwidth=1000000,errors=0.01,outage=60+30").expect("valid");
+        let s =
+            SimulateSpec::parse("latency=40,jitter=5,bandwidth=1000000,errors=0.01,outage=60+30")
+                .expect("valid");
         assert_eq!((s.latency_ms, s.jitter_ms, s.bandwidth_bytes_per_s), (40.0, 5.0, 1_000_000));
         assert_eq!(s.outages_ms, vec![(60_000, 30_000)]);
         for bad in ["latency", "latency=x", "speed=3", "errors=2", "outage=5", "latency=-1"] {
@@ -176,7 +193,8 @@ mod tests {
     #[tokio::test]
     async fn latency_and_outage_windows_follow_the_injected_clock() {
         let clock = Arc::new(ManualClock::default());
-        let inner = crate::objstore::open_store_url("memory://simulate-test", true).expect("memory");
+        let inner =
+            crate::objstore::open_store_url("memory://simulate-test", true).expect("memory");
         let spec = SimulateSpec::parse("latency=40,outage=1+2").expect("valid");
         let s = SimulatedStore::new(inner, spec, clock.clone(), 1);
         s.put("k", Bytes::from_static(b"v"), PutMode::Overwrite).await.expect("before the window");

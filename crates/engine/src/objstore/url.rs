@@ -29,10 +29,12 @@ fn bucket_and_prefix(rest: &str) -> (String, String) {
 /// `create` makes a missing local directory; import refuses one (a typo must not create a pool).
 pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
     let bad = |why: &str| Error::BadInput(format!("store URL '{url}': {why}"));
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| bad("expected file://DIR, s3://BUCKET/PREFIX, gs://, az:// or memory://NAME"))?;
-    if matches!(scheme, "s3" | "gs" | "az" | "azure") && rest.split('/').next().is_some_and(|authority| authority.contains('@')) {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        bad("expected file://DIR, s3://BUCKET/PREFIX, gs://, az:// or memory://NAME")
+    })?;
+    if matches!(scheme, "s3" | "gs" | "az" | "azure")
+        && rest.split('/').next().is_some_and(|authority| authority.contains('@'))
+    {
         // Not echoed: the part before '@' is a secret. Every message and record shows the URL.
         return Err(Error::BadInput(format!(
             "store URL {scheme}://...@...: credentials do not belong in the URL (it is shown in status, logs and the pool's history); \
@@ -46,7 +48,8 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
                 return Err(bad("a file:// store needs an absolute directory, e.g. file:///var/lib/fardisk/pool"));
             }
             if create {
-                std::fs::create_dir_all(dir).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| bad(&format!("cannot create directory: {e}")))?;
             } else if !dir.is_dir() {
                 return Err(Error::Unavailable(format!(
                     "store directory {} does not exist; check the URL or create the pool first",
@@ -68,7 +71,8 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
             if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
                 b = b.with_allow_http(endpoint.starts_with("http://")).with_endpoint(endpoint);
             }
-            if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+            if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err()
+            {
                 b = b.with_region("us-east-1");
             }
             b = b.with_retry(client_retry());
@@ -76,12 +80,16 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
         }
         "gs" => {
             let (bucket, prefix) = bucket_and_prefix(rest);
-            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket).with_retry(client_retry());
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         "az" | "azure" => {
             let (container, prefix) = bucket_and_prefix(rest);
-            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(container).with_retry(client_retry());
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_container_name(container)
+                .with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         other => return Err(bad(&format!("unknown scheme '{other}'"))),
@@ -105,7 +113,11 @@ pub const FILE_STORE_FSYNC: bool = true;
 /// it was multiplied.
 fn client_retry() -> object_store::RetryConfig {
     object_store::RetryConfig {
-        backoff: object_store::BackoffConfig { init_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(2), base: 2.0 },
+        backoff: object_store::BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
         max_retries: CLIENT_RETRIES_MAX,
         retry_timeout: Duration::from_secs(10),
     }
@@ -120,9 +132,18 @@ mod tests {
 
     #[test]
     fn credentials_in_a_url_are_refused_without_being_echoed() {
-        for url in ["s3://AKIAXX:s3cr3t@bucket/prefix", "gs://user:s3cr3t@bucket", "az://acct:s3cr3t@container/p"] {
+        for url in [
+            "s3://AKIAXX:s3cr3t@bucket/prefix",
+            "gs://user:s3cr3t@bucket",
+            "az://acct:s3cr3t@container/p",
+        ] {
             let e = open_store_url(url, false).map(|_| ()).unwrap_err().to_string();
-            assert!(e.contains("credentials do not belong in the URL") && !e.contains("s3cr3t") && !e.contains("AKIAXX"), "{e}");
+            assert!(
+                e.contains("credentials do not belong in the URL")
+                    && !e.contains("s3cr3t")
+                    && !e.contains("AKIAXX"),
+                "{e}"
+            );
         }
     }
 }

@@ -67,7 +67,9 @@ impl Pool {
         for (seg, want) in &expected {
             let got = referenced.get(seg).copied().unwrap_or(0) as i64;
             if got != *want {
-                problems.push(format!("segment {seg:016x}: table says {want} live bytes, the maps reference {got}"));
+                problems.push(format!(
+                    "segment {seg:016x}: table says {want} live bytes, the maps reference {got}"
+                ));
             }
         }
         for (seg, got) in &referenced {
@@ -76,19 +78,26 @@ impl Pool {
                     Some(s) if s.freed_txg != 0 => format!("freed in txg {}", s.freed_txg),
                     _ => "not in the space table".to_string(),
                 };
-                problems.push(format!("segment {seg:016x}: {got} bytes referenced but the segment is {state}"));
+                problems.push(format!(
+                    "segment {seg:016x}: {got} bytes referenced but the segment is {state}"
+                ));
             }
         }
-        let stored: HashSet<String> = inner.store.list("segments/").await?.into_iter().map(|(k, _)| k).collect();
+        let stored: HashSet<String> =
+            inner.store.list("segments/").await?.into_iter().map(|(k, _)| k).collect();
         for seg in referenced.keys() {
             if !stored.contains(&segment_key(*seg)) {
-                problems.push(format!("segment {seg:016x} is referenced but missing from the store"));
+                problems
+                    .push(format!("segment {seg:016x} is referenced but missing from the store"));
             }
         }
         if !problems.is_empty() {
             let n = problems.len();
             problems.truncate(MISMATCHES_LISTED_MAX);
-            return Err(Error::corrupt("space audit", format!("{n} problem(s): {}", problems.join("; "))));
+            return Err(Error::corrupt(
+                "space audit",
+                format!("{n} problem(s): {}", problems.join("; ")),
+            ));
         }
         Ok(SpaceAudit {
             trees: trees.len() + 1,

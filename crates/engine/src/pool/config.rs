@@ -87,7 +87,8 @@ pub const POOL_PROPS: &[(&str, &str)] = &[
 ];
 
 pub fn parse_u64(name: &str, v: &str) -> Result<u64> {
-    v.parse::<u64>().map_err(|_| Error::BadInput(format!("{name} must be a whole number, not '{v}'")))
+    v.parse::<u64>()
+        .map_err(|_| Error::BadInput(format!("{name} must be a whole number, not '{v}'")))
 }
 
 /// Checks one property value; the same check guards `create -o` and `set`.
@@ -110,7 +111,9 @@ pub fn validate_prop(name: &str, value: &str) -> Result<()> {
             "latency" | "throughput" => Ok(()),
             _ => Err(Error::BadInput("logbias must be latency or throughput".into())),
         },
-        "arc_max" | "l2arc_write_max" | "roots_kept" | "scrub_rate_max" => parse_u64(name, value).map(|_| ()),
+        "arc_max" | "l2arc_write_max" | "roots_kept" | "scrub_rate_max" => {
+            parse_u64(name, value).map(|_| ())
+        }
         "map_cache_bytes" => match parse_u64(name, value)? {
             v if v >= 1 << 20 => Ok(()),
             _ => Err(Error::BadInput("map_cache_bytes must be at least 1 MiB (1048576)".into())),
@@ -121,7 +124,9 @@ pub fn validate_prop(name: &str, value: &str) -> Result<()> {
         },
         "multihost_lease_ms" => match parse_u64(name, value)? {
             5_000..=600_000 => Ok(()),
-            _ => Err(Error::BadInput("multihost_lease_ms must be 5000 to 600000 (milliseconds)".into())),
+            _ => Err(Error::BadInput(
+                "multihost_lease_ms must be 5000 to 600000 (milliseconds)".into(),
+            )),
         },
         "root_retention_s" => match parse_u64(name, value)? {
             0..=31_536_000 => Ok(()),
@@ -149,7 +154,9 @@ impl PoolConfig {
                 }
                 "roots_kept" => self.roots_kept = parse_u64(k, v)?.max(1),
                 // The page cache is sized at import: a `set` takes effect at the next one.
-                "map_cache_bytes" => self.map_cache_bytes = parse_u64(k, v)?.try_into().unwrap_or(usize::MAX),
+                "map_cache_bytes" => {
+                    self.map_cache_bytes = parse_u64(k, v)?.try_into().unwrap_or(usize::MAX)
+                }
                 "root_retention_s" => self.root_retention_s = parse_u64(k, v)?,
                 _ => {}
             }

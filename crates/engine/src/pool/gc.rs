@@ -106,13 +106,21 @@ async fn catalog(inner: &Arc<Inner>, rebuild: bool) -> Result<Vec<(u64, SegmentS
 /// Deletes the roots that left both retention windows, then the segments freed long enough ago
 /// that no retained root can reference them.
 pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u64) {
-    let Some(oldest_root) = super::point_in_time::prune_roots(inner, published, time_ms).await else { return };
+    let Some(oldest_root) = super::point_in_time::prune_roots(inner, published, time_ms).await
+    else {
+        return;
+    };
     if matches!(inner.health.lock().health, super::PoolHealth::Suspended(_)) {
         return; // A root delete just waited out a whole retry budget: not another one now.
     }
     let due: Vec<u64> = {
         let meta = inner.meta.read();
-        meta.pending_deletes.iter().filter(|(_, f)| **f <= oldest_root).map(|(s, _)| *s).take(DELETES_PER_TXG_MAX).collect()
+        meta.pending_deletes
+            .iter()
+            .filter(|(_, f)| **f <= oldest_root)
+            .map(|(s, _)| *s)
+            .take(DELETES_PER_TXG_MAX)
+            .collect()
     };
     for seg in due {
         match inner.store.delete(&segment_key(seg)).await {
@@ -182,20 +190,31 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
         let meta = inner.meta.read();
         super::snapshot_space::holds(&meta.volumes, &meta.snapshots)
     };
-    let held = |tree_id: u32, p: &BlockPtr| tree_id != SPACE_TREE_ID && p.birth_txg <= holds.get(&tree_id).copied().unwrap_or(0);
+    let held = |tree_id: u32, p: &BlockPtr| {
+        tree_id != SPACE_TREE_ID && p.birth_txg <= holds.get(&tree_id).copied().unwrap_or(0)
+    };
     let mut moved = 0u64;
     for e in index.entries {
         match e.owner {
             BlockOwner::Data { tree_id, block } => {
-                let Some(tree) = inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) else { continue };
-                let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, block, inner.cache.generation()).await?)?;
+                let Some(tree) = inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) else {
+                    continue;
+                };
+                let current = BlockPtr::from_bytes(
+                    &tree.lookup(&inner.cache, &**inner, block, inner.cache.generation()).await?,
+                )?;
                 if current == e.ptr && !held(tree_id, &e.ptr) {
                     let r = e.ptr.range();
                     // A copy: a slice would keep the whole segment (16 MiB) in memory until the
                     // next txg for each of its live blocks, and compaction reads the sparsest ones.
-                    let phys = bytes::Bytes::copy_from_slice(&bytes[r.start as usize..r.end as usize]);
+                    let phys =
+                        bytes::Bytes::copy_from_slice(&bytes[r.start as usize..r.end as usize]);
                     if crate::codec::checksum64(&phys) != e.ptr.checksum {
-                        return Err(Error::Checksum { what: format!("segment {seg:016x} during compaction"), expected: e.ptr.checksum, found: crate::codec::checksum64(&phys) });
+                        return Err(Error::Checksum {
+                            what: format!("segment {seg:016x} during compaction"),
+                            expected: e.ptr.checksum,
+                            found: crate::codec::checksum64(&phys),
+                        });
                     }
                     moved += phys.len() as u64;
                     inner.pending.lock().relocations.push((tree_id, block, e.ptr, phys));
@@ -205,9 +224,14 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
                 let tree = if tree_id == SPACE_TREE_ID {
                     inner.meta.read().root.space
                 } else {
-                    match inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) { Some(t) => t, None => continue }
+                    match inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) {
+                        Some(t) => t,
+                        None => continue,
+                    }
                 };
-                if tree.page_location(&inner.cache, &**inner, level, index).await? == e.ptr && !held(tree_id, &e.ptr) {
+                if tree.page_location(&inner.cache, &**inner, level, index).await? == e.ptr
+                    && !held(tree_id, &e.ptr)
+                {
                     moved += e.ptr.physical_bytes as u64;
                     inner.pending.lock().page_moves.push((tree_id, level, index, e.ptr));
                 }

@@ -96,7 +96,12 @@ pub(crate) async fn record(inner: &Inner, event: &str) {
     if inner.health.lock().read_only_txg.is_some() {
         return; // A read-only import writes nothing to the store.
     }
-    let e = HistoryEvent { time_ms: inner.env.clock.wall_ms(), txg: inner.meta.read().root.txg, host: this_host(), event: event.to_string() };
+    let e = HistoryEvent {
+        time_ms: inner.env.clock.wall_ms(),
+        txg: inner.meta.read().root.txg,
+        host: this_host(),
+        event: event.to_string(),
+    };
     if let Err(err) = write_history_event(&inner.store, &e, inner.rng.next_u64() as u32).await {
         tracing::warn!(error = %err, event, "could not record the event in the pool history");
     }
@@ -116,7 +121,10 @@ impl Pool {
 
 /// The newest `limit` events of the pool in `store`, oldest first, without importing it (history
 /// of an exported pool). An unreadable event is shown as such, not skipped.
-pub async fn read_history(store: &dyn crate::objstore::Store, limit: usize) -> Result<Vec<HistoryEvent>> {
+pub async fn read_history(
+    store: &dyn crate::objstore::Store,
+    limit: usize,
+) -> Result<Vec<HistoryEvent>> {
     let mut keys: Vec<String> = store.list(PREFIX).await?.into_iter().map(|(k, _)| k).collect();
     keys.sort();
     let skip = keys.len().saturating_sub(limit);
@@ -137,7 +145,12 @@ fn unreadable(key: &str, why: &str) -> HistoryEvent {
         .and_then(|k| k.split('-').next())
         .and_then(|h| u64::from_str_radix(h, 16).ok())
         .unwrap_or(0);
-    HistoryEvent { time_ms, txg: 0, host: String::new(), event: format!("(unreadable history event {key}: {why})") }
+    HistoryEvent {
+        time_ms,
+        txg: 0,
+        host: String::new(),
+        event: format!("(unreadable history event {key}: {why})"),
+    }
 }
 
 #[cfg(test)]
@@ -146,7 +159,12 @@ mod tests {
 
     #[test]
     fn round_trip_and_every_flipped_bit_is_caught() {
-        let e = HistoryEvent { time_ms: 1_790_000_000_000, txg: 42, host: "db1".into(), event: "fardisk set compression=zstd tank".into() };
+        let e = HistoryEvent {
+            time_ms: 1_790_000_000_000,
+            txg: 42,
+            host: "db1".into(),
+            event: "fardisk set compression=zstd tank".into(),
+        };
         let buf = encode_event(&e);
         assert_eq!(decode_event(&buf).unwrap(), e);
         for bit in 0..buf.len() * 8 {
@@ -159,7 +177,12 @@ mod tests {
 
     #[test]
     fn long_events_are_cut_at_a_char_boundary() {
-        let e = HistoryEvent { time_ms: 1, txg: 1, host: "h".into(), event: "é".repeat(EVENT_BYTES_MAX) };
+        let e = HistoryEvent {
+            time_ms: 1,
+            txg: 1,
+            host: "h".into(),
+            event: "é".repeat(EVENT_BYTES_MAX),
+        };
         let d = decode_event(&encode_event(&e)).unwrap();
         assert!(d.event.len() <= EVENT_BYTES_MAX && d.event.chars().all(|c| c == 'é'));
     }

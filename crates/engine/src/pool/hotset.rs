@@ -75,7 +75,8 @@ impl HotTracker {
     /// close to sequential).
     fn hottest(&self, max: usize) -> Vec<(u32, u64, u32)> {
         let counts = self.counts.lock();
-        let mut v: Vec<(u32, u64, u32)> = counts.iter().filter(|(_, c)| **c > 1).map(|(&(vol, r), &c)| (vol, r, c)).collect();
+        let mut v: Vec<(u32, u64, u32)> =
+            counts.iter().filter(|(_, c)| **c > 1).map(|(&(vol, r), &c)| (vol, r, c)).collect();
         v.sort_unstable_by(|a, b| b.2.cmp(&a.2));
         v.truncate(max);
         v.sort_unstable();
@@ -185,7 +186,13 @@ impl Pool {
 
     async fn warm_region(&self, volume_id: u32, region: u64) {
         let w = &self.inner.warmup;
-        let target = self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes / BLOCK_BYTES));
+        let target = self
+            .inner
+            .meta
+            .read()
+            .volumes
+            .get(&volume_id)
+            .map(|v| (v.tree, v.size_bytes / BLOCK_BYTES));
         let first = region * REGION_BLOCKS;
         let Some((tree, blocks)) = target.filter(|(_, blocks)| first < *blocks) else {
             w.regions_skipped.fetch_add(1, Ordering::Relaxed);

@@ -95,7 +95,15 @@ impl Intent {
     /// order as the dirty-set updates they describe. `pending_bytes_max` bounds the memory the
     /// records waiting for a sync request hold (see `push`); returns true when they were given
     /// up, so the caller can start the txg that makes them durable instead.
-    pub fn record_write(&self, txg: u64, volume_id: u32, offset: u64, data: &bytes::Bytes, logbias_throughput: bool, pending_bytes_max: u64) -> bool {
+    pub fn record_write(
+        &self,
+        txg: u64,
+        volume_id: u32,
+        offset: u64,
+        data: &bytes::Bytes,
+        logbias_throughput: bool,
+        pending_bytes_max: u64,
+    ) -> bool {
         if self.log.read().is_none() {
             return false;
         }
@@ -116,7 +124,14 @@ impl Intent {
     }
 
     /// Records a trim (whole blocks); `pending_bytes_max` as for `record_write`.
-    pub fn record_zero(&self, txg: u64, volume_id: u32, offset: u64, len: u64, pending_bytes_max: u64) -> bool {
+    pub fn record_zero(
+        &self,
+        txg: u64,
+        volume_id: u32,
+        offset: u64,
+        len: u64,
+        pending_bytes_max: u64,
+    ) -> bool {
         if self.log.read().is_none() {
             return false;
         }
@@ -126,7 +141,14 @@ impl Intent {
         let mut pos = offset;
         while pos < offset + len {
             let n = (offset + len - pos).min(1 << 30);
-            let record = LogRecord { txg, volume_id, kind: RecordKind::Trim, offset_bytes: pos, length_bytes: n as u32, data: bytes::Bytes::new() };
+            let record = LogRecord {
+                txg,
+                volume_id,
+                kind: RecordKind::Trim,
+                offset_bytes: pos,
+                length_bytes: n as u32,
+                data: bytes::Bytes::new(),
+            };
             gave_up |= st.push(record, pending_bytes_max);
             pos += n;
         }
@@ -222,7 +244,8 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
         let (ticket, records, unlogged_txg) = {
             let mut st = intent.state.lock();
             st.next_ticket += 1;
-            let records: Vec<LogRecord> = std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
+            let records: Vec<LogRecord> =
+                std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
             st.pending_bytes = 0;
             let unlogged = std::mem::take(&mut st.unlogged_txg);
             (st.next_ticket, records, unlogged)
@@ -272,9 +295,14 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
 
 /// Replays the log after import: records newer than the last published txg, in order, into the
 /// open txg; then syncs them to the store and releases the log. Returns the records applied.
-pub(crate) async fn replay(inner: &Arc<Inner>, pool: &super::Pool, after_txg: u64) -> Result<usize> {
+pub(crate) async fn replay(
+    inner: &Arc<Inner>,
+    pool: &super::Pool,
+    after_txg: u64,
+) -> Result<usize> {
     let Some(log) = inner.intent.log() else { return Ok(0) };
-    let replay = log.replay(after_txg).map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
+    let replay =
+        log.replay(after_txg).map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
     if let Some(seq) = replay.gap_at_seq {
         tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");
     }
@@ -285,8 +313,12 @@ pub(crate) async fn replay(inner: &Arc<Inner>, pool: &super::Pool, after_txg: u6
             continue; // The volume was destroyed in a published txg after the record was written.
         }
         match rec.kind {
-            RecordKind::Write => pool.write_unlogged(rec.volume_id, rec.offset_bytes, rec.data).await?,
-            RecordKind::Trim | RecordKind::WriteZeroes => pool.zero_unlogged(rec.volume_id, rec.offset_bytes, rec.length_bytes as u64).await?,
+            RecordKind::Write => {
+                pool.write_unlogged(rec.volume_id, rec.offset_bytes, rec.data).await?
+            }
+            RecordKind::Trim | RecordKind::WriteZeroes => {
+                pool.zero_unlogged(rec.volume_id, rec.offset_bytes, rec.length_bytes as u64).await?
+            }
         };
     }
     // Txg numbers must move past every replayed record's, or releasing would keep them forever.
@@ -310,7 +342,14 @@ mod tests {
     use super::*;
 
     fn write(txg: u64, len: usize) -> LogRecord {
-        LogRecord { txg, volume_id: 1, kind: RecordKind::Write, offset_bytes: 0, length_bytes: len as u32, data: bytes::Bytes::from(vec![7u8; len]) }
+        LogRecord {
+            txg,
+            volume_id: 1,
+            kind: RecordKind::Write,
+            offset_bytes: 0,
+            length_bytes: len as u32,
+            data: bytes::Bytes::from(vec![7u8; len]),
+        }
     }
 
     #[test]
@@ -322,7 +361,10 @@ mod tests {
         }
         assert_eq!(st.pending.len(), 3);
         assert_eq!(st.pending_bytes, 3 * (4096 + RECORD_OVERHEAD_BYTES));
-        assert!(st.push(write(6, 4096), 3 * (4096 + RECORD_OVERHEAD_BYTES)), "the fourth passes the limit");
+        assert!(
+            st.push(write(6, 4096), 3 * (4096 + RECORD_OVERHEAD_BYTES)),
+            "the fourth passes the limit"
+        );
         assert!(st.pending.is_empty());
         assert_eq!(st.pending_bytes, 0);
         assert_eq!(st.unlogged_txg, 6, "the next sync request waits for the newest txg given up");

@@ -33,17 +33,39 @@ async fn fixture(store: DynStore) -> Fixture {
     let guid = Rng::new(9).next_u128();
     let mut fo = FormatOptions::new(Arc::new(devices.clone()), 9);
     fo.size_bytes = 16 << 20;
-    let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo).expect("format the log");
-    let vdev = VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths: legs.iter().map(|p| p.display().to_string()).collect() };
+    let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
+        .expect("format the log");
+    let vdev = VdevEntry {
+        role: "log".into(),
+        mirror: true,
+        guid: cfg.vdev_guid,
+        paths: legs.iter().map(|p| p.display().to_string()).collect(),
+    };
     let env = Env { clock: Arc::new(ManualClock::default()), seed: 9, blocking_inline: false };
-    Pool::create(store.clone(), "tank", CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), ..Default::default() }, &env).await.expect("create");
+    Pool::create(
+        store.clone(),
+        "tank",
+        CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), ..Default::default() },
+        &env,
+    )
+    .await
+    .expect("create");
     Fixture { devices, legs, store, env }
 }
 
 async fn import(f: &Fixture) -> Pool {
-    let config = PoolConfig { txg_timeout: None, sync_attempts_max: Some(1), ..PoolConfig::default() };
+    let config =
+        PoolConfig { txg_timeout: None, sync_attempts_max: Some(1), ..PoolConfig::default() };
     let log_devices = LogDevices(Arc::new(f.devices.clone()));
-    Pool::import(f.store.clone(), "tank", ImportOptions { force: true, config, log_devices, ..Default::default() }, f.env.clone(), Arc::new(NoCache)).await.expect("import")
+    Pool::import(
+        f.store.clone(),
+        "tank",
+        ImportOptions { force: true, config, log_devices, ..Default::default() },
+        f.env.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import")
 }
 
 async fn block0(pool: &Pool) -> u8 {
@@ -96,12 +118,20 @@ async fn records_enter_the_log_in_write_order_whatever_the_sync_requests_race() 
     // Crash: nothing reached the store but the volume; the log replays both records by sequence.
     drop(pool);
     let pool = import(&f).await;
-    assert_eq!(block0(&pool).await, 0x22, "replay put the older write over the newer one a flush acknowledged");
+    assert_eq!(
+        block0(&pool).await,
+        0x22,
+        "replay put the older write over the newer one a flush acknowledged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_request_never_succeeds_while_an_earlier_write_is_not_durable() {
-    let faulty = Arc::new(FaultyStore::new(open_store_url("memory://intent-order-failed", true).expect("store"), FaultPlan::default(), 3));
+    let faulty = Arc::new(FaultyStore::new(
+        open_store_url("memory://intent-order-failed", true).expect("store"),
+        FaultPlan::default(),
+        3,
+    ));
     let f = fixture(faulty.clone()).await;
     let pool = import(&f).await;
     pool.volume_create("v", 1 << 20).expect("volume");
@@ -121,7 +151,10 @@ async fn a_sync_request_never_succeeds_while_an_earlier_write_is_not_durable() {
     // A second request with no records of its own covers the same write: it must not return Ok
     // while the store is still away.
     let second = pool.sync_request().await;
-    assert!(second.is_err(), "a later sync request returned Ok while an acknowledged write was durable nowhere");
+    assert!(
+        second.is_err(),
+        "a later sync request returned Ok while an acknowledged write was durable nowhere"
+    );
 
     // (The test config gives up after one attempt, so the pool is faulted now; with the default
     // budget the next request waits through the outage instead.)

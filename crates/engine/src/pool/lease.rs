@@ -63,7 +63,17 @@ pub struct LeaseRecord {
 impl LeaseRecord {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(96 + self.hostname.len());
-        w.u64(LEASE_MAGIC).u32(LEASE_VERSION).u32(self.flags).u128(self.pool_guid).u128(self.import_id).u64(self.epoch).u64(self.n).u64(self.lease_ms).u64(self.time_ms).str(&self.hostname).seal();
+        w.u64(LEASE_MAGIC)
+            .u32(LEASE_VERSION)
+            .u32(self.flags)
+            .u128(self.pool_guid)
+            .u128(self.import_id)
+            .u64(self.epoch)
+            .u64(self.n)
+            .u64(self.lease_ms)
+            .u64(self.time_ms)
+            .str(&self.hostname)
+            .seal();
         w.buf
     }
 
@@ -75,10 +85,22 @@ impl LeaseRecord {
         }
         let version = r.u32()?;
         if version != LEASE_VERSION {
-            return Err(Error::corrupt("lease", format!("version {version} is not {LEASE_VERSION}")));
+            return Err(Error::corrupt(
+                "lease",
+                format!("version {version} is not {LEASE_VERSION}"),
+            ));
         }
         let flags = r.u32()?;
-        let rec = LeaseRecord { flags, pool_guid: r.u128()?, import_id: r.u128()?, epoch: r.u64()?, n: r.u64()?, lease_ms: r.u64()?, time_ms: r.u64()?, hostname: r.str()? };
+        let rec = LeaseRecord {
+            flags,
+            pool_guid: r.u128()?,
+            import_id: r.u128()?,
+            epoch: r.u64()?,
+            n: r.u64()?,
+            lease_ms: r.u64()?,
+            time_ms: r.u64()?,
+            hostname: r.str()?,
+        };
         if r.remaining() != 0 {
             return Err(Error::corrupt("lease", "trailing bytes"));
         }
@@ -106,7 +128,11 @@ pub(crate) struct Lease {
 }
 
 fn newest_lease_n(keys: &[(String, u64)]) -> Option<u64> {
-    keys.iter().filter_map(|(k, _)| k.strip_prefix("leases/").and_then(|h| u64::from_str_radix(h, 16).ok())).max()
+    keys.iter()
+        .filter_map(|(k, _)| {
+            k.strip_prefix("leases/").and_then(|h| u64::from_str_radix(h, 16).ok())
+        })
+        .max()
 }
 
 async fn read_lease(store: &dyn Store, n: u64) -> Result<Option<LeaseRecord>> {
@@ -134,7 +160,12 @@ async fn create_lease_key(store: &dyn Store, me: &LeaseRecord) -> Result<bool> {
         Ok(()) => Ok(true),
         Err(e) if e.kind == StoreErrorKind::AlreadyExists => match read_lease(store, me.n).await? {
             Some(theirs) => Ok(theirs.import_id == me.import_id),
-            None => Err(Error::Store(crate::objstore::StoreError::new(StoreErrorKind::Transient, "PUT", &lease_key(me.n), "create-only PUT conflicted but no lease is there; retrying"))),
+            None => Err(Error::Store(crate::objstore::StoreError::new(
+                StoreErrorKind::Transient,
+                "PUT",
+                &lease_key(me.n),
+                "create-only PUT conflicted but no lease is there; retrying",
+            ))),
         },
         Err(e) => Err(e.into()),
     }
@@ -143,7 +174,12 @@ async fn create_lease_key(store: &dyn Store, me: &LeaseRecord) -> Result<bool> {
 impl Lease {
     /// Import with `multihost=on`: waits out the newest lease (saying how long and why through
     /// `say`), then takes the next one. Refuses when the holder renewed meanwhile.
-    pub async fn acquire(store: &dyn Store, env: &super::Env, me_template: LeaseRecord, say: &(dyn Fn(String) + Send + Sync)) -> Result<Lease> {
+    pub async fn acquire(
+        store: &dyn Store,
+        env: &super::Env,
+        me_template: LeaseRecord,
+        say: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Lease> {
         let keys = store.list("leases/").await?;
         let mut me = me_template;
         if let Some(n) = newest_lease_n(&keys) {
@@ -185,7 +221,10 @@ impl Lease {
         }
         let valid_until_us = sent_us + (me.lease_ms - LEASE_MARGIN_MS) * 1000;
         let n = me.n;
-        Ok(Lease { me, state: Mutex::new(LeaseState { n, valid_until_us, fenced: None, loss_logged: false }) })
+        Ok(Lease {
+            me,
+            state: Mutex::new(LeaseState { n, valid_until_us, fenced: None, loss_logged: false }),
+        })
     }
 
     pub fn lease_ms(&self) -> u64 {
@@ -208,7 +247,8 @@ impl Lease {
                 let mut st = self.state.lock();
                 st.n = next.n;
                 st.loss_logged = false;
-                st.valid_until_us = st.valid_until_us.max(sent_us + (self.me.lease_ms - LEASE_MARGIN_MS) * 1000);
+                st.valid_until_us =
+                    st.valid_until_us.max(sent_us + (self.me.lease_ms - LEASE_MARGIN_MS) * 1000);
             }
             if next.n > LEASES_KEPT {
                 let _ = store.delete(&lease_key(next.n - LEASES_KEPT - 1)).await;
@@ -217,8 +257,11 @@ impl Lease {
         }
         let newest = newest_lease_n(&store.list("leases/").await?).unwrap_or(next.n).max(next.n);
         let theirs = read_lease(store, newest).await?;
-        let theirs = theirs.map(|t| format!("host {} (epoch {})", t.hostname, t.epoch)).unwrap_or_else(|| "another writer".into());
-        let why = format!("pool was imported by {theirs}: its multihost lease replaced this writer's");
+        let theirs = theirs
+            .map(|t| format!("host {} (epoch {})", t.hostname, t.epoch))
+            .unwrap_or_else(|| "another writer".into());
+        let why =
+            format!("pool was imported by {theirs}: its multihost lease replaced this writer's");
         self.state.lock().fenced = Some(why.clone());
         Err(Error::Fenced(why))
     }
@@ -295,7 +338,16 @@ mod tests {
     use super::*;
 
     fn record() -> LeaseRecord {
-        LeaseRecord { pool_guid: 0x0102, import_id: 0x0304, epoch: 7, n: 9, lease_ms: 20_000, time_ms: 1_700_000_000_000, hostname: "db1".into(), flags: LEASE_RELEASED }
+        LeaseRecord {
+            pool_guid: 0x0102,
+            import_id: 0x0304,
+            epoch: 7,
+            n: 9,
+            lease_ms: 20_000,
+            time_ms: 1_700_000_000_000,
+            hostname: "db1".into(),
+            flags: LEASE_RELEASED,
+        }
     }
 
     #[test]

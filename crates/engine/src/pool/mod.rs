@@ -2,10 +2,10 @@
 //! `open.rs` creates and imports (fencing), `write.rs`/`read.rs` are the data paths, `sync.rs`
 //! turns the syncing txg into segments and a root, `gc.rs` compacts and deletes.
 
+mod audit;
 mod commit_reads;
 mod config;
 mod gc;
-mod audit;
 mod history;
 mod hotset;
 mod intent;
@@ -24,13 +24,13 @@ mod vdevs;
 mod volume;
 mod write;
 
-pub use config::{validate_prop, PoolConfig, POOL_PROPS};
-pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
-pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
-pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use audit::SpaceAudit;
+pub use config::{validate_prop, PoolConfig, POOL_PROPS};
+pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
+pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
 pub use point_in_time::{list_root_txgs, PointInTime};
+pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use snapshot::{split_snapshot_name, SnapshotInfo};
 pub use status::{PoolHealth, PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
@@ -63,15 +63,25 @@ pub struct Env {
 
 impl Env {
     pub fn system() -> Env {
-        Env { clock: Arc::new(crate::clock::SystemClock::default()), seed: Rng::from_entropy().next_u64(), blocking_inline: false }
+        Env {
+            clock: Arc::new(crate::clock::SystemClock::default()),
+            seed: Rng::from_entropy().next_u64(),
+            blocking_inline: false,
+        }
     }
 
     /// Runs `work` off the async workers (or inline, see `blocking_inline`).
-    pub(crate) async fn blocking<R: Send + 'static>(&self, what: &str, work: impl FnOnce() -> R + Send + 'static) -> crate::error::Result<R> {
+    pub(crate) async fn blocking<R: Send + 'static>(
+        &self,
+        what: &str,
+        work: impl FnOnce() -> R + Send + 'static,
+    ) -> crate::error::Result<R> {
         if self.blocking_inline {
             return Ok(work());
         }
-        tokio::task::spawn_blocking(work).await.map_err(|e| crate::error::Error::Bug(format!("{what} task failed: {e}")))
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| crate::error::Error::Bug(format!("{what} task failed: {e}")))
     }
 }
 
@@ -140,7 +150,8 @@ pub(crate) struct Inner {
     pub intent: intent::Intent,
     /// Blocks being prefetched, by location: a demand read of one waits for it instead of
     /// fetching it a second time.
-    pub prefetching: Mutex<std::collections::HashMap<(u64, u32), tokio::sync::watch::Receiver<bool>>>,
+    pub prefetching:
+        Mutex<std::collections::HashMap<(u64, u32), tokio::sync::watch::Receiver<bool>>>,
     /// Demand reads per region, for the hot set saved at export (hotset.rs).
     pub hot: hotset::HotTracker,
     pub warmup: hotset::WarmupCounters,
@@ -159,7 +170,9 @@ pub(crate) struct Inner {
 impl Inner {
     fn prop(&self, volume_id: Option<u32>, key: &str) -> Option<String> {
         let meta = self.meta.read();
-        if let Some(v) = volume_id.and_then(|id| meta.volumes.get(&id)).and_then(|v| v.props.get(key)) {
+        if let Some(v) =
+            volume_id.and_then(|id| meta.volumes.get(&id)).and_then(|v| v.props.get(key))
+        {
             return Some(v.clone());
         }
         meta.root.props.get(key).cloned()
@@ -225,7 +238,6 @@ impl Pool {
     pub fn open_txg(&self) -> u64 {
         self.inner.txg.lock().open_txg
     }
-
 
     /// Syncs the open txg now and waits until its root is published. Returns the newest published
     /// txg. A pool with nothing dirty returns at once.

@@ -71,7 +71,9 @@ impl LogDevices {
 
 fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
     Holder {
-        hostname: hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into()),
+        hostname: hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unknown".into()),
         pid: std::process::id(),
         import_id: rng.next_u128(),
         since_ms: env.clock.wall_ms(),
@@ -79,10 +81,19 @@ fn holder(env: &Env, rng: &Rng, active: bool) -> Holder {
     }
 }
 
-pub(super) fn wrap_store(store: DynStore, config: &PoolConfig, env: &Env) -> (DynStore, Arc<crate::objstore::StoreStats>) {
+pub(super) fn wrap_store(
+    store: DynStore,
+    config: &PoolConfig,
+    env: &Env,
+) -> (DynStore, Arc<crate::objstore::StoreStats>) {
     let instrumented = Arc::new(InstrumentedStore::new(store, env.clock.clone()));
     let stats = instrumented.stats.clone();
-    let retrying = RetryingStore::new(instrumented, config.retry.clone(), env.clock.clone(), env.seed ^ 0x5eed);
+    let retrying = RetryingStore::new(
+        instrumented,
+        config.retry.clone(),
+        env.clock.clone(),
+        env.seed ^ 0x5eed,
+    );
     (Arc::new(retrying), stats)
 }
 
@@ -103,7 +114,12 @@ pub fn check_pool_name(name: &str) -> Result<()> {
 impl Pool {
     /// Writes txg 0 of a new pool. Refuses a store that already holds a pool or lacks conditional
     /// writes; nothing is written in either case.
-    pub async fn create(store: DynStore, name: &str, opts: CreateOptions, env: &Env) -> Result<Root> {
+    pub async fn create(
+        store: DynStore,
+        name: &str,
+        opts: CreateOptions,
+        env: &Env,
+    ) -> Result<Root> {
         check_pool_name(name)?;
         for (k, v) in &opts.props {
             super::validate_prop(k, v)?;
@@ -138,7 +154,10 @@ impl Pool {
             snapshots: Vec::new(),
         };
         publish_root(store.as_ref(), &root).await.map_err(|e| match e {
-            Error::Fenced(_) => Error::BadInput(format!("another process created a pool in {} at the same time", store.describe())),
+            Error::Fenced(_) => Error::BadInput(format!(
+                "another process created a pool in {} at the same time",
+                store.describe()
+            )),
             other => other,
         })?;
         Ok(root)
@@ -158,7 +177,13 @@ impl Pool {
         scan_roots(store.as_ref()).await?.intact.ok_or_else(|| no_pool(store.as_ref()))
     }
 
-    pub async fn import(store: DynStore, name: &str, opts: ImportOptions, env: Env, blocks: Arc<dyn BlockCache>) -> Result<Pool> {
+    pub async fn import(
+        store: DynStore,
+        name: &str,
+        opts: ImportOptions,
+        env: Env,
+        blocks: Arc<dyn BlockCache>,
+    ) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &opts.config, &env);
         let rng = Rng::new(env.seed);
         // Damaged newest roots are found before anything is written (the probe below included).
@@ -214,16 +239,24 @@ impl Pool {
         let mut claimed = publish_root(store.as_ref(), &claim).await;
         for _ in 0..CLAIM_ATTEMPTS_MAX {
             match &claimed {
-                Err(Error::Store(e)) if e.is_transient() => claimed = publish_root(store.as_ref(), &claim).await,
+                Err(Error::Store(e)) if e.is_transient() => {
+                    claimed = publish_root(store.as_ref(), &claim).await
+                }
                 _ => break,
             }
         }
         claimed.map_err(|e| match e {
-            Error::Fenced(why) => Error::Unavailable(format!("another importer claimed pool '{name}' at the same time: {why}")),
+            Error::Fenced(why) => Error::Unavailable(format!(
+                "another importer claimed pool '{name}' at the same time: {why}"
+            )),
             other => other,
         })?;
         let lease = if multihost {
-            let lease_ms = latest.props.get("multihost_lease_ms").and_then(|v| v.parse().ok()).unwrap_or(super::lease::LEASE_MS_DEFAULT);
+            let lease_ms = latest
+                .props
+                .get("multihost_lease_ms")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(super::lease::LEASE_MS_DEFAULT);
             let me = super::lease::LeaseRecord {
                 pool_guid: latest.pool_guid,
                 import_id: me.import_id,
@@ -246,7 +279,19 @@ impl Pool {
             );
         }
         let log_devices = opts.log_devices.clone();
-        let inner = new_inner(InnerParts { store, store_stats, rng, config: config.clone(), name, root: &claim, import_id: me.import_id, log, log_devices, env, blocks });
+        let inner = new_inner(InnerParts {
+            store,
+            store_stats,
+            rng,
+            config: config.clone(),
+            name,
+            root: &claim,
+            import_id: me.import_id,
+            log,
+            log_devices,
+            env,
+            blocks,
+        });
         if let Some(lease) = lease {
             let _ = inner.lease.set(lease.clone());
         }
@@ -280,7 +325,19 @@ pub(super) struct InnerParts<'a> {
 }
 
 pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
-    let InnerParts { store, store_stats, rng, config, name, root: claim, import_id, log, log_devices, env, blocks } = p;
+    let InnerParts {
+        store,
+        store_stats,
+        rng,
+        config,
+        name,
+        root: claim,
+        import_id,
+        log,
+        log_devices,
+        env,
+        blocks,
+    } = p;
     let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
     let snapshots = claim.snapshots.iter().map(|s| (s.id, s.clone())).collect();
     let (published, _) = tokio::sync::watch::channel(claim.txg);
@@ -294,9 +351,18 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         epoch: claim.epoch,
         import_id,
         cache: PageCache::new(config.map_cache_bytes),
-        meta: parking_lot::RwLock::new(Meta { root: claim.clone(), volumes, snapshots, pending_deletes: BTreeMap::new() }),
+        meta: parking_lot::RwLock::new(Meta {
+            root: claim.clone(),
+            volumes,
+            snapshots,
+            pending_deletes: BTreeMap::new(),
+        }),
         pending: Default::default(),
-        txg: parking_lot::Mutex::new(TxgState { open: DirtySet::default(), open_txg: claim.txg + 1, syncing: None }),
+        txg: parking_lot::Mutex::new(TxgState {
+            open: DirtySet::default(),
+            open_txg: claim.txg + 1,
+            syncing: None,
+        }),
         blocks,
         sync_lock: tokio::sync::Mutex::new(()),
         published,
@@ -319,7 +385,10 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
 }
 
 pub(super) fn no_pool(store: &dyn crate::objstore::Store) -> Error {
-    Error::Unavailable(format!("no fardisk pool in {}; check the URL, or create one with 'fardisk create'", store.describe()))
+    Error::Unavailable(format!(
+        "no fardisk pool in {}; check the URL, or create one with 'fardisk create'",
+        store.describe()
+    ))
 }
 
 /// A holder on this host whose process is gone (a crash or SIGKILL): importing again needs no force.
@@ -339,7 +408,8 @@ fn holder_is_stale(h: &Holder) -> bool {
 fn process_is_live_fardisk(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
     // The state is the first field after the parenthesised command name.
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).unwrap_or("X");
+    let state =
+        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).unwrap_or("X");
     if state == "Z" || state == "X" {
         return false;
     }
@@ -354,13 +424,21 @@ pub fn log_configs(root: &Root) -> Vec<fardisk_slog::VdevConfig> {
         .filter(|v| v.role == "log")
         .map(|v| fardisk_slog::VdevConfig {
             vdev_guid: v.guid,
-            kind: if v.mirror { fardisk_slog::VdevKind::Mirror } else { fardisk_slog::VdevKind::Single },
+            kind: if v.mirror {
+                fardisk_slog::VdevKind::Mirror
+            } else {
+                fardisk_slog::VdevKind::Single
+            },
             legs: v.paths.iter().map(std::path::PathBuf::from).collect(),
         })
         .collect()
 }
 
-fn open_log(root: &Root, opts: &ImportOptions, env: &Env) -> Result<Option<Arc<fardisk_slog::IntentLog>>> {
+fn open_log(
+    root: &Root,
+    opts: &ImportOptions,
+    env: &Env,
+) -> Result<Option<Arc<fardisk_slog::IntentLog>>> {
     let missing_ok = opts.missing_log;
     let configs = log_configs(root);
     if configs.is_empty() {
@@ -374,9 +452,15 @@ fn open_log(root: &Root, opts: &ImportOptions, env: &Env) -> Result<Option<Arc<f
     // After a clean export every acknowledged write is in the store: a missing log loses nothing.
     let clean_export = !root.holder.active;
     if whole_vdev_missing && clean_export {
-        tracing::warn!("a log device is missing, but the pool was exported cleanly: nothing is lost");
+        tracing::warn!(
+            "a log device is missing, but the pool was exported cleanly: nothing is lost"
+        );
     }
-    o.missing = if missing_ok || !whole_vdev_missing || clean_export { fardisk_slog::MissingPolicy::Degrade } else { fardisk_slog::MissingPolicy::Refuse };
+    o.missing = if missing_ok || !whole_vdev_missing || clean_export {
+        fardisk_slog::MissingPolicy::Degrade
+    } else {
+        fardisk_slog::MissingPolicy::Refuse
+    };
     o.writer_epoch = root.epoch + 1;
     match fardisk_slog::IntentLog::open(&root.pool_name, root.pool_guid, &configs, &o) {
         Ok(l) => Ok(Some(Arc::new(l))),
@@ -411,5 +495,9 @@ fn human_bytes(bytes: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }

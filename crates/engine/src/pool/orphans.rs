@@ -51,7 +51,9 @@ pub(crate) async fn collect(inner: &Arc<Inner>) -> Result<u64> {
     let mut deleted = 0u64;
     let orphans = listed
         .iter()
-        .filter_map(|(key, _)| key.strip_prefix("segments/").and_then(|h| u64::from_str_radix(h, 16).ok()))
+        .filter_map(|(key, _)| {
+            key.strip_prefix("segments/").and_then(|h| u64::from_str_radix(h, 16).ok())
+        })
         .filter(|id| epoch_of(*id) < own_epoch && !known.contains(id))
         .take(ORPHAN_DELETES_PER_PASS_MAX);
     for id in orphans {
@@ -60,7 +62,10 @@ pub(crate) async fn collect(inner: &Arc<Inner>) -> Result<u64> {
         deleted += 1;
     }
     if deleted > 0 {
-        tracing::info!(deleted, "deleted orphaned segments (uploaded by txgs that were never published)");
+        tracing::info!(
+            deleted,
+            "deleted orphaned segments (uploaded by txgs that were never published)"
+        );
     }
     Ok(deleted)
 }

@@ -113,11 +113,13 @@ pub(crate) async fn prune_roots(inner: &Arc<Inner>, published: u64, time_ms: u64
 
 /// The root a read-only import opens.
 async fn find_root(store: &dyn Store, at: PointInTime) -> Result<Root> {
-    let missing = |what: String, txgs: &[u64]| match (txgs.first(), txgs.last()) {
+    let missing = |what: String, txgs: &[u64]| {
+        match (txgs.first(), txgs.last()) {
         (Some(a), Some(b)) => Error::BadInput(format!(
             "{what} is not retained in the store; roots from txg {a} to {b} are (raise root_retention_s to keep more)"
         )),
         _ => no_pool(store),
+    }
     };
     match at {
         PointInTime::Latest => find_latest_root(store).await?.ok_or_else(|| no_pool(store)),
@@ -138,7 +140,11 @@ async fn find_root(store: &dyn Store, at: PointInTime) -> Result<Root> {
                         lo = mid + 1;
                     }
                     Some(_) => hi = mid,
-                    None => return Err(Error::Unavailable("a root vanished while searching; retry".into())),
+                    None => {
+                        return Err(Error::Unavailable(
+                            "a root vanished while searching; retry".into(),
+                        ))
+                    }
                 }
             }
             best.ok_or_else(|| missing(format!("a root published at or before {ms} ms"), &txgs))
@@ -152,18 +158,41 @@ impl Pool {
     /// they were; every change is refused. The root and what it references stay readable while
     /// the writer retains it (`roots_kept`, `root_retention_s`).
     /// `local_name` names it on this host (the writer may serve `name` here at the same time).
-    pub async fn import_read_only(store: DynStore, name: &str, local_name: &str, at: PointInTime, config: super::PoolConfig,
-                                  env: super::Env, blocks: Arc<dyn BlockCache>) -> Result<Pool> {
+    pub async fn import_read_only(
+        store: DynStore,
+        name: &str,
+        local_name: &str,
+        at: PointInTime,
+        config: super::PoolConfig,
+        env: super::Env,
+        blocks: Arc<dyn BlockCache>,
+    ) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &config, &env);
         let root = find_root(store.as_ref(), at).await?;
         if root.pool_name != name {
-            return Err(Error::BadInput(format!("store {} holds pool '{}', not '{name}'", store.describe(), root.pool_name)));
+            return Err(Error::BadInput(format!(
+                "store {} holds pool '{}', not '{name}'",
+                store.describe(),
+                root.pool_name
+            )));
         }
         let mut config = config;
         config.apply_props(&root.props)?;
         let rng = Rng::new(env.seed);
         let import_id = rng.next_u128();
-        let inner = new_inner(InnerParts { store, store_stats, rng, config, name: local_name, root: &root, import_id, log: None, log_devices: Default::default(), env, blocks });
+        let inner = new_inner(InnerParts {
+            store,
+            store_stats,
+            rng,
+            config,
+            name: local_name,
+            root: &root,
+            import_id,
+            log: None,
+            log_devices: Default::default(),
+            env,
+            blocks,
+        });
         inner.health.lock().read_only_txg = Some(root.txg);
         Ok(Pool::from_inner(inner))
     }

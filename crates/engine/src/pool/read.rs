@@ -63,7 +63,8 @@ impl Pool {
                 // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
                     looked_again += 1;
-                    let _ = tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.sync_lock.lock()).await;
+                    let _ = tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.sync_lock.lock())
+                        .await;
                     tree = self.readable_tree(volume_id)?.1;
                 }
                 other => break other?,
@@ -113,17 +114,29 @@ impl Pool {
         if let Some(v) = m.volumes.get(&id) {
             return Ok((v.size_bytes, v.tree));
         }
-        let s = m.snapshots.get(&id).ok_or_else(|| bad(format!("no volume or snapshot with id {id}")))?;
+        let s = m
+            .snapshots
+            .get(&id)
+            .ok_or_else(|| bad(format!("no volume or snapshot with id {id}")))?;
         Ok((s.size_bytes, s.tree))
     }
 
     /// Where each block of `first..=last` comes from, as of now.
-    pub(super) async fn resolve(&self, volume_id: u32, tree: crate::blockmap::TreeRef, first: u64, last: u64) -> Result<Vec<Source>> {
+    pub(super) async fn resolve(
+        &self,
+        volume_id: u32,
+        tree: crate::blockmap::TreeRef,
+        first: u64,
+        last: u64,
+    ) -> Result<Vec<Source>> {
         let mut out: Vec<Option<Source>> = Vec::with_capacity((last - first + 1) as usize);
         {
             let t = self.inner.txg.lock();
             for b in first..=last {
-                let d = t.open.get(volume_id, b).or_else(|| t.syncing.as_ref().and_then(|s| s.get(volume_id, b)));
+                let d = t
+                    .open
+                    .get(volume_id, b)
+                    .or_else(|| t.syncing.as_ref().and_then(|s| s.get(volume_id, b)));
                 out.push(d.map(|d| match d {
                     Dirty::Data(bytes) => Source::Mem(bytes),
                     Dirty::Zero => Source::Zero,
@@ -137,7 +150,15 @@ impl Pool {
             let i0 = (b - first) as usize;
             if out[i0..(run_end - first) as usize].iter().any(|s| s.is_none()) {
                 let gen = self.inner.cache.generation();
-                let slots = tree.lookup_leaf_run(&self.inner.cache, &*self.inner, b, (run_end - b) as usize, gen).await?;
+                let slots = tree
+                    .lookup_leaf_run(
+                        &self.inner.cache,
+                        &*self.inner,
+                        b,
+                        (run_end - b) as usize,
+                        gen,
+                    )
+                    .await?;
                 for (k, slot) in slots.iter().enumerate() {
                     if out[i0 + k].is_none() {
                         let p = BlockPtr::from_bytes(slot)?;
@@ -166,13 +187,16 @@ impl Pool {
             }
             d.next_block = last + 1;
             // Two sequential reads in a row start a window that doubles up to the maximum.
-            if d.run_blocks < 2 * (last - first + 1) || d.prefetched_to > last + d.run_blocks.min(max) / 2 {
+            if d.run_blocks < 2 * (last - first + 1)
+                || d.prefetched_to > last + d.run_blocks.min(max) / 2
+            {
                 return;
             }
             let window = d.run_blocks.min(max).max(1);
             let from = d.prefetched_to.max(last + 1);
             d.prefetched_to = from + window;
-            let tree = self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
+            let tree =
+                self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
             ((from, window), tree)
         };
         let Some((tree, size)) = tree else { return };
@@ -197,7 +221,11 @@ pub(super) async fn prefetch_sources(inner: &Arc<Inner>, sources: &[Source]) -> 
 }
 
 /// Logical bytes for every source, fetching what is needed from the cache or the store.
-async fn fetch_blocks(inner: &Arc<Inner>, sources: &[Source], prefetch: bool) -> Result<Vec<Bytes>> {
+async fn fetch_blocks(
+    inner: &Arc<Inner>,
+    sources: &[Source],
+    prefetch: bool,
+) -> Result<Vec<Bytes>> {
     let zero = Bytes::from(vec![0u8; BLOCK_BYTES as usize]);
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
     let mut wanted: Vec<(usize, BlockPtr)> = Vec::new();
@@ -206,7 +234,11 @@ async fn fetch_blocks(inner: &Arc<Inner>, sources: &[Source], prefetch: bool) ->
         out.push(match s {
             Source::Mem(b) => Some(b.clone()),
             Source::Zero => Some(zero.clone()),
-            Source::Ptr(p) => match inner.blocks.get_ram(p, prefetch).and_then(|phys| verify_decode(inner, p, &phys).ok()) {
+            Source::Ptr(p) => match inner
+                .blocks
+                .get_ram(p, prefetch)
+                .and_then(|phys| verify_decode(inner, p, &phys).ok())
+            {
                 Some(b) => Some(b),
                 None => {
                     if inner.blocks.on_device(p) {
@@ -244,14 +276,23 @@ async fn fetch_blocks(inner: &Arc<Inner>, sources: &[Source], prefetch: bool) ->
 /// Cache-device reads in parallel on blocking threads (at most `read_concurrency` at once per
 /// request); returns the blocks the device could not give back verified (evicted meanwhile, or
 /// a bad copy), which go to the store.
-async fn read_from_device(inner: &Arc<Inner>, blocks: Vec<(usize, BlockPtr)>, prefetch: bool, out: &mut [Option<Bytes>]) -> Vec<(usize, BlockPtr)> {
+async fn read_from_device(
+    inner: &Arc<Inner>,
+    blocks: Vec<(usize, BlockPtr)>,
+    prefetch: bool,
+    out: &mut [Option<Bytes>],
+) -> Vec<(usize, BlockPtr)> {
     let concurrency = inner.config.read().read_concurrency.max(1);
     let results: Vec<(usize, BlockPtr, Option<Bytes>)> = futures::stream::iter(blocks)
         .map(|(i, p)| {
             let cache = inner.blocks.clone();
             let env = inner.env.clone();
             async move {
-                let got = env.blocking("cache-device read", move || cache.get_device(&p, prefetch)).await.ok().flatten();
+                let got = env
+                    .blocking("cache-device read", move || cache.get_device(&p, prefetch))
+                    .await
+                    .ok()
+                    .flatten();
                 (i, p, got)
             }
         })
@@ -290,16 +331,24 @@ fn coalesce(wanted: &[(usize, BlockPtr)], max_req: u64) -> Vec<Vec<(usize, Block
 
 /// Demand blocks that a prefetch is already fetching: wait for it (bounded), then take them from
 /// the cache. Returns the blocks still to fetch.
-async fn wait_for_prefetches(inner: &Arc<Inner>, wanted: Vec<(usize, BlockPtr)>, out: &mut [Option<Bytes>]) -> Vec<(usize, BlockPtr)> {
+async fn wait_for_prefetches(
+    inner: &Arc<Inner>,
+    wanted: Vec<(usize, BlockPtr)>,
+    out: &mut [Option<Bytes>],
+) -> Vec<(usize, BlockPtr)> {
     let pending: Vec<tokio::sync::watch::Receiver<bool>> = {
         let map = inner.prefetching.lock();
-        wanted.iter().filter_map(|(_, p)| map.get(&(p.segment_id, p.offset_bytes)).cloned()).collect()
+        wanted
+            .iter()
+            .filter_map(|(_, p)| map.get(&(p.segment_id, p.offset_bytes)).cloned())
+            .collect()
     };
     if pending.is_empty() {
         return wanted;
     }
     for mut rx in pending {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx.wait_for(|done| *done)).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx.wait_for(|done| *done))
+            .await;
     }
     let mut still = Vec::new();
     for (i, p) in wanted {
@@ -311,7 +360,11 @@ async fn wait_for_prefetches(inner: &Arc<Inner>, wanted: Vec<(usize, BlockPtr)>,
     still
 }
 
-async fn fetch_group(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch: bool) -> Result<Vec<(usize, Bytes)>> {
+async fn fetch_group(
+    inner: &Arc<Inner>,
+    g: Vec<(usize, BlockPtr)>,
+    prefetch: bool,
+) -> Result<Vec<(usize, Bytes)>> {
     if !prefetch {
         return fetch_group_now(inner, g, false).await;
     }
@@ -340,7 +393,11 @@ async fn fetch_group(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch: bo
     r
 }
 
-async fn fetch_group_now(inner: &Arc<Inner>, g: Vec<(usize, BlockPtr)>, prefetch: bool) -> Result<Vec<(usize, Bytes)>> {
+async fn fetch_group_now(
+    inner: &Arc<Inner>,
+    g: Vec<(usize, BlockPtr)>,
+    prefetch: bool,
+) -> Result<Vec<(usize, Bytes)>> {
     let start = g[0].1.range().start;
     let end = g[g.len() - 1].1.range().end;
     let bytes = get_segment_range(inner, g[0].1.segment_id, start..end).await?;
@@ -370,11 +427,17 @@ fn is_missing_segment(e: &Error) -> bool {
     matches!(e, Error::Corrupt { why, .. } if why == SEGMENT_MISSING)
 }
 
-async fn get_segment_range(inner: &Inner, segment_id: u64, range: std::ops::Range<u64>) -> Result<Bytes> {
+async fn get_segment_range(
+    inner: &Inner,
+    segment_id: u64,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes> {
     inner.counters.add_store_read(range.end - range.start);
     match inner.store.get_range(&segment_key(segment_id), range).await {
         Ok(b) => Ok(b),
-        Err(e) if e.kind == StoreErrorKind::NotFound => Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING)),
+        Err(e) if e.kind == StoreErrorKind::NotFound => {
+            Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING))
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -23,12 +23,19 @@ impl Rewind {
         // Each txg after the intact root may have been a new writer's claim (a new epoch), so the
         // epoch skips as many as there are root keys after it.
         let skipped = scan.newest_key_txg.saturating_sub(latest.txg);
-        Rewind { from_txg: latest.txg, discarded: scan.damaged.clone(), claim_txg: scan.newest_key_txg.max(latest.txg) + 1, claim_epoch: latest.epoch + skipped + 1 }
+        Rewind {
+            from_txg: latest.txg,
+            discarded: scan.damaged.clone(),
+            claim_txg: scan.newest_key_txg.max(latest.txg) + 1,
+            claim_epoch: latest.epoch + skipped + 1,
+        }
     }
 
     /// Says what the rewind did, in the daemon's log and the pool's history.
     pub async fn report(&self, inner: &Inner, replayed_records: usize) {
-        let (Some(first), Some(last)) = (self.discarded.first(), self.discarded.last()) else { return };
+        let (Some(first), Some(last)) = (self.discarded.first(), self.discarded.last()) else {
+            return;
+        };
         let event = format!(
             "import --rewind: opened at txg {}, discarded {} damaged root(s) (txg {first}-{last}); replayed {replayed_records} intent-log record(s) newer than txg {}",
             self.from_txg,

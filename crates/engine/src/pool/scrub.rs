@@ -132,7 +132,12 @@ impl Pool {
         {
             let mut p = ctl.progress.lock();
             match p.state {
-                ScrubState::Scanning => return Err(Error::BadInput("a scrub is already in progress (fardisk scrub POOL --stop cancels it)".into())),
+                ScrubState::Scanning => {
+                    return Err(Error::BadInput(
+                        "a scrub is already in progress (fardisk scrub POOL --stop cancels it)"
+                            .into(),
+                    ))
+                }
                 ScrubState::Paused => {
                     p.state = ScrubState::Scanning;
                     ctl.paused.send_replace(false);
@@ -181,7 +186,9 @@ impl Pool {
     pub fn scrub_pause(&self) -> Result<()> {
         let mut p = self.inner.scrub.progress.lock();
         if p.state != ScrubState::Scanning {
-            return Err(Error::BadInput("no scrub is running (start one with: fardisk scrub POOL)".into()));
+            return Err(Error::BadInput(
+                "no scrub is running (start one with: fardisk scrub POOL)".into(),
+            ));
         }
         p.state = ScrubState::Paused;
         self.inner.scrub.paused.send_replace(true);
@@ -204,7 +211,10 @@ impl Pool {
 }
 
 fn rate_max(inner: &Inner) -> u64 {
-    inner.prop(None, "scrub_rate_max").and_then(|v| v.parse().ok()).unwrap_or(SCRUB_RATE_MAX_DEFAULT)
+    inner
+        .prop(None, "scrub_rate_max")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SCRUB_RATE_MAX_DEFAULT)
 }
 
 fn with_progress(inner: &Inner, f: impl FnOnce(&mut ScrubProgress)) {
@@ -231,7 +241,8 @@ fn note_error(inner: &Inner, e: ScrubError) {
 async fn run(inner: &Arc<Inner>) -> Result<bool> {
     let mut trees: Vec<(String, TreeRef)> = {
         let meta = inner.meta.read();
-        let mut t: Vec<(String, TreeRef)> = meta.volumes.values().map(|v| (v.name.clone(), v.tree)).collect();
+        let mut t: Vec<(String, TreeRef)> =
+            meta.volumes.values().map(|v| (v.name.clone(), v.tree)).collect();
         // Snapshots too: after an overwrite, their blocks are referenced by nothing else.
         for s in meta.snapshots.values() {
             let vol = meta.volumes.get(&s.volume_id).map(|v| v.name.as_str()).unwrap_or("?");
@@ -248,18 +259,29 @@ async fn run(inner: &Arc<Inner>) -> Result<bool> {
             // The newest root of this tree for each chunk; a volume destroyed meanwhile is done.
             let Some(tree) = current_tree(inner, start_tree.tree_id) else { break };
             // The space table is walked whole: its slots are keyed by segment id.
-            let end = if tree.tree_id == SPACE_TREE_ID { u64::MAX } else { slot.saturating_add(CHUNK_SLOTS) };
+            let end = if tree.tree_id == SPACE_TREE_ID {
+                u64::MAX
+            } else {
+                slot.saturating_add(CHUNK_SLOTS)
+            };
             let published = inner.meta.read().root.txg;
             let items = match TreeWalk::walk_range(&tree, &inner.cache, &**inner, slot, end).await {
                 Ok(walk) => chunk_items(&tree, walk, &mut pages_seen, published, inner),
                 Err(e) => {
-                    note_error(inner, ScrubError {
-                        dataset: name.clone(),
-                        object: format!("map of blocks {slot}..{end}"),
-                        segment: String::new(),
-                        kind: if matches!(e, Error::Checksum { .. }) { "checksum".into() } else { "read".into() },
-                        repaired: false,
-                    });
+                    note_error(
+                        inner,
+                        ScrubError {
+                            dataset: name.clone(),
+                            object: format!("map of blocks {slot}..{end}"),
+                            segment: String::new(),
+                            kind: if matches!(e, Error::Checksum { .. }) {
+                                "checksum".into()
+                            } else {
+                                "read".into()
+                            },
+                            repaired: false,
+                        },
+                    );
                     Vec::new()
                 }
             };
@@ -280,10 +302,19 @@ fn current_tree(inner: &Inner, tree_id: u32) -> Option<TreeRef> {
     if tree_id == SPACE_TREE_ID {
         return Some(meta.root.space);
     }
-    meta.volumes.get(&tree_id).map(|v| v.tree).or_else(|| meta.snapshots.get(&tree_id).map(|s| s.tree))
+    meta.volumes
+        .get(&tree_id)
+        .map(|v| v.tree)
+        .or_else(|| meta.snapshots.get(&tree_id).map(|s| s.tree))
 }
 
-fn chunk_items(tree: &TreeRef, walk: TreeWalk, pages_seen: &mut HashSet<(u32, u8, u64)>, published: u64, inner: &Inner) -> Vec<Item> {
+fn chunk_items(
+    tree: &TreeRef,
+    walk: TreeWalk,
+    pages_seen: &mut HashSet<(u32, u8, u64)>,
+    published: u64,
+    inner: &Inner,
+) -> Vec<Item> {
     let mut items = Vec::new();
     let mut skipped = 0u64;
     let mut keep = |ptr: BlockPtr, item: Item| {
@@ -313,7 +344,12 @@ fn chunk_items(tree: &TreeRef, walk: TreeWalk, pages_seen: &mut HashSet<(u32, u8
 }
 
 /// Reads and verifies one chunk's blocks. Ok(false): canceled.
-async fn check_items(inner: &Arc<Inner>, name: &str, mut items: Vec<Item>, pacer: &mut Pacer) -> Result<bool> {
+async fn check_items(
+    inner: &Arc<Inner>,
+    name: &str,
+    mut items: Vec<Item>,
+    pacer: &mut Pacer,
+) -> Result<bool> {
     items.sort_by_key(|i| (i.ptr.segment_id, i.ptr.offset_bytes));
     for group in coalesce(&items) {
         if !pacer.wait_turn(inner).await {
@@ -330,7 +366,11 @@ async fn check_items(inner: &Arc<Inner>, name: &str, mut items: Vec<Item>, pacer
                 Ok(bytes) => {
                     let r = item.ptr.range();
                     let phys = bytes.slice((r.start - start) as usize..(r.end - start) as usize);
-                    if checksum64(&phys) == item.ptr.checksum { None } else { Some("checksum") }
+                    if checksum64(&phys) == item.ptr.checksum {
+                        None
+                    } else {
+                        Some("checksum")
+                    }
                 }
                 Err(e) if e.kind == StoreErrorKind::NotFound => Some("missing"),
                 Err(_) => Some("read"),
@@ -358,7 +398,9 @@ async fn report_bad(inner: &Arc<Inner>, name: &str, item: &Item, kind: &str) {
     }
     let mut repaired = false;
     if let Some(block) = item.block {
-        if let Some(phys) = inner.blocks.get(&item.ptr, false).filter(|b| checksum64(b) == item.ptr.checksum) {
+        if let Some(phys) =
+            inner.blocks.get(&item.ptr, false).filter(|b| checksum64(b) == item.ptr.checksum)
+        {
             inner.pending.lock().relocations.push((item.tree.tree_id, block, item.ptr, phys));
             inner.kick.notify_one();
             with_progress(inner, |p| p.repaired_bytes += u64::from(item.ptr.physical_bytes));
@@ -370,13 +412,16 @@ async fn report_bad(inner: &Arc<Inner>, name: &str, item: &Item, kind: &str) {
         Some(b) => format!("block at {}", b * crate::dirty::BLOCK_BYTES),
         None => format!("map page level {} index {}", item.page.0, item.page.1),
     };
-    note_error(inner, ScrubError {
-        dataset: name.to_string(),
-        object,
-        segment: format!("{:016x}", item.ptr.segment_id),
-        kind: kind.to_string(),
-        repaired,
-    });
+    note_error(
+        inner,
+        ScrubError {
+            dataset: name.to_string(),
+            object,
+            segment: format!("{:016x}", item.ptr.segment_id),
+            kind: kind.to_string(),
+            repaired,
+        },
+    );
 }
 
 async fn still_referenced(inner: &Arc<Inner>, item: &Item) -> bool {
@@ -470,8 +515,21 @@ mod tests {
     use super::*;
 
     fn item(seg: u64, off: u32, len: u32) -> Item {
-        let ptr = BlockPtr { segment_id: seg, offset_bytes: off, physical_bytes: len, checksum: 0, birth_txg: 1, compression: 0, logical_bytes: len };
-        Item { ptr, tree: TreeRef { tree_id: 1, levels: 1, top: BlockPtr::HOLE, page_tag: 1 }, block: Some(0), page: (0, 0) }
+        let ptr = BlockPtr {
+            segment_id: seg,
+            offset_bytes: off,
+            physical_bytes: len,
+            checksum: 0,
+            birth_txg: 1,
+            compression: 0,
+            logical_bytes: len,
+        };
+        Item {
+            ptr,
+            tree: TreeRef { tree_id: 1, levels: 1, top: BlockPtr::HOLE, page_tag: 1 },
+            block: Some(0),
+            page: (0, 0),
+        }
     }
 
     #[test]

@@ -40,7 +40,8 @@ impl Pool {
     /// Every snapshot, oldest first within each volume.
     pub fn snapshots(&self) -> Vec<SnapshotInfo> {
         let meta = self.inner.meta.read();
-        let mut out: Vec<SnapshotInfo> = meta.snapshots.values().map(|s| info(s, &meta.volumes)).collect();
+        let mut out: Vec<SnapshotInfo> =
+            meta.snapshots.values().map(|s| info(s, &meta.volumes)).collect();
         out.sort_by(|a, b| (&a.volume, a.txg, &a.name).cmp(&(&b.volume, b.txg, &b.name)));
         out
     }
@@ -69,12 +70,14 @@ impl Pool {
     pub async fn snapshot_create(&self, volume: &str, name: &str) -> Result<SnapshotInfo> {
         self.check_writable()?;
         check_volume_name(name)?;
-        let volume_id = self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
+        let volume_id =
+            self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
         let id = {
             let mut meta = self.inner.meta.write();
             let pending = self.inner.pending.lock();
             let queued = pending.snapshot_ops.iter().any(|op| matches!(op, SnapshotOp::Create { volume_id: v, name: n, .. } if *v == volume_id && n == name));
-            if queued || meta.snapshots.values().any(|s| s.volume_id == volume_id && s.name == name) {
+            if queued || meta.snapshots.values().any(|s| s.volume_id == volume_id && s.name == name)
+            {
                 return Err(bad(format!("snapshot '{volume}@{name}' already exists")));
             }
             let id = meta.root.next_volume_id;
@@ -90,7 +93,9 @@ impl Pool {
     /// Destroys `VOLUME@NAME`, freeing what only it held. Refused while a clone needs it.
     pub async fn snapshot_destroy(&self, volume: &str, name: &str) -> Result<()> {
         self.check_writable()?;
-        let s = self.snapshot(volume, name).ok_or_else(|| no_snapshot(&self.inner.name, volume, name))?;
+        let s = self
+            .snapshot(volume, name)
+            .ok_or_else(|| no_snapshot(&self.inner.name, volume, name))?;
         if !s.clones.is_empty() {
             return Err(bad(format!(
                 "snapshot '{volume}@{name}' has dependent clones ({}); destroy them, or promote one with 'fardisk promote'",
@@ -104,27 +109,40 @@ impl Pool {
     pub async fn clone_volume(&self, volume: &str, snapshot: &str, new_name: &str) -> Result<u32> {
         self.check_writable()?;
         check_volume_name(new_name)?;
-        let s = self.snapshot(volume, snapshot).ok_or_else(|| no_snapshot(&self.inner.name, volume, snapshot))?;
+        let s = self
+            .snapshot(volume, snapshot)
+            .ok_or_else(|| no_snapshot(&self.inner.name, volume, snapshot))?;
         let id = {
             let mut meta = self.inner.meta.write();
             if meta.volumes.values().any(|v| v.name == new_name) {
-                return Err(bad(format!("volume '{new_name}' already exists in pool '{}'", self.inner.name)));
+                return Err(bad(format!(
+                    "volume '{new_name}' already exists in pool '{}'",
+                    self.inner.name
+                )));
             }
-            let snap = meta.snapshots.get(&s.id).cloned().ok_or_else(|| no_snapshot(&self.inner.name, volume, snapshot))?;
-            let props = meta.volumes.get(&snap.volume_id).map(|v| v.props.clone()).unwrap_or_default();
+            let snap = meta
+                .snapshots
+                .get(&s.id)
+                .cloned()
+                .ok_or_else(|| no_snapshot(&self.inner.name, volume, snapshot))?;
+            let props =
+                meta.volumes.get(&snap.volume_id).map(|v| v.props.clone()).unwrap_or_default();
             let id = meta.root.next_volume_id;
             meta.root.next_volume_id += 1;
             let created_txg = self.open_txg();
-            meta.volumes.insert(id, VolumeEntry {
+            meta.volumes.insert(
                 id,
-                name: new_name.to_string(),
-                size_bytes: snap.size_bytes,
-                created_txg,
-                tree: TreeRef { tree_id: id, ..snap.tree },
-                allocated_blocks: snap.allocated_blocks,
-                props,
-                origin: Some(snap.id),
-            });
+                VolumeEntry {
+                    id,
+                    name: new_name.to_string(),
+                    size_bytes: snap.size_bytes,
+                    created_txg,
+                    tree: TreeRef { tree_id: id, ..snap.tree },
+                    allocated_blocks: snap.allocated_blocks,
+                    props,
+                    origin: Some(snap.id),
+                },
+            );
             self.inner.pending.lock().meta_changed = true;
             id
         };
@@ -142,11 +160,22 @@ impl Pool {
         let id = self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
         {
             let meta = self.inner.meta.read();
-            let Some(origin) = meta.volumes.get(&id).and_then(|v| v.origin).and_then(|o| meta.snapshots.get(&o)) else {
+            let Some(origin) =
+                meta.volumes.get(&id).and_then(|v| v.origin).and_then(|o| meta.snapshots.get(&o))
+            else {
                 return Err(bad(format!("volume '{volume}' is not a clone; nothing to promote")));
             };
-            let mine: Vec<&str> = meta.snapshots.values().filter(|s| s.volume_id == id).map(|s| s.name.as_str()).collect();
-            if let Some(clash) = meta.snapshots.values().find(|s| s.volume_id == origin.volume_id && s.txg <= origin.txg && mine.contains(&s.name.as_str())) {
+            let mine: Vec<&str> = meta
+                .snapshots
+                .values()
+                .filter(|s| s.volume_id == id)
+                .map(|s| s.name.as_str())
+                .collect();
+            if let Some(clash) = meta.snapshots.values().find(|s| {
+                s.volume_id == origin.volume_id
+                    && s.txg <= origin.txg
+                    && mine.contains(&s.name.as_str())
+            }) {
                 return Err(bad(format!(
                     "promoting '{volume}' would give it two snapshots named '{}'; destroy '{volume}@{}' first",
                     clash.name, clash.name
@@ -161,8 +190,11 @@ impl Pool {
     /// The caller makes sure nothing has the volume open.
     pub async fn rollback(&self, volume: &str, snapshot: &str, destroy_newer: bool) -> Result<()> {
         self.check_writable()?;
-        let s = self.snapshot(volume, snapshot).ok_or_else(|| no_snapshot(&self.inner.name, volume, snapshot))?;
-        let newer: Vec<SnapshotInfo> = self.snapshots().into_iter().filter(|o| o.volume == volume && o.txg > s.txg).collect();
+        let s = self
+            .snapshot(volume, snapshot)
+            .ok_or_else(|| no_snapshot(&self.inner.name, volume, snapshot))?;
+        let newer: Vec<SnapshotInfo> =
+            self.snapshots().into_iter().filter(|o| o.volume == volume && o.txg > s.txg).collect();
         if !newer.is_empty() {
             let names: Vec<&str> = newer.iter().map(|o| o.full_name.as_str()).collect();
             if !destroy_newer {
@@ -172,13 +204,18 @@ impl Pool {
                 )));
             }
             if let Some(c) = newer.iter().find(|o| !o.clones.is_empty()) {
-                return Err(bad(format!("newer snapshot '{}' has dependent clones ({}); destroy or promote them first", c.full_name, c.clones.join(", "))));
+                return Err(bad(format!(
+                    "newer snapshot '{}' has dependent clones ({}); destroy or promote them first",
+                    c.full_name,
+                    c.clones.join(", ")
+                )));
             }
             for o in newer.iter().rev() {
                 self.queue_and_wait(SnapshotOp::Destroy { id: o.id }).await?;
             }
         }
-        let volume_id = self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
+        let volume_id =
+            self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
         self.inner.txg.lock().open.drop_volume(volume_id);
         self.queue_and_wait(SnapshotOp::Rollback { volume_id, snapshot_id: s.id }).await
     }
@@ -186,9 +223,14 @@ impl Pool {
     /// Destroys a volume together with its snapshots (none may have clones).
     pub async fn volume_destroy_recursive(&self, volume: &str) -> Result<()> {
         self.check_writable()?;
-        let snaps: Vec<SnapshotInfo> = self.snapshots().into_iter().filter(|s| s.volume == volume).collect();
+        let snaps: Vec<SnapshotInfo> =
+            self.snapshots().into_iter().filter(|s| s.volume == volume).collect();
         if let Some(c) = snaps.iter().find(|s| !s.clones.is_empty()) {
-            return Err(bad(format!("snapshot '{}' has dependent clones ({}); destroy or promote them first", c.full_name, c.clones.join(", "))));
+            return Err(bad(format!(
+                "snapshot '{}' has dependent clones ({}); destroy or promote them first",
+                c.full_name,
+                c.clones.join(", ")
+            )));
         }
         for s in snaps.iter().rev() {
             self.queue_and_wait(SnapshotOp::Destroy { id: s.id }).await?;
@@ -212,7 +254,11 @@ impl Pool {
     /// Snapshot names of a volume (volume destroy refuses while any exists).
     pub(crate) fn snapshot_names_of(&self, volume_id: u32) -> Vec<String> {
         let meta = self.inner.meta.read();
-        meta.snapshots.values().filter(|s| s.volume_id == volume_id).map(|s| s.name.clone()).collect()
+        meta.snapshots
+            .values()
+            .filter(|s| s.volume_id == volume_id)
+            .map(|s| s.name.clone())
+            .collect()
     }
 }
 
@@ -227,10 +273,16 @@ fn info(s: &SnapshotEntry, volumes: &std::collections::BTreeMap<u32, VolumeEntry
         time_ms: s.time_ms,
         size_bytes: s.size_bytes,
         referenced_bytes: s.allocated_blocks * BLOCK_BYTES,
-        clones: volumes.values().filter(|v| v.origin == Some(s.id)).map(|v| v.name.clone()).collect(),
+        clones: volumes
+            .values()
+            .filter(|v| v.origin == Some(s.id))
+            .map(|v| v.name.clone())
+            .collect(),
     }
 }
 
 pub(crate) fn no_snapshot(pool: &str, volume: &str, name: &str) -> crate::error::Error {
-    bad(format!("pool '{pool}' has no snapshot '{volume}@{name}' (see 'fardisk snapshot list {pool}')"))
+    bad(format!(
+        "pool '{pool}' has no snapshot '{volume}@{name}' (see 'fardisk snapshot list {pool}')"
+    ))
 }

@@ -22,18 +22,32 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub(crate) enum SnapshotOp {
     /// Freeze volume `volume_id`'s map as this txg leaves it.
-    Create { id: u32, volume_id: u32, name: String },
-    Destroy { id: u32 },
+    Create {
+        id: u32,
+        volume_id: u32,
+        name: String,
+    },
+    Destroy {
+        id: u32,
+    },
     /// The volume's map becomes the snapshot's (the newest of the volume); what the volume
     /// wrote since is freed.
-    Rollback { volume_id: u32, snapshot_id: u32 },
+    Rollback {
+        volume_id: u32,
+        snapshot_id: u32,
+    },
     /// The clone takes over its origin's snapshots up to the origin; the former parent becomes a
     /// clone of that snapshot.
-    Promote { clone_id: u32 },
+    Promote {
+        clone_id: u32,
+    },
 }
 
 /// Hold txg per volume (0: nothing else sees it).
-pub(crate) fn holds(volumes: &BTreeMap<u32, VolumeEntry>, snaps: &BTreeMap<u32, SnapshotEntry>) -> HashMap<u32, u64> {
+pub(crate) fn holds(
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &BTreeMap<u32, SnapshotEntry>,
+) -> HashMap<u32, u64> {
     let mut h: HashMap<u32, u64> = HashMap::new();
     for v in volumes.values() {
         h.insert(v.id, origin_txg(v, snaps));
@@ -51,14 +65,27 @@ pub(crate) fn origin_txg(v: &VolumeEntry, snaps: &BTreeMap<u32, SnapshotEntry>) 
 
 /// The txg before which snapshot `s` shares everything with an older tree: the previous snapshot
 /// of its volume, or the volume's origin.
-pub(crate) fn prev_txg(s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>, snaps: &BTreeMap<u32, SnapshotEntry>) -> u64 {
-    let older = snaps.values().filter(|o| o.volume_id == s.volume_id && o.txg < s.txg).map(|o| o.txg).max().unwrap_or(0);
+pub(crate) fn prev_txg(
+    s: &SnapshotEntry,
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &BTreeMap<u32, SnapshotEntry>,
+) -> u64 {
+    let older = snaps
+        .values()
+        .filter(|o| o.volume_id == s.volume_id && o.txg < s.txg)
+        .map(|o| o.txg)
+        .max()
+        .unwrap_or(0);
     let origin = volumes.get(&s.volume_id).map(|v| origin_txg(v, snaps)).unwrap_or(0);
     older.max(origin)
 }
 
 /// The tree after snapshot `s`: the next snapshot of its volume, else the volume's live map.
-pub(crate) fn next_tree(s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>, snaps: &BTreeMap<u32, SnapshotEntry>) -> Option<TreeRef> {
+pub(crate) fn next_tree(
+    s: &SnapshotEntry,
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &BTreeMap<u32, SnapshotEntry>,
+) -> Option<TreeRef> {
     snaps
         .values()
         .filter(|o| o.volume_id == s.volume_id && o.txg > s.txg)
@@ -69,7 +96,12 @@ pub(crate) fn next_tree(s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>,
 
 /// Every page and block of `tree` born after `after_txg` that `next` does not reference at the
 /// same place (with `next` None: everything born after `after_txg`).
-pub(crate) async fn unique_blocks(inner: &Arc<Inner>, tree: &TreeRef, after_txg: u64, next: Option<&TreeRef>) -> Result<Vec<BlockPtr>> {
+pub(crate) async fn unique_blocks(
+    inner: &Arc<Inner>,
+    tree: &TreeRef,
+    after_txg: u64,
+    next: Option<&TreeRef>,
+) -> Result<Vec<BlockPtr>> {
     let mut out = Vec::new();
     let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
     while let Some((level, index, ptr)) = frontier.pop() {
@@ -78,15 +110,29 @@ pub(crate) async fn unique_blocks(inner: &Arc<Inner>, tree: &TreeRef, after_txg:
         }
         let next_slots = match next {
             Some(n) => {
-                if n.page_location(&inner.cache, &super::commit_reads::CommitReads(inner), level, index).await? == ptr {
+                if n.page_location(
+                    &inner.cache,
+                    &super::commit_reads::CommitReads(inner),
+                    level,
+                    index,
+                )
+                .await?
+                    == ptr
+                {
                     continue; // The whole subtree is shared.
                 }
-                n.page_slots(&inner.cache, &super::commit_reads::CommitReads(inner), level, index).await?
+                n.page_slots(&inner.cache, &super::commit_reads::CommitReads(inner), level, index)
+                    .await?
             }
             None => None,
         };
         out.push(ptr);
-        let slots = decode_page(&super::commit_reads::CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
+        let slots = decode_page(
+            &super::commit_reads::CommitReads(inner).read_block(&ptr).await?,
+            tree.page_tag,
+            level,
+            index,
+        )?;
         for (pos, s) in slots.iter().enumerate() {
             let child = BlockPtr::from_bytes(s)?;
             if child.is_hole() || child.birth_txg <= after_txg {
@@ -107,8 +153,12 @@ pub(crate) async fn unique_blocks(inner: &Arc<Inner>, tree: &TreeRef, after_txg:
 }
 
 /// What snapshot `s` alone holds among `volumes` and `snaps`: what destroying it frees.
-async fn held_only_by(inner: &Arc<Inner>, s: &SnapshotEntry, volumes: &BTreeMap<u32, VolumeEntry>,
-                      snaps: &BTreeMap<u32, SnapshotEntry>) -> Result<Vec<BlockPtr>> {
+async fn held_only_by(
+    inner: &Arc<Inner>,
+    s: &SnapshotEntry,
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &BTreeMap<u32, SnapshotEntry>,
+) -> Result<Vec<BlockPtr>> {
     let next = next_tree(s, volumes, snaps);
     unique_blocks(inner, &s.tree, prev_txg(s, volumes, snaps), next.as_ref()).await
 }
@@ -152,20 +202,33 @@ pub(crate) async fn apply_ops(
             SnapshotOp::Destroy { id } => {
                 let Some(s) = snaps.get(id).cloned() else { continue };
                 if volumes.values().any(|v| v.origin == Some(*id)) {
-                    return Err(Error::Bug(format!("snapshot {id} destroyed while a clone needs it")));
+                    return Err(Error::Bug(format!(
+                        "snapshot {id} destroyed while a clone needs it"
+                    )));
                 }
                 out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
                 snaps.remove(id);
                 out.destroyed.push(*id);
             }
             SnapshotOp::Rollback { volume_id, snapshot_id } => {
-                let (Some(s), Some(v)) = (snaps.get(snapshot_id).cloned(), volumes.get(volume_id).cloned()) else { continue };
+                let (Some(s), Some(v)) =
+                    (snaps.get(snapshot_id).cloned(), volumes.get(volume_id).cloned())
+                else {
+                    continue;
+                };
                 if snaps.values().any(|o| o.volume_id == *volume_id && o.txg > s.txg) {
-                    return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
+                    return Err(Error::Bug(format!(
+                        "rollback of volume {volume_id} past a newer snapshot"
+                    )));
                 }
                 out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
                 let v = volumes.get_mut(volume_id).expect("checked above");
-                v.tree = TreeRef { tree_id: v.id, levels: s.tree.levels, top: s.tree.top, page_tag: s.tree.page_tag };
+                v.tree = TreeRef {
+                    tree_id: v.id,
+                    levels: s.tree.levels,
+                    top: s.tree.top,
+                    page_tag: s.tree.page_tag,
+                };
                 v.size_bytes = s.size_bytes;
                 v.allocated_blocks = s.allocated_blocks;
                 inner.cache.forget_tree(v.id);
@@ -202,15 +265,18 @@ pub(crate) fn capture_snapshots(
     for op in &pending.snapshot_ops {
         let SnapshotOp::Create { id, volume_id, name } = op else { continue };
         let Some(v) = volumes.get(volume_id) else { continue }; // Destroyed meanwhile.
-        snaps.insert(*id, SnapshotEntry {
-            id: *id,
-            volume_id: *volume_id,
-            name: name.clone(),
-            txg,
-            time_ms,
-            size_bytes: v.size_bytes,
-            tree: TreeRef { tree_id: *id, ..v.tree },
-            allocated_blocks: v.allocated_blocks,
-        });
+        snaps.insert(
+            *id,
+            SnapshotEntry {
+                id: *id,
+                volume_id: *volume_id,
+                name: name.clone(),
+                txg,
+                time_ms,
+                size_bytes: v.size_bytes,
+                tree: TreeRef { tree_id: *id, ..v.tree },
+                allocated_blocks: v.allocated_blocks,
+            },
+        );
     }
 }

@@ -45,7 +45,9 @@ impl HealthState {
     pub fn check_not_fenced(&self) -> Result<()> {
         match &self.health {
             PoolHealth::Fenced(w) => Err(Error::Fenced(w.clone())),
-            PoolHealth::Faulted(w) => Err(Error::Unavailable(format!("pool is faulted: {w}; export and import it again"))),
+            PoolHealth::Faulted(w) => {
+                Err(Error::Unavailable(format!("pool is faulted: {w}; export and import it again")))
+            }
             _ => Ok(()),
         }
     }
@@ -227,8 +229,10 @@ impl Pool {
         }
         // Requests may spend a whole retry budget (tens of seconds) before a commit gives up an
         // attempt and suspends the pool; the store being silent that long is the truth already.
-        let since_us = self.inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed);
-        let silent_us = if since_us == 0 { 0 } else { self.inner.env.clock.mono_us().saturating_sub(since_us) };
+        let since_us =
+            self.inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed);
+        let silent_us =
+            if since_us == 0 { 0 } else { self.inner.env.clock.mono_us().saturating_sub(since_us) };
         if silent_us >= STORE_SILENT_SUSPENDED_US {
             return PoolHealth::Suspended(format!(
                 "the store has not answered for {} s; commits wait and retry, writes continue up to the dirty limit",
@@ -280,10 +284,19 @@ impl Pool {
             volumes: meta
                 .volumes
                 .values()
-                .map(|v| VolumeInfo { name: v.name.clone(), id: v.id, size_bytes: v.size_bytes, allocated_bytes: v.allocated_blocks * 4096 })
+                .map(|v| VolumeInfo {
+                    name: v.name.clone(),
+                    id: v.id,
+                    size_bytes: v.size_bytes,
+                    allocated_bytes: v.allocated_blocks * 4096,
+                })
                 .collect(),
             txgs_synced: txgs,
-            txg_sync_ms_avg: if txgs == 0 { 0.0 } else { l(&c.txg_sync_us_total) as f64 / txgs as f64 / 1000.0 },
+            txg_sync_ms_avg: if txgs == 0 {
+                0.0
+            } else {
+                l(&c.txg_sync_us_total) as f64 / txgs as f64 / 1000.0
+            },
             segments_uploaded: l(&c.segments),
             segment_bytes_uploaded: l(&c.segment_bytes),
             checksum_errors: l(&c.checksum_errors),

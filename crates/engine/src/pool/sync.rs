@@ -31,7 +31,9 @@ pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
             return Ok(*inner.published.borrow());
         }
     }
-    Err(Error::Unavailable("the pool stayed dirty through 64 txg syncs; stop writers and retry".into()))
+    Err(Error::Unavailable(
+        "the pool stayed dirty through 64 txg syncs; stop writers and retry".into(),
+    ))
 }
 
 /// Syncs until every write and metadata change made before the call is in a published txg
@@ -84,7 +86,11 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
 /// not: it rides along with the next txg that has real work, or an idle pool would churn forever
 /// (each sync rewrites space pages, which frees and later deletes the previous meta segment).
 fn pending_is_empty(p: &PendingMeta) -> bool {
-    !p.meta_changed && p.destroyed.is_empty() && p.relocations.is_empty() && p.page_moves.is_empty() && p.snapshot_ops.is_empty()
+    !p.meta_changed
+        && p.destroyed.is_empty()
+        && p.relocations.is_empty()
+        && p.page_moves.is_empty()
+        && p.snapshot_ops.is_empty()
 }
 
 /// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
@@ -152,8 +158,11 @@ struct PackedSegment {
 }
 
 /// Compresses `blocks` into one segment (CPU work: runs on a blocking thread, see `Env::blocking`).
-fn pack_into(mut builder: SegmentBuilder, blocks: Vec<((u32, u64), Bytes)>, algo: crate::compress::Compression)
-    -> (SegmentBuilder, Vec<(u32, u64, BlockPtr)>) {
+fn pack_into(
+    mut builder: SegmentBuilder,
+    blocks: Vec<((u32, u64), Bytes)>,
+    algo: crate::compress::Compression,
+) -> (SegmentBuilder, Vec<(u32, u64, BlockPtr)>) {
     let mut updates = Vec::with_capacity(blocks.len());
     for ((vol, block), b) in blocks {
         updates.push((vol, block, builder.add(BlockOwner::Data { tree_id: vol, block }, &b, algo)));
@@ -181,10 +190,20 @@ fn cache_written(inner: &Inner, id: u64, segment: &[u8], updates: &[(u32, u64, B
 fn finish_segment(b: SegmentBuilder, updates: Vec<(u32, u64, BlockPtr)>) -> PackedSegment {
     let id = b.segment_id();
     let (bytes, entries) = b.finish();
-    PackedSegment { id, bytes, written_bytes: entries.iter().map(|e| e.ptr.physical_bytes as u64).sum(), updates }
+    PackedSegment {
+        id,
+        bytes,
+        written_bytes: entries.iter().map(|e| e.ptr.physical_bytes as u64).sum(),
+        updates,
+    }
 }
 
-async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending: PendingMeta) -> Result<()> {
+async fn build_and_publish(
+    inner: &Arc<Inner>,
+    txg: u64,
+    set: &DirtySet,
+    pending: PendingMeta,
+) -> Result<()> {
     let cfg = inner.config.read().clone();
     let counter0 = inner.meta.read().root.next_segment_counter;
     let (guid, epoch, algo) = (inner.guid, inner.epoch, cfg.compression);
@@ -224,7 +243,8 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         spawn_upload(&mut uploads, inner, &limit, seg.id, Bytes::from(seg.bytes));
     }
     let meta_builder = SegmentBuilder::new(guid, segment_id(epoch, counter), txg);
-    let (mut builder, meta_updates) = inner.env.blocking("packing", move || pack_into(meta_builder, rest, algo)).await?;
+    let (mut builder, meta_updates) =
+        inner.env.blocking("packing", move || pack_into(meta_builder, rest, algo)).await?;
     updates.extend(meta_updates);
     let mut delta = SpaceDelta::default();
     let (mut volumes, mut snaps) = {
@@ -234,7 +254,8 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     let holds_before = snapshot_space::holds(&volumes, &snaps);
     relocate(inner, set, &pending, &mut builder, &mut updates, &holds_before).await?;
     // Destroyed volumes keep their origin's hold, taken before this txg's snapshot changes.
-    let destroyed_holds: Vec<u64> = pending.destroyed.iter().map(|v| snapshot_space::origin_txg(v, &snaps)).collect();
+    let destroyed_holds: Vec<u64> =
+        pending.destroyed.iter().map(|v| snapshot_space::origin_txg(v, &snaps)).collect();
     let ops = snapshot_space::apply_ops(inner, &pending, &mut volumes, &mut snaps).await?;
     for p in &ops.freed {
         delta.free(p);
@@ -263,8 +284,13 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         if ops.rolled_back.contains(tree_id) {
             continue;
         }
-        let tree = if *tree_id == SPACE_TREE_ID { inner.meta.read().root.space } else {
-            match volumes.get(tree_id) { Some(v) => v.tree, None => continue }
+        let tree = if *tree_id == SPACE_TREE_ID {
+            inner.meta.read().root.space
+        } else {
+            match volumes.get(tree_id) {
+                Some(v) => v.tree,
+                None => continue,
+            }
         };
         if tree.page_location(&inner.cache, &CommitReads(inner), *level, *index).await? == *old {
             tree.touch_page(&inner.cache, &CommitReads(inner), *level, *index).await?;
@@ -272,7 +298,9 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     }
     for v in volumes.values_mut() {
         let hold = holds.get(&v.id).copied().unwrap_or(0);
-        for old in v.tree.write_dirty(&inner.cache, &CommitReads(inner), &mut builder, txg, algo).await? {
+        for old in
+            v.tree.write_dirty(&inner.cache, &CommitReads(inner), &mut builder, txg, algo).await?
+        {
             delta.free_unless_held(&old, hold);
         }
     }
@@ -281,7 +309,8 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
     let meta_id = builder.segment_id();
     let meta_written: u64 = builder_live_bytes(&builder);
     written.insert(meta_id, meta_written);
-    let (mut root, deletes) = update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
+    let (mut root, deletes) =
+        update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
     root.time_ms = time_ms;
     root.snapshots = snaps.values().cloned().collect();
     let (bytes, _) = builder.finish();
@@ -308,7 +337,8 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
         let next_volume_id = meta.root.next_volume_id.max(root.next_volume_id);
         // Properties and vdevs changed while this txg synced (`set`, `add`, `replace`) are newer
         // than this txg's copy; they reach the store with the next txg (their `meta_changed`).
-        let (props, vdevs) = (std::mem::take(&mut meta.root.props), std::mem::take(&mut meta.root.vdevs));
+        let (props, vdevs) =
+            (std::mem::take(&mut meta.root.props), std::mem::take(&mut meta.root.vdevs));
         meta.root = root;
         meta.root.next_volume_id = next_volume_id;
         (meta.root.props, meta.root.vdevs) = (props, vdevs);
@@ -327,8 +357,14 @@ async fn build_and_publish(inner: &Arc<Inner>, txg: u64, set: &DirtySet, pending
 }
 
 /// Compaction's moves: a block still mapped where compaction found it is copied as is.
-async fn relocate(inner: &Arc<Inner>, set: &DirtySet, pending: &PendingMeta, builder: &mut SegmentBuilder,
-                  updates: &mut Vec<(u32, u64, BlockPtr)>, holds: &HashMap<u32, u64>) -> Result<()> {
+async fn relocate(
+    inner: &Arc<Inner>,
+    set: &DirtySet,
+    pending: &PendingMeta,
+    builder: &mut SegmentBuilder,
+    updates: &mut Vec<(u32, u64, BlockPtr)>,
+    holds: &HashMap<u32, u64>,
+) -> Result<()> {
     for (vol, block, old, phys) in &pending.relocations {
         if set.get(*vol, *block).is_some() {
             continue; // Overwritten in this txg: the move is moot.
@@ -337,18 +373,32 @@ async fn relocate(inner: &Arc<Inner>, set: &DirtySet, pending: &PendingMeta, bui
             continue; // A snapshot taken since shares it: moving it would keep two copies.
         }
         let Some(tree) = inner.meta.read().volumes.get(vol).map(|v| v.tree) else { continue };
-        let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &CommitReads(inner), *block, inner.cache.generation()).await?)?;
+        let current = BlockPtr::from_bytes(
+            &tree
+                .lookup(&inner.cache, &CommitReads(inner), *block, inner.cache.generation())
+                .await?,
+        )?;
         if current != *old {
             continue;
         }
-        let p = builder.add_physical(BlockOwner::Data { tree_id: *vol, block: *block }, phys, old.compression()?, old.logical_bytes);
+        let p = builder.add_physical(
+            BlockOwner::Data { tree_id: *vol, block: *block },
+            phys,
+            old.compression()?,
+            old.logical_bytes,
+        );
         updates.push((*vol, *block, p));
     }
     Ok(())
 }
 
-async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
-                       updates: &[(u32, u64, BlockPtr)], delta: &mut SpaceDelta, holds: &HashMap<u32, u64>) -> Result<()> {
+async fn apply_updates(
+    inner: &Arc<Inner>,
+    volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
+    updates: &[(u32, u64, BlockPtr)],
+    delta: &mut SpaceDelta,
+    holds: &HashMap<u32, u64>,
+) -> Result<()> {
     for (vol, block, new) in updates {
         let Some(v) = volumes.get_mut(vol) else { continue }; // Destroyed meanwhile.
         if *block >= v.size_bytes / BLOCK_BYTES {
@@ -357,7 +407,9 @@ async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::ro
         if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
             v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
         }
-        let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &CommitReads(inner), *block, new.to_bytes()).await?)?;
+        let old = BlockPtr::from_bytes(
+            &v.tree.update(&inner.cache, &CommitReads(inner), *block, new.to_bytes()).await?,
+        )?;
         delta.free_unless_held(&old, holds.get(vol).copied().unwrap_or(0));
         v.allocated_blocks = v.allocated_blocks + (!new.is_hole()) as u64 - (!old.is_hole()) as u64;
     }
@@ -366,8 +418,14 @@ async fn apply_updates(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::ro
 
 /// Trims first (blocks written after a trim in the same txg are applied after it), and trees
 /// grown to their volume's size.
-async fn apply_trims_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
-                               set: &DirtySet, delta: &mut SpaceDelta, holds: &HashMap<u32, u64>, rolled_back: &[u32]) -> Result<()> {
+async fn apply_trims_and_grows(
+    inner: &Arc<Inner>,
+    volumes: &mut BTreeMap<u32, crate::root::VolumeEntry>,
+    set: &DirtySet,
+    delta: &mut SpaceDelta,
+    holds: &HashMap<u32, u64>,
+    rolled_back: &[u32],
+) -> Result<()> {
     for v in volumes.values_mut() {
         if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
             v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
@@ -379,9 +437,14 @@ async fn apply_trims_and_grows(inner: &Arc<Inner>, volumes: &mut BTreeMap<u32, c
         }
         let hold = holds.get(&id).copied().unwrap_or(0);
         let Some(v) = volumes.get_mut(&id) else { continue };
-        let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &CommitReads(inner), start, end).await?;
+        let walk =
+            TreeWalk::walk_range(&v.tree, &inner.cache, &CommitReads(inner), start, end).await?;
         for (block, _) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= start && *b < end) {
-            let old = BlockPtr::from_bytes(&v.tree.update(&inner.cache, &CommitReads(inner), block, BlockPtr::HOLE.to_bytes()).await?)?;
+            let old = BlockPtr::from_bytes(
+                &v.tree
+                    .update(&inner.cache, &CommitReads(inner), block, BlockPtr::HOLE.to_bytes())
+                    .await?,
+            )?;
             delta.free_unless_held(&old, hold);
             v.allocated_blocks -= (!old.is_hole()) as u64;
         }
@@ -395,9 +458,15 @@ fn builder_live_bytes(b: &SegmentBuilder) -> u64 {
 
 /// Applies this txg's space changes to the space table, writes its dirty pages into the meta
 /// segment, and assembles the root. Returns segments that became free.
-async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder, written: &BTreeMap<u64, u64>,
-                      mut delta: SpaceDelta, pending: &PendingMeta,
-                      volumes: &BTreeMap<u32, crate::root::VolumeEntry>) -> Result<(Root, Vec<(u64, u64)>)> {
+async fn update_space(
+    inner: &Arc<Inner>,
+    txg: u64,
+    builder: &mut SegmentBuilder,
+    written: &BTreeMap<u64, u64>,
+    mut delta: SpaceDelta,
+    pending: &PendingMeta,
+    volumes: &BTreeMap<u32, crate::root::VolumeEntry>,
+) -> Result<(Root, Vec<(u64, u64)>)> {
     let mut root = inner.meta.read().root.clone();
     let mut space = root.space;
     let mut totals = root.totals;
@@ -419,7 +488,9 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
     let mut segs: Vec<(u64, i64)> = delta.live.into_iter().collect();
     segs.sort_unstable();
     for (seg, d) in segs {
-        let mut s = SegmentSpace::from_slot(&space.lookup(&inner.cache, &CommitReads(inner), seg, gen).await?)?;
+        let mut s = SegmentSpace::from_slot(
+            &space.lookup(&inner.cache, &CommitReads(inner), seg, gen).await?,
+        )?;
         if s.is_empty_slot() {
             continue; // Already deleted (a late carry).
         }
@@ -427,7 +498,8 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
         s.written_bytes += extra;
         totals.physical_bytes += extra;
         let live = (s.live_bytes as i64 + d).max(0) as u64;
-        totals.live_bytes = (totals.live_bytes as i64 + live as i64 - s.live_bytes as i64).max(0) as u64;
+        totals.live_bytes =
+            (totals.live_bytes as i64 + live as i64 - s.live_bytes as i64).max(0) as u64;
         s.live_bytes = live;
         if live == 0 && s.freed_txg == 0 {
             s.freed_txg = txg;
@@ -445,7 +517,8 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
     for old in space.write_dirty(&inner.cache, &CommitReads(inner), builder, txg, algo).await? {
         carry.push((old.segment_id, -(old.physical_bytes as i64)));
     }
-    let added = builder_live_bytes(builder) - written.get(&builder.segment_id()).copied().unwrap_or(0);
+    let added =
+        builder_live_bytes(builder) - written.get(&builder.segment_id()).copied().unwrap_or(0);
     if before != builder.block_count() {
         carry.push((builder.segment_id(), added as i64));
     }
@@ -459,15 +532,26 @@ async fn update_space(inner: &Arc<Inner>, txg: u64, builder: &mut SegmentBuilder
     Ok((root, freed))
 }
 
-fn spawn_upload(set: &mut tokio::task::JoinSet<Result<()>>, inner: &Arc<Inner>, limit: &Arc<tokio::sync::Semaphore>, id: u64, bytes: Bytes) {
+fn spawn_upload(
+    set: &mut tokio::task::JoinSet<Result<()>>,
+    inner: &Arc<Inner>,
+    limit: &Arc<tokio::sync::Semaphore>,
+    id: u64,
+    bytes: Bytes,
+) {
     let inner = inner.clone();
     let limit = limit.clone();
     set.spawn(async move {
-        let _permit = limit.acquire_owned().await.map_err(|_| Error::Bug("upload semaphore closed".into()))?;
+        let _permit = limit
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Bug("upload semaphore closed".into()))?;
         inner.counters.add_segment(bytes.len() as u64);
         retry_forever(&inner, "segment upload", || async {
             match inner.store.put(&segment_key(id), bytes.clone(), PutMode::Create).await {
-                Err(e) if e.kind == StoreErrorKind::AlreadyExists => verify_existing_segment(&inner, id, &bytes).await,
+                Err(e) if e.kind == StoreErrorKind::AlreadyExists => {
+                    verify_existing_segment(&inner, id, &bytes).await
+                }
                 other => other.map_err(Error::from),
             }
         })

@@ -53,7 +53,11 @@ impl Pool {
     /// Refuses a path that is already one of the pool's devices.
     pub fn check_device_unused(&self, path: &str) -> Result<()> {
         if let Some(v) = self.vdevs().iter().find(|v| v.paths.iter().any(|p| p == path)) {
-            return Err(Error::BadInput(format!("{path} is already a {} device of pool '{}'", v.role, self.name())));
+            return Err(Error::BadInput(format!(
+                "{path} is already a {} device of pool '{}'",
+                v.role,
+                self.name()
+            )));
         }
         Ok(())
     }
@@ -87,7 +91,8 @@ impl Pool {
         };
         if let Err(e) = added {
             // Not in use: take it out of the root again (best effort; it is empty either way).
-            let _ = self.publish_vdevs(|v| v.retain(|x| x.guid != entry.guid || x.role != "log")).await;
+            let _ =
+                self.publish_vdevs(|v| v.retain(|x| x.guid != entry.guid || x.role != "log")).await;
             return Err(e);
         }
         tracing::info!(paths = ?entry.paths, "log vdev added");
@@ -98,7 +103,8 @@ impl Pool {
     fn start_log(&self, config: VdevConfig) -> Result<()> {
         let mut o = OpenOptions::new(self.inner.intent.devices.0.clone());
         o.writer_epoch = self.inner.epoch;
-        let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o).map_err(|e| slog_err("opening the new log", e))?;
+        let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o)
+            .map_err(|e| slog_err("opening the new log", e))?;
         let txg = self.inner.txg.lock();
         self.inner.intent.attach(Arc::new(log), txg.open_txg);
         Ok(())
@@ -107,7 +113,12 @@ impl Pool {
     /// Records a cache device in the root (the caller has put it in service already).
     pub async fn add_cache_vdev(&self, path: &str) -> Result<()> {
         self.check_device_unused(path)?;
-        let entry = VdevEntry { role: "cache".into(), mirror: false, guid: 0, paths: vec![path.to_string()] };
+        let entry = VdevEntry {
+            role: "cache".into(),
+            mirror: false,
+            guid: 0,
+            paths: vec![path.to_string()],
+        };
         self.publish_vdevs(|v| v.push(entry)).await?;
         Ok(())
     }
@@ -120,13 +131,23 @@ impl Pool {
             .vdevs()
             .into_iter()
             .find(|v| v.paths.iter().any(|p| p == path))
-            .ok_or_else(|| Error::BadInput(format!("{path} is not a log or cache device of pool '{}' (see 'fardisk status -v')", self.name())))?;
+            .ok_or_else(|| {
+                Error::BadInput(format!(
+                    "{path} is not a log or cache device of pool '{}' (see 'fardisk status -v')",
+                    self.name()
+                ))
+            })?;
         let removed = RemovedVdev { role: entry.role.clone(), paths: entry.paths.clone() };
         if entry.role == "cache" {
-            self.publish_vdevs(|v| v.retain(|x| !(x.role == "cache" && x.paths == entry.paths))).await?;
+            self.publish_vdevs(|v| v.retain(|x| !(x.role == "cache" && x.paths == entry.paths)))
+                .await?;
             return Ok(removed);
         }
-        let log = self.inner.intent.log().ok_or_else(|| Error::Bug("the root lists a log vdev but no log is open".into()))?;
+        let log = self
+            .inner
+            .intent
+            .log()
+            .ok_or_else(|| Error::Bug("the root lists a log vdev but no log is open".into()))?;
         let only_vdev = log.vdev_configs().len() <= 1;
         if only_vdev {
             self.remove_last_log(log, &entry).await?;
@@ -144,7 +165,9 @@ impl Pool {
         }
         // This one root both holds every write acknowledged through the log and stops listing
         // it: a crash before it replays the log, a crash after it needs no log.
-        let published = self.publish_vdevs(|v| v.retain(|x| !(x.role == "log" && x.guid == entry.guid))).await?;
+        let published = self
+            .publish_vdevs(|v| v.retain(|x| !(x.role == "log" && x.guid == entry.guid)))
+            .await?;
         log.release_through_txg(published);
         let leg = PathBuf::from(&entry.paths[0]);
         match log.remove_vdev(&leg) {
@@ -188,14 +211,23 @@ impl Pool {
             .vdevs()
             .into_iter()
             .find(|v| v.role == "log" && v.paths.iter().any(|p| p == old))
-            .ok_or_else(|| Error::BadInput(format!("{old} is not a log device of pool '{}' (see 'fardisk status -v')", self.name())))?;
+            .ok_or_else(|| {
+                Error::BadInput(format!(
+                    "{old} is not a log device of pool '{}' (see 'fardisk status -v')",
+                    self.name()
+                ))
+            })?;
         if old != new {
             self.check_device_unused(new)?;
         }
         if !Path::new(new).is_absolute() {
             return Err(Error::BadInput(format!("device '{new}' must be an absolute path")));
         }
-        let log = self.inner.intent.log().ok_or_else(|| Error::Bug("the root lists a log vdev but no log is open".into()))?;
+        let log = self
+            .inner
+            .intent
+            .log()
+            .ok_or_else(|| Error::Bug("the root lists a log vdev but no log is open".into()))?;
         let (old_p, new_p) = (PathBuf::from(old), PathBuf::from(new));
         // Copying the live records reads and writes the devices: off the async workers.
         let copier = log.clone();
@@ -205,7 +237,8 @@ impl Pool {
             .blocking("replace", move || copier.replace_leg_with(&old_p, &new_p, force))
             .await?
             .map_err(|e| slog_err(&format!("replacing {old}"), e))?;
-        let paths: Vec<String> = config.legs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let paths: Vec<String> =
+            config.legs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
         self.publish_vdevs(|v| {
             if let Some(x) = v.iter_mut().find(|x| x.role == "log" && x.guid == entry.guid) {
                 x.paths = paths;

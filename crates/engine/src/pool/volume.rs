@@ -32,7 +32,10 @@ impl Pool {
     /// Size of a volume, or of a snapshot by its id.
     pub fn volume_size(&self, id: u32) -> Option<u64> {
         let meta = self.inner.meta.read();
-        meta.volumes.get(&id).map(|v| v.size_bytes).or_else(|| meta.snapshots.get(&id).map(|s| s.size_bytes))
+        meta.volumes
+            .get(&id)
+            .map(|v| v.size_bytes)
+            .or_else(|| meta.snapshots.get(&id).map(|s| s.size_bytes))
     }
 
     pub fn volume_entries(&self) -> Vec<VolumeEntry> {
@@ -45,7 +48,10 @@ impl Pool {
         check_size(size_bytes)?;
         let mut meta = self.inner.meta.write();
         if meta.volumes.values().any(|v| v.name == name) {
-            return Err(bad(format!("volume '{name}' already exists in pool '{}'", self.inner.name)));
+            return Err(bad(format!(
+                "volume '{name}' already exists in pool '{}'",
+                self.inner.name
+            )));
         }
         let id = meta.root.next_volume_id;
         meta.root.next_volume_id += 1;
@@ -77,7 +83,13 @@ impl Pool {
                 snaps.iter().map(|s| format!("{name}@{s}")).collect::<Vec<_>>().join(", ")
             )));
         }
-        let entry = self.inner.meta.write().volumes.remove(&id).ok_or_else(|| Error::Bug("volume vanished".into()))?;
+        let entry = self
+            .inner
+            .meta
+            .write()
+            .volumes
+            .remove(&id)
+            .ok_or_else(|| Error::Bug("volume vanished".into()))?;
         self.inner.txg.lock().open.drop_volume(id);
         let mut p = self.inner.pending.lock();
         p.destroyed.push(entry);
@@ -94,7 +106,11 @@ impl Pool {
         let v = meta.volumes.get_mut(&id).ok_or_else(|| no_volume(&self.inner.name, name))?;
         if size_bytes < v.size_bytes {
             // The blocks past the new end are trimmed, so a later grow reads zeros there.
-            self.inner.txg.lock().open.trim(id, size_bytes / BLOCK_BYTES, v.size_bytes / BLOCK_BYTES);
+            self.inner.txg.lock().open.trim(
+                id,
+                size_bytes / BLOCK_BYTES,
+                v.size_bytes / BLOCK_BYTES,
+            );
         }
         v.size_bytes = size_bytes;
         self.inner.pending.lock().meta_changed = true;
@@ -119,7 +135,10 @@ impl Pool {
     pub fn set_prop(&self, key: &str, value: &str) -> Result<()> {
         super::validate_prop(key, value)?;
         self.check_writable()?;
-        self.inner.config.write().apply_props(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
+        self.inner
+            .config
+            .write()
+            .apply_props(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
         self.inner.meta.write().root.props.insert(key.to_string(), value.to_string());
         self.inner.pending.lock().meta_changed = true;
         self.inner.kick.notify_one();

@@ -25,7 +25,9 @@ struct Edges {
 
 impl Pool {
     fn check_range(&self, volume_id: u32, offset: u64, len: u64) -> Result<u64> {
-        let size = self.volume_size(volume_id).ok_or_else(|| bad(format!("no volume with id {volume_id}")))?;
+        let size = self
+            .volume_size(volume_id)
+            .ok_or_else(|| bad(format!("no volume with id {volume_id}")))?;
         match offset.checked_add(len) {
             Some(end) if end <= size => Ok(size),
             _ => Err(bad(format!("range {offset}+{len} is beyond the volume's {size} bytes"))),
@@ -43,18 +45,36 @@ impl Pool {
     }
 
     /// A write replayed from the intent log: it is in the log already.
-    pub(crate) async fn write_unlogged(&self, volume_id: u32, offset: u64, data: Bytes) -> Result<u64> {
+    pub(crate) async fn write_unlogged(
+        &self,
+        volume_id: u32,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<u64> {
         self.write_inner(volume_id, offset, data, false).await
     }
 
-    async fn write_inner(&self, volume_id: u32, offset: u64, data: Bytes, log: bool) -> Result<u64> {
+    async fn write_inner(
+        &self,
+        volume_id: u32,
+        offset: u64,
+        data: Bytes,
+        log: bool,
+    ) -> Result<u64> {
         self.write_inner_with(volume_id, offset, data, log, None).await
     }
 
     /// `write_inner`, where `known_first` (if given) is the current content of the first block
     /// and the open txg when it was read, so this write cannot fail on a read unless a txg
     /// rotated meanwhile.
-    async fn write_inner_with(&self, volume_id: u32, offset: u64, data: Bytes, log: bool, mut known_first: Option<(Bytes, u64)>) -> Result<u64> {
+    async fn write_inner_with(
+        &self,
+        volume_id: u32,
+        offset: u64,
+        data: Bytes,
+        log: bool,
+        mut known_first: Option<(Bytes, u64)>,
+    ) -> Result<u64> {
         self.check_writable()?;
         self.check_range(volume_id, offset, data.len() as u64)?;
         self.throttle(data.len() as u64).await?;
@@ -101,7 +121,14 @@ impl Pool {
     /// an edge block must be patched but its bytes read before the lock may be stale: the block
     /// is not dirty in the open txg and a txg rotated since the read (another write of that
     /// block may have gone into the txg now syncing or published, after the read).
-    fn apply_write(&self, volume_id: u32, offset: u64, data: &Bytes, log: bool, edges: &Edges) -> Result<Option<u64>> {
+    fn apply_write(
+        &self,
+        volume_id: u32,
+        offset: u64,
+        data: &Bytes,
+        log: bool,
+        edges: &Edges,
+    ) -> Result<Option<u64>> {
         let first = offset / BLOCK_BYTES;
         let end = offset + data.len() as u64;
         let last = (end - 1) / BLOCK_BYTES;
@@ -111,9 +138,12 @@ impl Pool {
         let txg = t.open_txg;
         let partial = |block: u64| {
             let b_start = block * BLOCK_BYTES;
-            offset.max(b_start) != b_start || end.min(b_start + BLOCK_BYTES) != b_start + BLOCK_BYTES
+            offset.max(b_start) != b_start
+                || end.min(b_start + BLOCK_BYTES) != b_start + BLOCK_BYTES
         };
-        if txg != edges.read_in_txg && [first, last].iter().any(|b| partial(*b) && t.open.get(volume_id, *b).is_none()) {
+        if txg != edges.read_in_txg
+            && [first, last].iter().any(|b| partial(*b) && t.open.get(volume_id, *b).is_none())
+        {
             return Ok(None);
         }
         for block in first..=last {
@@ -128,8 +158,14 @@ impl Pool {
                 let base = match t.open.get(volume_id, block) {
                     Some(Dirty::Data(b)) => b,
                     Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
-                    None if block == first => edges.head.clone().ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
-                    None => edges.tail.clone().ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
+                    None if block == first => edges
+                        .head
+                        .clone()
+                        .ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
+                    None => edges
+                        .tail
+                        .clone()
+                        .ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
                 };
                 let mut buf = BytesMut::from(&base[..]);
                 let within = (lo - b_start) as usize;
@@ -139,7 +175,15 @@ impl Pool {
             t.open.insert(volume_id, block, d);
         }
         // Records given up for their size (intent.rs) are made durable by the txg: start it.
-        let gave_up = log && self.inner.intent.record_write(txg, volume_id, offset, data, logbias_throughput, pending_max);
+        let gave_up = log
+            && self.inner.intent.record_write(
+                txg,
+                volume_id,
+                offset,
+                data,
+                logbias_throughput,
+                pending_max,
+            );
         if gave_up || t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
             self.inner.kick.notify_one();
         }
@@ -172,30 +216,51 @@ impl Pool {
         let end_full = end / BLOCK_BYTES;
         // Unaligned edges are zero-filled writes (logged as writes); whole blocks become holes.
         if first_full >= end_full {
-            return self.write_inner(volume_id, offset, Bytes::from(vec![0u8; len as usize]), log).await;
+            return self
+                .write_inner(volume_id, offset, Bytes::from(vec![0u8; len as usize]), log)
+                .await;
         }
         // The partial last block is read before anything is applied: a read that fails (the
         // store away too long) must fail the whole request, not leave its middle zeroed.
         let tail = if end > end_full * BLOCK_BYTES {
             let read_in_txg = self.open_txg();
-            Some((self.read(volume_id, end_full * BLOCK_BYTES, BLOCK_BYTES as u32).await?, read_in_txg))
+            Some((
+                self.read(volume_id, end_full * BLOCK_BYTES, BLOCK_BYTES as u32).await?,
+                read_in_txg,
+            ))
         } else {
             None
         };
         if offset < first_full * BLOCK_BYTES {
-            self.write_inner(volume_id, offset, Bytes::from(vec![0u8; (first_full * BLOCK_BYTES - offset) as usize]), log).await?;
+            self.write_inner(
+                volume_id,
+                offset,
+                Bytes::from(vec![0u8; (first_full * BLOCK_BYTES - offset) as usize]),
+                log,
+            )
+            .await?;
         }
         let txg = {
             let mut t = self.inner.txg.lock();
             t.open.trim(volume_id, first_full, end_full);
-            if log && self.inner.intent.record_zero(t.open_txg, volume_id, first_full * BLOCK_BYTES, (end_full - first_full) * BLOCK_BYTES, pending_max) {
+            if log
+                && self.inner.intent.record_zero(
+                    t.open_txg,
+                    volume_id,
+                    first_full * BLOCK_BYTES,
+                    (end_full - first_full) * BLOCK_BYTES,
+                    pending_max,
+                )
+            {
                 self.inner.kick.notify_one();
             }
             t.open_txg
         };
         if tail.is_some() {
             let zeros = Bytes::from(vec![0u8; (end - end_full * BLOCK_BYTES) as usize]);
-            return self.write_inner_with(volume_id, end_full * BLOCK_BYTES, zeros, log, tail).await;
+            return self
+                .write_inner_with(volume_id, end_full * BLOCK_BYTES, zeros, log, tail)
+                .await;
         }
         Ok(txg)
     }
@@ -213,7 +278,8 @@ impl Pool {
             if dirty + incoming_bytes <= max || dirty == 0 {
                 let min = max * min_pct / 100;
                 if dirty > min {
-                    let delay_us = (scale_us * (dirty - min) / (max - dirty).max(1)).min(DELAY_US_MAX);
+                    let delay_us =
+                        (scale_us * (dirty - min) / (max - dirty).max(1)).min(DELAY_US_MAX);
                     self.inner.counters.add_throttle_delay(delay_us);
                     self.inner.env.clock.sleep(Duration::from_micros(delay_us)).await;
                 }

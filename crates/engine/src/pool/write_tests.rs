@@ -25,7 +25,15 @@ async fn pool(name: &str) -> (Pool, DynStore, Env) {
 
 async fn import(store: &DynStore, env: &Env) -> Pool {
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    Pool::import(store.clone(), "tank", ImportOptions { force: true, config, ..Default::default() }, env.clone(), Arc::new(NoCache)).await.expect("import")
+    Pool::import(
+        store.clone(),
+        "tank",
+        ImportOptions { force: true, config, ..Default::default() },
+        env.clone(),
+        Arc::new(NoCache),
+    )
+    .await
+    .expect("import")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,7 +64,10 @@ async fn a_sub_block_write_held_across_a_txg_rotation_keeps_the_other_writers_by
 
     let block = pool.read(vol, 0, 4096).await.expect("read");
     assert!(block[..SECTOR].iter().all(|b| *b == 0x01), "A's sector");
-    assert!(block[SECTOR..2 * SECTOR].iter().all(|b| *b == 0x02), "B's sector was lost: A patched onto bytes read before the rotation");
+    assert!(
+        block[SECTOR..2 * SECTOR].iter().all(|b| *b == 0x02),
+        "B's sector was lost: A patched onto bytes read before the rotation"
+    );
     assert!(block[2 * SECTOR..].iter().all(|b| *b == 0xaa), "the rest of the block");
 }
 
@@ -90,7 +101,9 @@ async fn concurrent_sector_writes_across_txg_rotations_lose_no_update() {
             for round in 1..=ROUNDS {
                 for s in (w..sectors).step_by(WRITERS) {
                     let fill = (round as usize * 31 + s) as u8 | 1;
-                    pool.write(vol, (s * SECTOR) as u64, Bytes::from(vec![fill; SECTOR])).await.expect("sector write");
+                    pool.write(vol, (s * SECTOR) as u64, Bytes::from(vec![fill; SECTOR]))
+                        .await
+                        .expect("sector write");
                 }
                 tokio::task::yield_now().await;
             }
@@ -101,9 +114,18 @@ async fn concurrent_sector_writes_across_txg_rotations_lose_no_update() {
         w.await.expect("writer");
     }
     syncer.await.expect("syncer");
-    let want: Vec<u8> = (0..sectors).flat_map(|s| vec![(ROUNDS as usize * 31 + s) as u8 | 1; SECTOR]).collect();
-    assert_eq!(pool.read(vol, 0, (BLOCKS * 4096) as u32).await.expect("read").to_vec(), want, "a sector lost its last write");
+    let want: Vec<u8> =
+        (0..sectors).flat_map(|s| vec![(ROUNDS as usize * 31 + s) as u8 | 1; SECTOR]).collect();
+    assert_eq!(
+        pool.read(vol, 0, (BLOCKS * 4096) as u32).await.expect("read").to_vec(),
+        want,
+        "a sector lost its last write"
+    );
     pool.export().await.expect("export");
     let pool = import(&store, &env).await;
-    assert_eq!(pool.read(vol, 0, (BLOCKS * 4096) as u32).await.expect("read").to_vec(), want, "after export and import");
+    assert_eq!(
+        pool.read(vol, 0, (BLOCKS * 4096) as u32).await.expect("read").to_vec(),
+        want,
+        "after export and import"
+    );
 }

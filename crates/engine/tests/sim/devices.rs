@@ -116,9 +116,17 @@ pub fn l2_config() -> L2ArcConfig {
 /// The ARC with an L2ARC over `path` (formatted when absent or unusable, as the daemon does),
 /// with no writer thread and a manual clock: the simulation feeds it at chosen steps, and waits
 /// for the index rebuild, so the device holds the same blocks on every replay.
-pub fn open_cache(path: &Path, pool_guid: u128, seed: u64, clock: Arc<fardisk_arc::ManualClock>) -> (Arc<ArcBlockCache>, bool) {
+pub fn open_cache(
+    path: &Path,
+    pool_guid: u128,
+    seed: u64,
+    clock: Arc<fardisk_arc::ManualClock>,
+) -> (Arc<ArcBlockCache>, bool) {
     let opened = if path.exists() {
-        L2Arc::open(l2_config(), pool_guid, clock.clone(), seed, &[path.to_path_buf()]).ok().filter(|(_, failed)| failed.is_empty()).map(|(l2, _)| l2)
+        L2Arc::open(l2_config(), pool_guid, clock.clone(), seed, &[path.to_path_buf()])
+            .ok()
+            .filter(|(_, failed)| failed.is_empty())
+            .map(|(l2, _)| l2)
     } else {
         None
     };

@@ -19,7 +19,9 @@ impl Op {
             Op::Write { vol, offset, data } => {
                 images[*vol][*offset as usize..*offset as usize + data.len()].copy_from_slice(data)
             }
-            Op::Zero { vol, offset, len } => images[*vol][*offset as usize..(*offset + *len) as usize].fill(0),
+            Op::Zero { vol, offset, len } => {
+                images[*vol][*offset as usize..(*offset + *len) as usize].fill(0)
+            }
         }
     }
 
@@ -55,7 +57,13 @@ pub struct History {
 impl History {
     pub fn new(volume_bytes: &[u64]) -> History {
         let images: Vec<Vec<u8>> = volume_bytes.iter().map(|&b| vec![0u8; b as usize]).collect();
-        History { acked: images.clone(), since_ack: Vec::new(), current: images, ops_total: 0, acks: 0 }
+        History {
+            acked: images.clone(),
+            since_ack: Vec::new(),
+            current: images,
+            ops_total: 0,
+            acks: 0,
+        }
     }
 
     pub fn record(&mut self, op: Op) {

@@ -17,7 +17,9 @@ mod steps;
 use bytes::Bytes;
 use devices::{CacheDamage, LogDevices};
 use fardisk_engine::clock::ManualClock;
-use fardisk_engine::objstore::{open_store_url, FaultCounts, FaultPlan, FaultyStore, PowerCutStore, Store};
+use fardisk_engine::objstore::{
+    open_store_url, FaultCounts, FaultPlan, FaultyStore, PowerCutStore, Store,
+};
 use fardisk_engine::pool::{CreateOptions, ImportOptions, PoolHealth};
 use fardisk_engine::rng::Rng;
 use fardisk_engine::root::VdevEntry;
@@ -141,14 +143,22 @@ impl World {
         let env = Env { clock: clock.clone(), seed: opts.seed, blocking_inline: true };
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let disk = open_store_url(&format!("memory://sim-{}-{run}", opts.seed), true).expect("memory store");
+        let disk = open_store_url(&format!("memory://sim-{}-{run}", opts.seed), true)
+            .expect("memory store");
         let host = opts.file_host.then(|| Arc::new(PowerCutStore::file_host(disk.clone())));
         let base: Arc<dyn Store> = match &host {
             Some(h) => h.clone(),
             None => disk,
         };
-        let faulty = Arc::new(FaultyStore::new(base.clone(), FaultPlan::default(), opts.seed).with_clock(clock.clone()));
-        let dir = std::env::temp_dir().join(format!("fardisk-sim-{}-{run}-{}", opts.seed, std::process::id()));
+        let faulty = Arc::new(
+            FaultyStore::new(base.clone(), FaultPlan::default(), opts.seed)
+                .with_clock(clock.clone()),
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "fardisk-sim-{}-{run}-{}",
+            opts.seed,
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let rng = Rng::new(opts.seed);
@@ -169,7 +179,13 @@ impl World {
             cache: None,
             cache_clock: Arc::new(fardisk_arc::ManualClock::new(0)),
             history: History::new(&VOLUMES.map(|(_, b)| b)),
-            report: Report { seed: opts.seed, log: opts.log, cache: opts.cache, file_host: opts.file_host, ..Report::default() },
+            report: Report {
+                seed: opts.seed,
+                log: opts.log,
+                cache: opts.cache,
+                file_host: opts.file_host,
+                ..Report::default()
+            },
             step: 0,
             guid,
             bad_legs: Vec::new(),
@@ -181,14 +197,28 @@ impl World {
     async fn create(&mut self) {
         let mut vdevs = Vec::new();
         if let Some(log) = &self.log {
-            let mut fo = fardisk_slog::FormatOptions::new(Arc::new(log.provider.clone()), self.opts.seed);
+            let mut fo =
+                fardisk_slog::FormatOptions::new(Arc::new(log.provider.clone()), self.opts.seed);
             fo.size_bytes = devices::LOG_LEG_BYTES;
-            let cfg = fardisk_slog::IntentLog::format(POOL, self.guid, &fardisk_slog::VdevSpec::Mirror(log.legs.clone()), &fo).expect("format the log");
+            let cfg = fardisk_slog::IntentLog::format(
+                POOL,
+                self.guid,
+                &fardisk_slog::VdevSpec::Mirror(log.legs.clone()),
+                &fo,
+            )
+            .expect("format the log");
             let paths = log.legs.iter().map(|p| p.display().to_string()).collect();
             vdevs.push(VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths });
         }
         let store: Arc<dyn Store> = self.faulty.clone();
-        Pool::create(store, POOL, CreateOptions { vdevs, pool_guid: Some(self.guid), ..Default::default() }, &self.env).await.expect("create");
+        Pool::create(
+            store,
+            POOL,
+            CreateOptions { vdevs, pool_guid: Some(self.guid), ..Default::default() },
+            &self.env,
+        )
+        .await
+        .expect("create");
         self.import().await;
         let pool = self.pool();
         for (name, bytes) in VOLUMES {
@@ -207,7 +237,8 @@ impl World {
 
     pub fn fail(&self, what: impl std::fmt::Display) -> ! {
         if let Ok(path) = std::env::var("FARDISK_SIM_TRACE") {
-            let _ = std::fs::write(format!("{path}.failed"), self.faulty.recent_mutations().join("\n"));
+            let _ =
+                std::fs::write(format!("{path}.failed"), self.faulty.recent_mutations().join("\n"));
         }
         panic!(
             "simulation seed {} step {}: {what}\nreplay: FARDISK_SIM_SEED={} FARDISK_SIM_STEPS={} cargo test -p fardisk-engine --test simulation -- --nocapture one_seed",
@@ -219,7 +250,15 @@ impl World {
     /// spends its retries on the clock), never with an operator's help.
     pub async fn import(&mut self) {
         for attempt in 0..40 {
-            self.cache = self.cache_path.as_ref().map(|p| devices::open_cache(p, self.guid, self.opts.seed ^ attempt, self.cache_clock.clone()).0);
+            self.cache = self.cache_path.as_ref().map(|p| {
+                devices::open_cache(
+                    p,
+                    self.guid,
+                    self.opts.seed ^ attempt,
+                    self.cache_clock.clone(),
+                )
+                .0
+            });
             let cache: Arc<dyn fardisk_engine::cache::BlockCache> = match &self.cache {
                 Some(c) => c.clone(),
                 None => Arc::new(fardisk_engine::cache::NoCache),
@@ -248,7 +287,9 @@ impl World {
                     return;
                 }
                 Err(e) if self.store_away() => {
-                    if attempt >= 38 { eprintln!("import attempt {attempt}: {e}"); }
+                    if attempt >= 38 {
+                        eprintln!("import attempt {attempt}: {e}");
+                    }
                     self.clock.advance(Duration::from_secs(5));
                 }
                 Err(e) => self.fail(format!("import failed with the store reachable: {e}")),
@@ -278,7 +319,10 @@ impl World {
     /// devices keep what a power cut leaves, the cache device may be damaged; then a new process
     /// imports and the auditor checks what it finds.
     pub async fn crash_at_once<T>(&mut self, in_flight: Vec<tokio::task::JoinHandle<T>>) {
-        let dead = FaultPlan { crash_after_mutations: Some(self.faulty.mutations()), ..self.weather.clone() };
+        let dead = FaultPlan {
+            crash_after_mutations: Some(self.faulty.mutations()),
+            ..self.weather.clone()
+        };
         self.faulty.set_plan(dead);
         if let Some(log) = &mut self.log {
             log.power_cut(self.rng.next_u64());
@@ -347,7 +391,9 @@ impl World {
                             tracing::debug!(error = %e, "read failed while the store is away");
                             self.clock.advance(Duration::from_secs(5));
                         }
-                        Err(e) => self.fail(format!("read of volume {i} at {offset} failed with the store reachable: {e}")),
+                        Err(e) => self.fail(format!(
+                            "read of volume {i} at {offset} failed with the store reachable: {e}"
+                        )),
                     }
                 }
                 let got: Bytes = got.unwrap_or_else(|| self.fail("a read failed 40 times"));
@@ -386,7 +432,9 @@ impl World {
         for _ in 0..40 {
             match pool.audit_space().await {
                 Ok(_) => return,
-                Err(e @ fardisk_engine::Error::Corrupt { .. }) => self.fail(format!("space audit: {e}")),
+                Err(e @ fardisk_engine::Error::Corrupt { .. }) => {
+                    self.fail(format!("space audit: {e}"))
+                }
                 Err(e) if self.store_away() => {
                     tracing::debug!(error = %e, "audit failed while the store is away");
                     self.clock.advance(Duration::from_secs(5));
@@ -454,7 +502,10 @@ pub fn run_seed(opts: SimOptions) -> (Report, FaultCounts) {
         let faulty = world.faulty.clone();
         let report = world.finish().await;
         if let Ok(path) = std::env::var("FARDISK_SIM_TRACE") {
-            let _ = std::fs::write(format!("{path}.{}", report.fingerprint()), faulty.recent_mutations().join("\n"));
+            let _ = std::fs::write(
+                format!("{path}.{}", report.fingerprint()),
+                faulty.recent_mutations().join("\n"),
+            );
         }
         (report, counts)
     })

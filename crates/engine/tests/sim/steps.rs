@@ -63,7 +63,9 @@ impl World {
                 self.report.writes_refused_in_outage += 1;
                 tracing::debug!(error = %e, "partial-block write failed while the store is away");
             }
-            Err(e) => self.fail(format!("write of {} bytes at {offset} to volume {vol}: {e}", data.len())),
+            Err(e) => {
+                self.fail(format!("write of {} bytes at {offset} to volume {vol}: {e}", data.len()))
+            }
         }
     }
 
@@ -148,14 +150,22 @@ impl World {
                     }
                     self.report.reads_checked += 1;
                 }
-                Err(e) if self.store_away() => tracing::debug!(error = %e, "read failed while the store is away"),
-                Err(e) => self.fail(format!("read of volume {vol} at {offset}+{len} failed with the store reachable: {e}")),
+                Err(e) if self.store_away() => {
+                    tracing::debug!(error = %e, "read failed while the store is away")
+                }
+                Err(e) => self.fail(format!(
+                    "read of volume {vol} at {offset}+{len} failed with the store reachable: {e}"
+                )),
             }
         }
     }
 
     /// Waits for `handle`, noting whether the pool said SUSPENDED meanwhile.
-    async fn watch(&mut self, mut handle: tokio::task::JoinHandle<fardisk_engine::Result<u64>>, what: &str) -> fardisk_engine::Result<u64> {
+    async fn watch(
+        &mut self,
+        mut handle: tokio::task::JoinHandle<fardisk_engine::Result<u64>>,
+        what: &str,
+    ) -> fardisk_engine::Result<u64> {
         let pool = self.pool();
         let mut suspended = false;
         for _ in 0..POLLS_MAX {
@@ -247,7 +257,9 @@ impl World {
             Ok(_) => self.history.ack_through(mark),
             // Compaction reads what it moves before the commit: it may give up while the store
             // is away (nothing changed), never otherwise.
-            Err(e) if self.store_away() => tracing::debug!(error = %e, "compaction failed while the store is away"),
+            Err(e) if self.store_away() => {
+                tracing::debug!(error = %e, "compaction failed while the store is away")
+            }
             Err(e) => self.fail(format!("compaction failed: {e}")),
         }
         self.check_healthy_if_published(published_before, "after compaction");
@@ -293,7 +305,10 @@ impl World {
             // Dies after 0-5 more store mutations, somewhere inside the next sync.
             let mark = self.history.mark();
             let budget = self.faulty.mutations() + self.rng.below(6);
-            self.faulty.set_plan(FaultPlan { crash_after_mutations: Some(budget), ..self.weather.clone() });
+            self.faulty.set_plan(FaultPlan {
+                crash_after_mutations: Some(budget),
+                ..self.weather.clone()
+            });
             let refusals = self.counts().crash_refusals;
             let pool = self.pool();
             let handle = tokio::spawn(async move { pool.sync_txg().await.map(|_| ()) });
@@ -328,14 +343,22 @@ impl World {
             });
             tokio::task::yield_now().await;
             let waiting = held.clone();
-            let blocked: Vec<bool> = tokio::task::spawn_blocking(move || waiting.iter().map(|d| d.wait_for_blocked_flushes(1, Duration::from_secs(10))).collect())
-                .await
-                .unwrap_or_default();
+            let blocked: Vec<bool> = tokio::task::spawn_blocking(move || {
+                waiting
+                    .iter()
+                    .map(|d| d.wait_for_blocked_flushes(1, Duration::from_secs(10)))
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
             // A leg being brought up to date after a crash may not take this commit; it is
             // quiet, so cutting the power now is still the same cut on every replay.
             if !blocked.iter().any(|b| *b) {
                 held.iter().for_each(|d| d.release_flushes());
-                self.fail(format!("a log commit never reached its flush (blocked: {blocked:?}, health {:?})", self.pool().health()));
+                self.fail(format!(
+                    "a log commit never reached its flush (blocked: {blocked:?}, health {:?})",
+                    self.pool().health()
+                ));
             }
             self.report.crashes_mid_commit += 1;
             self.crash_at_once(vec![handle]).await;
@@ -349,7 +372,8 @@ impl World {
             return;
         }
         let leg = self.rng.below(2) as usize;
-        let fault = [LegFault::FailWrites, LegFault::FailFlushes, LegFault::Vanish, LegFault::Rot][self.rng.below(4) as usize];
+        let fault = [LegFault::FailWrites, LegFault::FailFlushes, LegFault::Vanish, LegFault::Rot]
+            [self.rng.below(4) as usize];
         if let Some(log) = &self.log {
             log.inject(leg, fault, &self.rng);
         }
@@ -361,7 +385,8 @@ impl World {
     /// ONLINE again once the live records are copied.
     async fn replace_leg(&mut self) {
         let Some(&leg) = self.bad_legs.first() else { return };
-        let (old, new) = self.log.as_mut().map(|l| l.new_leg_for(leg)).expect("a bad leg means a log");
+        let (old, new) =
+            self.log.as_mut().map(|l| l.new_leg_for(leg)).expect("a bad leg means a log");
         if let Err(e) = self.pool().replace_log_leg(&old, &new, false).await {
             self.fail(format!("replacing log leg {old} by {new}: {e}"));
         }
@@ -388,13 +413,18 @@ impl World {
         let mut bad = original.to_vec();
         let at = self.rng.below(bad.len() as u64) as usize;
         bad[at] ^= 1 << self.rng.below(8);
-        self.base.put(&key, Bytes::from(bad), PutMode::Overwrite).await.expect("put to the memory store");
+        self.base
+            .put(&key, Bytes::from(bad), PutMode::Overwrite)
+            .await
+            .expect("put to the memory store");
         self.report.store_corruptions += 1;
         let pool = self.pool();
         for (vol, (_, size)) in VOLUMES.iter().enumerate() {
             for offset in (0..*size).step_by(64 << 10) {
                 if let Ok(got) = pool.read(self.vol(vol), offset, 64 << 10).await {
-                    if got[..] != self.history.current(vol)[offset as usize..offset as usize + (64 << 10)] {
+                    if got[..]
+                        != self.history.current(vol)[offset as usize..offset as usize + (64 << 10)]
+                    {
                         self.fail(format!("wrong bytes read from volume {vol} at {offset} after {key} was corrupted"));
                     }
                 }

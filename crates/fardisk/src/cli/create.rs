@@ -3,11 +3,11 @@
 use super::vdev_spec::parse_vdevs;
 use crate::daemon::serve::open_store;
 use crate::paths::{save_record, PoolRecord};
+use crate::vdev_format::{format_cache_device, format_log_vdev};
 use anyhow::{bail, Result};
 use fardisk_engine::objstore::SimulateSpec;
 use fardisk_engine::pool::CreateOptions;
 use fardisk_engine::root::VdevEntry;
-use crate::vdev_format::{format_cache_device, format_log_vdev};
 use fardisk_engine::{Env, Pool};
 use std::collections::BTreeMap;
 
@@ -35,7 +35,12 @@ pub struct CreateArgs {
 }
 
 /// Labels log and cache devices for the pool `guid`; returns their configuration entries.
-pub fn format_vdevs(pool: &str, guid: u128, vdevs: &[super::vdev_spec::VdevArg], force: bool) -> Result<Vec<VdevEntry>> {
+pub fn format_vdevs(
+    pool: &str,
+    guid: u128,
+    vdevs: &[super::vdev_spec::VdevArg],
+    force: bool,
+) -> Result<Vec<VdevEntry>> {
     let env = Env::system();
     let mut out = Vec::new();
     for v in vdevs {
@@ -52,7 +57,9 @@ pub fn format_vdevs(pool: &str, guid: u128, vdevs: &[super::vdev_spec::VdevArg],
 pub fn parse_props(items: &[String]) -> Result<BTreeMap<String, String>> {
     let mut props = BTreeMap::new();
     for p in items {
-        let Some((k, v)) = p.split_once('=') else { bail!("-o {p}: expected PROP=VALUE, e.g. -o compression=zstd") };
+        let Some((k, v)) = p.split_once('=') else {
+            bail!("-o {p}: expected PROP=VALUE, e.g. -o compression=zstd")
+        };
         fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("-o {p}: {e}"))?;
         props.insert(k.to_string(), v.to_string());
     }
@@ -62,18 +69,28 @@ pub fn parse_props(items: &[String]) -> Result<BTreeMap<String, String>> {
 pub async fn run(a: CreateArgs) -> Result<()> {
     let props = parse_props(&a.props)?;
     let vdevs = parse_vdevs(&a.vdevs)?;
-    let simulate = a.simulate.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let simulate = a
+        .simulate
+        .as_deref()
+        .map(SimulateSpec::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let env = Env::system();
     fardisk_engine::pool::check_pool_name(&a.pool).map_err(|e| anyhow::anyhow!("{e}"))?;
     let key = match &a.key_file {
-        Some(p) => Some(crate::keys::ResolvedKey { key: crate::keys::load_or_generate(p)?, file: Some(p.clone()) }),
+        Some(p) => Some(crate::keys::ResolvedKey {
+            key: crate::keys::load_or_generate(p)?,
+            file: Some(p.clone()),
+        }),
         None => crate::keys::resolve(None, None)?,
     };
     let store = open_store(&a.store_url, &simulate, &env, true, key.as_ref().map(|k| &k.key))?;
     let guid = fardisk_engine::rng::Rng::from_entropy().next_u128();
     let entries = format_vdevs(&a.pool, guid, &vdevs, a.force)?;
     let opts = CreateOptions { props, vdevs: entries, pool_guid: Some(guid) };
-    let root = Pool::create(store.clone(), &a.pool, opts, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root = Pool::create(store.clone(), &a.pool, opts, &env)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let event = fardisk_engine::pool::HistoryEvent {
         time_ms: env.clock.wall_ms(),
         txg: root.txg,
@@ -84,8 +101,18 @@ pub async fn run(a: CreateArgs) -> Result<()> {
         tracing::warn!(error = %e, "could not record the create in the pool history");
     }
     let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
-    save_record(&PoolRecord { name: a.pool.clone(), store_url: a.store_url.clone(), simulate: a.simulate.clone(), key_file })?;
-    let encrypted = key.map(|k| format!(", encrypted with key {:016x}", k.key.fingerprint())).unwrap_or_default();
-    println!("created pool '{}' in {} (guid {:032x}{encrypted})", a.pool, a.store_url, root.pool_guid);
+    save_record(&PoolRecord {
+        name: a.pool.clone(),
+        store_url: a.store_url.clone(),
+        simulate: a.simulate.clone(),
+        key_file,
+    })?;
+    let encrypted = key
+        .map(|k| format!(", encrypted with key {:016x}", k.key.fingerprint()))
+        .unwrap_or_default();
+    println!(
+        "created pool '{}' in {} (guid {:032x}{encrypted})",
+        a.pool, a.store_url, root.pool_guid
+    );
     Ok(())
 }

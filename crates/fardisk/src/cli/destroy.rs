@@ -28,7 +28,8 @@ pub struct DestroyArgs {
 }
 
 /// Key prefixes fardisk writes (docs/format.md); anything else under the prefix is not ours.
-const POOL_KEY_PREFIXES: [&str; 7] = ["roots/", "segments/", "history/", "probe/", "leases/", "head", "hotset"];
+const POOL_KEY_PREFIXES: [&str; 7] =
+    ["roots/", "segments/", "history/", "probe/", "leases/", "head", "hotset"];
 
 fn is_pool_key(key: &str) -> bool {
     POOL_KEY_PREFIXES.iter().any(|p| if p.ends_with('/') { key.starts_with(p) } else { key == *p })
@@ -42,17 +43,32 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
         (None, None) => bail!("pool '{}' is not known on this host; give its STORE_URL", a.pool),
     };
     if crate::daemon::control::is_alive(&control_socket(&a.pool)).await {
-        bail!("pool '{}' is imported on this host; export it first (fardisk export {})", a.pool, a.pool);
+        bail!(
+            "pool '{}' is imported on this host; export it first (fardisk export {})",
+            a.pool,
+            a.pool
+        );
     }
     let env = Env::system();
-    let key = crate::keys::resolve(a.key_file.as_deref(), known.as_ref().and_then(|r| r.key_file.as_deref()))?;
+    let key = crate::keys::resolve(
+        a.key_file.as_deref(),
+        known.as_ref().and_then(|r| r.key_file.as_deref()),
+    )?;
     // No simulated distance: destroying is not measured, and the user should not wait for it.
     let store = open_store(&url, &None, &env, false, key.as_ref().map(|k| &k.key))?;
-    let mut keys: Vec<String> = store.list("").await.map_err(|e| anyhow::anyhow!("cannot list {url}: {e}"))?.into_iter().map(|(k, _)| k).collect();
+    let mut keys: Vec<String> = store
+        .list("")
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot list {url}: {e}"))?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
     keys.retain(|k| is_pool_key(k));
     let root = match Pool::peek(store.clone(), &env).await {
         Ok(r) => Some(r),
-        Err(e) if keys.iter().any(|k| k.starts_with("roots/")) => bail!("cannot read pool '{}' in {url}: {e}", a.pool),
+        Err(e) if keys.iter().any(|k| k.starts_with("roots/")) => {
+            bail!("cannot read pool '{}' in {url}: {e}", a.pool)
+        }
         Err(_) => None,
     };
     match &root {
@@ -77,7 +93,10 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
         match store.delete(k).await {
             Ok(()) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => bail!("cannot delete {k} from {url}: {e}; run 'fardisk destroy {} -f' again to finish", a.pool),
+            Err(e) => bail!(
+                "cannot delete {k} from {url}: {e}; run 'fardisk destroy {} -f' again to finish",
+                a.pool
+            ),
         }
         if let Some(b) = &bar {
             b.inc(1);
@@ -100,7 +119,16 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
     }
     remove_record(&a.pool);
     let _ = std::fs::remove_file(crate::paths::log_file(&a.pool));
-    println!("destroyed pool '{}': {} objects deleted from {url}{}", a.pool, keys.len(), if cleared.is_empty() { String::new() } else { format!("; labels cleared on {}", cleared.join(", ")) });
+    println!(
+        "destroyed pool '{}': {} objects deleted from {url}{}",
+        a.pool,
+        keys.len(),
+        if cleared.is_empty() {
+            String::new()
+        } else {
+            format!("; labels cleared on {}", cleared.join(", "))
+        }
+    );
     Ok(())
 }
 
@@ -115,7 +143,10 @@ fn clear_label(path: &str, guid: u128, is_log: bool) -> Result<bool> {
     let mut head = vec![0u8; 8192];
     f.read_exact(&mut head).with_context(|| format!("cannot read {path}"))?;
     let owner = if is_log {
-        [0usize, 4096].iter().find_map(|&o| fardisk_slog::DeviceLabel::decode(&head[o..o + 4096]).ok()).map(|l| l.pool_guid)
+        [0usize, 4096]
+            .iter()
+            .find_map(|&o| fardisk_slog::DeviceLabel::decode(&head[o..o + 4096]).ok())
+            .map(|l| l.pool_guid)
     } else {
         fardisk_arc::cache_label_pool_guid(&head)
     };
@@ -136,7 +167,15 @@ mod tests {
 
     #[test]
     fn only_keys_fardisk_writes_are_pool_keys() {
-        for k in ["roots/0000000000000001", "segments/0000010000000001", "history/1-2", "head", "hotset", "probe/ab", "leases/0000000000000001"] {
+        for k in [
+            "roots/0000000000000001",
+            "segments/0000010000000001",
+            "history/1-2",
+            "head",
+            "hotset",
+            "probe/ab",
+            "leases/0000000000000001",
+        ] {
             assert!(is_pool_key(k), "{k}");
         }
         for k in ["headroom", "backup.tar", "rootsx/1", "notes/hotset"] {

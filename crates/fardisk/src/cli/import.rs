@@ -74,12 +74,25 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         (None, Some(r)) => r.store_url.clone(),
         (None, None) => bail!("pool '{}' is not known on this host; give its STORE_URL", a.pool),
     };
-    let simulate_text = a.simulate.clone().or_else(|| known.as_ref().and_then(|r| r.simulate.clone()));
-    let simulate = simulate_text.as_deref().map(SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let simulate_text =
+        a.simulate.clone().or_else(|| known.as_ref().and_then(|r| r.simulate.clone()));
+    let simulate = simulate_text
+        .as_deref()
+        .map(SimulateSpec::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let nbd = a.nbd.iter().map(|s| NbdListen::parse(s)).collect::<Result<Vec<_>>>()?;
-    let key = crate::keys::resolve(a.key_file.as_deref(), known.as_ref().and_then(|r| r.key_file.as_deref()))?;
+    let key = crate::keys::resolve(
+        a.key_file.as_deref(),
+        known.as_ref().and_then(|r| r.key_file.as_deref()),
+    )?;
     let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
-    let record = PoolRecord { name: a.local_name.clone().unwrap_or_else(|| a.pool.clone()), store_url: store_url.clone(), simulate: simulate_text, key_file };
+    let record = PoolRecord {
+        name: a.local_name.clone().unwrap_or_else(|| a.pool.clone()),
+        store_url: store_url.clone(),
+        simulate: simulate_text,
+        key_file,
+    };
     let read_only = point_in_time(a)?;
     if a.local_name.is_some() && read_only.is_none() {
         bail!("--as names a read-only import; add --read-only, --txg or --at");
@@ -97,14 +110,21 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         rewind: a.rewind,
         config: PoolConfig::default(),
         key: key.map(|k| k.key),
-        metrics: a.metrics.clone().or_else(|| std::env::var("FARDISK_METRICS").ok()).as_deref().map(|m| daemon::metrics_http::parse_listen(m, a.metrics_public)).transpose()?,
+        metrics: a
+            .metrics
+            .clone()
+            .or_else(|| std::env::var("FARDISK_METRICS").ok())
+            .as_deref()
+            .map(|m| daemon::metrics_http::parse_listen(m, a.metrics_public))
+            .transpose()?,
     };
     Ok((record, opts))
 }
 
 /// `--read-only`, `--txg N` or `--at TIME` as the point the pool opens at.
 fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
-    if (a.force || a.missing_log || a.rewind) && (a.read_only || a.txg.is_some() || a.at.is_some()) {
+    if (a.force || a.missing_log || a.rewind) && (a.read_only || a.txg.is_some() || a.at.is_some())
+    {
         bail!("--force, --missing-log and --rewind concern a writable import; a read-only one needs none of them");
     }
     Ok(match (a.txg, &a.at) {
@@ -124,8 +144,16 @@ pub fn run(a: ImportArgs) -> Result<()> {
     }
     let socket = control_socket(&opts.pool);
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-        let hint = if opts.read_only.is_some() { "; give the read-only import another local name with --as NAME" } else { "" };
-        bail!("pool '{}' is already imported on this host (control socket {}){hint}", opts.pool, socket.display());
+        let hint = if opts.read_only.is_some() {
+            "; give the read-only import another local name with --as NAME"
+        } else {
+            ""
+        };
+        bail!(
+            "pool '{}' is already imported on this host (control socket {}){hint}",
+            opts.pool,
+            socket.display()
+        );
     }
     if a.foreground {
         daemon::serve::tune_allocator();
@@ -142,7 +170,11 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
     let name = record.name.as_str();
     let log = log_file(name);
     std::fs::create_dir_all(log.parent().context("log dir")?)?;
-    let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).with_context(|| format!("cannot open {}", log.display()))?;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
     let start_len = out.metadata().map(|m| m.len()).unwrap_or(0);
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     args.push("--foreground".into());
@@ -168,7 +200,10 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
     while Instant::now() < deadline {
         if let Some(sp) = &spinner {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(last) = text.get(start_len as usize..).and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty())) {
+            if let Some(last) = text
+                .get(start_len as usize..)
+                .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()))
+            {
                 sp.set_message(format!("importing {name}: {}", daemon_log_message(last)));
             }
         }
@@ -185,10 +220,19 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
             }
             if read_only {
                 // Not remembered: a later plain `fardisk import` must not come back read-only.
-                println!("pool '{}' imported read-only as '{name}' (daemon pid {}, log {})", a.pool, child.id(), log.display());
+                println!(
+                    "pool '{}' imported read-only as '{name}' (daemon pid {}, log {})",
+                    a.pool,
+                    child.id(),
+                    log.display()
+                );
             } else {
                 save_record(record)?;
-                println!("pool '{name}' imported (daemon pid {}, log {})", child.id(), log.display());
+                println!(
+                    "pool '{name}' imported (daemon pid {}, log {})",
+                    child.id(),
+                    log.display()
+                );
             }
             return Ok(());
         }
@@ -200,7 +244,11 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
 /// A daemon log line without its timestamp and level, for the import spinner.
 fn daemon_log_message(line: &str) -> String {
     let words: Vec<&str> = line.split_whitespace().collect();
-    let start = words.iter().position(|w| matches!(*w, "INFO" | "WARN" | "ERROR" | "DEBUG")).map(|i| i + 1).unwrap_or(0);
+    let start = words
+        .iter()
+        .position(|w| matches!(*w, "INFO" | "WARN" | "ERROR" | "DEBUG"))
+        .map(|i| i + 1)
+        .unwrap_or(0);
     let text = words[start..].join(" ");
     text.chars().take(100).collect()
 }
@@ -211,9 +259,18 @@ pub async fn export(pool: &str) -> Result<()> {
         bail!("pool '{pool}' is not imported on this host");
     }
     // The daemon stops answering other requests while it drains; say up front how much there is.
-    let dirty = daemon::control::call(&socket, "status", serde_json::Value::Null).await.ok().and_then(|v| v["dirty_bytes"].as_u64()).unwrap_or(0);
-    let spinner = crate::progress::spinner(&format!("exporting {pool}: draining {} to the store", super::size::human(dirty)));
-    let v = daemon::control::call(&socket, "export", serde_json::Value::Null).await.context("export failed");
+    let dirty = daemon::control::call(&socket, "status", serde_json::Value::Null)
+        .await
+        .ok()
+        .and_then(|v| v["dirty_bytes"].as_u64())
+        .unwrap_or(0);
+    let spinner = crate::progress::spinner(&format!(
+        "exporting {pool}: draining {} to the store",
+        super::size::human(dirty)
+    ));
+    let v = daemon::control::call(&socket, "export", serde_json::Value::Null)
+        .await
+        .context("export failed");
     if let Some(sp) = spinner {
         sp.finish_and_clear();
     }

@@ -72,12 +72,22 @@ fn rows(v: &Value, verbose: bool) -> Vec<Counters> {
     out.push(store("store", v["store"].as_str().unwrap_or("?").to_string()));
     if v["log"].is_object() {
         let l = &v["log"];
-        out.push(Counters { kind: "logs", write_ops: u(&l["device_writes"]), write_bytes: u(&l["bytes_logged"]), ..Default::default() });
+        out.push(Counters {
+            kind: "logs",
+            write_ops: u(&l["device_writes"]),
+            write_bytes: u(&l["bytes_logged"]),
+            ..Default::default()
+        });
         for d in l["vdevs"].as_array().into_iter().flatten() {
             for leg in d["legs"].as_array().into_iter().flatten() {
                 // Every leg of a mirror takes every write; per-leg counters are the vdev's.
                 let state = leg["state"].as_str().map(str::to_string);
-                out.push(Counters { kind: "log_device", device: leg["path"].as_str().unwrap_or("?").to_string(), state, ..Default::default() });
+                out.push(Counters {
+                    kind: "log_device",
+                    device: leg["path"].as_str().unwrap_or("?").to_string(),
+                    state,
+                    ..Default::default()
+                });
             }
         }
     }
@@ -119,13 +129,25 @@ pub async fn iostat(a: IostatArgs) -> Result<()> {
         let v = call(&a.pool, "status", Value::Null).await?;
         let now = rows(&v, a.verbose);
         let secs = if prev.is_some() { interval.max(1) as f64 } else { 1.0 };
-        let find = |row: &Counters| prev.as_ref().and_then(|p| p.0.iter().find(|r| r.same_row(row)).cloned()).unwrap_or_default();
+        let find = |row: &Counters| {
+            prev.as_ref()
+                .and_then(|p| p.0.iter().find(|r| r.same_row(row)).cloned())
+                .unwrap_or_default()
+        };
         let requests_per_s = rate(store_requests(&v), prev.as_ref().and_then(|p| p.1), secs);
         let rated: Vec<(Counters, [Option<f64>; 4])> = now
             .iter()
             .map(|r| {
                 let b = find(r);
-                (r.clone(), [rate(r.read_ops, b.read_ops, secs), rate(r.write_ops, b.write_ops, secs), rate(r.read_bytes, b.read_bytes, secs), rate(r.write_bytes, b.write_bytes, secs)])
+                (
+                    r.clone(),
+                    [
+                        rate(r.read_ops, b.read_ops, secs),
+                        rate(r.write_ops, b.write_ops, secs),
+                        rate(r.read_bytes, b.read_bytes, secs),
+                        rate(r.write_bytes, b.write_bytes, secs),
+                    ],
+                )
             })
             .collect();
         if a.json {
@@ -153,24 +175,77 @@ pub async fn iostat(a: IostatArgs) -> Result<()> {
     Ok(())
 }
 
-fn render_table(out: &mut String, pool: &str, v: &Value, rated: &[(Counters, [Option<f64>; 4])], requests_per_s: Option<f64>, verbose: bool, printed: u64) {
+fn render_table(
+    out: &mut String,
+    pool: &str,
+    v: &Value,
+    rated: &[(Counters, [Option<f64>; 4])],
+    requests_per_s: Option<f64>,
+    verbose: bool,
+    printed: u64,
+) {
     let ops = |x: Option<f64>| x.map(|f| format!("{f:.0}")).unwrap_or_else(|| "-".into());
     let bw = |x: Option<f64>| x.map(|f| human(f as u64)).unwrap_or_else(|| "-".into());
     if !verbose {
         if printed % 20 == 0 {
-            outln!(out, "{:<12} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}", "pool", "put/s", "get/s", "req/s", "write/s", "read/s", "dirty", "txg");
+            outln!(
+                out,
+                "{:<12} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+                "pool",
+                "put/s",
+                "get/s",
+                "req/s",
+                "write/s",
+                "read/s",
+                "dirty",
+                "txg"
+            );
         }
         let x = &rated[0].1;
-        outln!(out, "{:<12} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}", pool, ops(x[1]), ops(x[0]), ops(requests_per_s), bw(x[3]), bw(x[2]),
-            human(v["dirty_bytes"].as_u64().unwrap_or(0)), v["published_txg"].as_u64().unwrap_or(0));
+        outln!(
+            out,
+            "{:<12} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+            pool,
+            ops(x[1]),
+            ops(x[0]),
+            ops(requests_per_s),
+            bw(x[3]),
+            bw(x[2]),
+            human(v["dirty_bytes"].as_u64().unwrap_or(0)),
+            v["published_txg"].as_u64().unwrap_or(0)
+        );
         return;
     }
     let width = rated.iter().map(|(r, _)| r.label().len()).max().unwrap_or(10).max(24);
     outln!(out, "{:<width$}  {:>13}  {:>17}", "", "operations", "bandwidth");
-    outln!(out, "{:<width$}  {:>6} {:>6}  {:>8} {:>8}", "pool / vdev", "read", "write", "read", "write");
-    outln!(out, "{}  {} {}  {} {}", "-".repeat(width), "-".repeat(6), "-".repeat(6), "-".repeat(8), "-".repeat(8));
+    outln!(
+        out,
+        "{:<width$}  {:>6} {:>6}  {:>8} {:>8}",
+        "pool / vdev",
+        "read",
+        "write",
+        "read",
+        "write"
+    );
+    outln!(
+        out,
+        "{}  {} {}  {} {}",
+        "-".repeat(width),
+        "-".repeat(6),
+        "-".repeat(6),
+        "-".repeat(8),
+        "-".repeat(8)
+    );
     for (r, x) in rated {
-        outln!(out, "{:<width$}  {:>6} {:>6}  {:>8} {:>8}", r.label(), ops(x[0]), ops(x[1]), bw(x[2]), bw(x[3]));
+        outln!(
+            out,
+            "{:<width$}  {:>6} {:>6}  {:>8} {:>8}",
+            r.label(),
+            ops(x[0]),
+            ops(x[1]),
+            bw(x[2]),
+            bw(x[3])
+        );
     }
     outln!(out, "{}", "-".repeat(width + 36));
     outln!(out, "store requests/s (PUT, GET, HEAD, DELETE, LIST): {}", ops(requests_per_s));
@@ -188,9 +263,23 @@ mod tests {
             "log": {"device_writes": 7, "bytes_logged": 28672, "vdevs": [{"legs": [{"path": "/l0", "state": "ONLINE"}, {"path": "/l1", "state": "FAULTED"}]}]},
             "cache": {"devices": [{"path": "/c0", "state": "Online", "bytes_read": 8192, "bytes_written": 1 << 20, "log_blocks_written": 1}]}});
         let names: Vec<String> = rows(&v, true).into_iter().map(|r| r.label()).collect();
-        assert_eq!(names, ["tank", "  store file:///s", "  logs", "    /l0 ONLINE", "    /l1 FAULTED", "  cache", "    /c0 ONLINE"]);
+        assert_eq!(
+            names,
+            [
+                "tank",
+                "  store file:///s",
+                "  logs",
+                "    /l0 ONLINE",
+                "    /l1 FAULTED",
+                "  cache",
+                "    /c0 ONLINE"
+            ]
+        );
         let kinds: Vec<&str> = rows(&v, true).into_iter().map(|r| r.kind).collect();
-        assert_eq!(kinds, ["pool", "store", "logs", "log_device", "log_device", "cache", "cache_device"]);
+        assert_eq!(
+            kinds,
+            ["pool", "store", "logs", "log_device", "log_device", "cache", "cache_device"]
+        );
         assert_eq!(rows(&v, false).len(), 1);
         let log = &rows(&v, true)[2];
         assert_eq!((log.write_ops, log.write_bytes, log.read_ops), (Some(7), Some(28672), None));
@@ -211,7 +300,12 @@ mod tests {
         let rated: Vec<(Counters, [Option<f64>; 4])> = rows(&v, verbose)
             .into_iter()
             .map(|r| {
-                let x = [rate(r.read_ops, None, 1.0), rate(r.write_ops, None, 1.0), rate(r.read_bytes, None, 1.0), rate(r.write_bytes, None, 1.0)];
+                let x = [
+                    rate(r.read_ops, None, 1.0),
+                    rate(r.write_ops, None, 1.0),
+                    rate(r.read_bytes, None, 1.0),
+                    rate(r.write_bytes, None, 1.0),
+                ];
                 (r, x)
             })
             .collect();

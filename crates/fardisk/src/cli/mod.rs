@@ -7,9 +7,9 @@ mod import;
 mod iostat;
 mod query;
 mod scrub_cmds;
+mod size;
 #[cfg(test)]
 mod snapshot;
-mod size;
 mod snapshot_cmds;
 mod utc;
 mod vdev_cmds;
@@ -31,25 +31,35 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a pool in an object store: `create POOL STORE_URL [log [mirror] DEV...]... [cache DEV...] [-o PROP=VALUE]...`
-    #[command(after_help = "Examples:\n  fardisk create tank file:///srv/tank\n  fardisk create tank s3://bucket/tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1 cache /dev/nvme0n1p2 -o compression=zstd")]
+    #[command(
+        after_help = "Examples:\n  fardisk create tank file:///srv/tank\n  fardisk create tank s3://bucket/tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1 cache /dev/nvme0n1p2 -o compression=zstd"
+    )]
     Create(create::CreateArgs),
     /// Import a pool and serve its volumes (FUSE image files, NBD); runs in the background unless --foreground
-    #[command(after_help = "Examples:\n  fardisk import tank file:///srv/tank --mount /mnt/fardisk\n  fardisk import tank s3://bucket/tank --nbd unix:/run/fardisk/tank.nbd --nbd tcp:127.0.0.1:10809\n  fardisk import tank --at \"2026-11-23 09:00:00\" --as tank-0900 --mount /mnt/tank-0900   # read-only, as it was then\n  fardisk import tank --txg 41230 --as tank-old --nbd unix:/run/fardisk/tank-old.nbd")]
+    #[command(
+        after_help = "Examples:\n  fardisk import tank file:///srv/tank --mount /mnt/fardisk\n  fardisk import tank s3://bucket/tank --nbd unix:/run/fardisk/tank.nbd --nbd tcp:127.0.0.1:10809\n  fardisk import tank --at \"2026-11-23 09:00:00\" --as tank-0900 --mount /mnt/tank-0900   # read-only, as it was then\n  fardisk import tank --txg 41230 --as tank-old --nbd unix:/run/fardisk/tank-old.nbd"
+    )]
     Import(import::ImportArgs),
     /// Drain everything to the store and stop serving the pool
     #[command(after_help = "Example:\n  fardisk export tank")]
     Export { pool: String },
     /// Delete an exported pool from its store and clear its log and cache device labels
-    #[command(after_help = "Examples:\n  fardisk destroy tank\n  fardisk destroy tank s3://bucket/tank\n  fardisk destroy tank -f     # finish an interrupted destroy, or destroy under another host's import")]
+    #[command(
+        after_help = "Examples:\n  fardisk destroy tank\n  fardisk destroy tank s3://bucket/tank\n  fardisk destroy tank -f     # finish an interrupted destroy, or destroy under another host's import"
+    )]
     Destroy(destroy::DestroyArgs),
     /// Pool health, txgs, dirty data and space (`-v`: every vdev; `--json`: machine-readable)
-    #[command(after_help = "Examples:\n  fardisk status\n  fardisk status tank -v\n  fardisk status tank --json")]
+    #[command(
+        after_help = "Examples:\n  fardisk status\n  fardisk status tank -v\n  fardisk status tank --json"
+    )]
     Status(query::StatusArgs),
     /// One line per known pool
     #[command(after_help = "Example:\n  fardisk list --json")]
     List(query::ListArgs),
     /// Operations and bandwidth per interval, as zpool iostat (`-v`: per vdev: store, log, cache devices)
-    #[command(after_help = "Examples:\n  fardisk iostat tank 1 5\n  fardisk iostat -v tank 1\n  fardisk iostat tank 1 3 --json")]
+    #[command(
+        after_help = "Examples:\n  fardisk iostat tank 1 5\n  fardisk iostat -v tank 1\n  fardisk iostat tank 1 3 --json"
+    )]
     Iostat(query::IostatArgs),
     /// Create, destroy, list or resize volumes
     #[command(subcommand)]
@@ -89,21 +99,31 @@ pub enum Command {
     #[command(after_help = "Example:\n  fardisk hotset tank")]
     Hotset { pool: String },
     /// Add log or cache devices to an imported pool: `add POOL log [mirror] DEV... | cache DEV...`
-    #[command(after_help = "Examples:\n  fardisk add tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1\n  fardisk add tank cache /dev/nvme0n1p2\n  fardisk add tank log /var/lib/fardisk/log1     # a file, created at 1 GiB if missing")]
+    #[command(
+        after_help = "Examples:\n  fardisk add tank log mirror /dev/nvme0n1p1 /dev/nvme1n1p1\n  fardisk add tank cache /dev/nvme0n1p2\n  fardisk add tank log /var/lib/fardisk/log1     # a file, created at 1 GiB if missing"
+    )]
     Add(vdev_cmds::AddArgs),
     /// Remove a log vdev (after its records reach the store) or a cache device
-    #[command(after_help = "Examples:\n  fardisk remove tank /dev/nvme0n1p2\n  fardisk remove tank /var/lib/fardisk/log0   # a mirror goes whole: name any leg")]
+    #[command(
+        after_help = "Examples:\n  fardisk remove tank /dev/nvme0n1p2\n  fardisk remove tank /var/lib/fardisk/log0   # a mirror goes whole: name any leg"
+    )]
     Remove(vdev_cmds::RemoveArgs),
     /// Replace a log leg and resilver it (or bring a repaired leg back: omit NEW_DEVICE)
-    #[command(after_help = "Examples:\n  fardisk replace tank /dev/nvme1n1p1 /dev/nvme2n1p1\n  fardisk replace tank /var/lib/fardisk/log1")]
+    #[command(
+        after_help = "Examples:\n  fardisk replace tank /dev/nvme1n1p1 /dev/nvme2n1p1\n  fardisk replace tank /var/lib/fardisk/log1"
+    )]
     Replace(vdev_cmds::ReplaceArgs),
     /// Verify every block the pool references against its checksum, reading it back from the
     /// store; repair from the cache where a good copy exists. `--pause` and `--stop`; run again to resume
-    #[command(after_help = "Examples:\n  fardisk scrub tank            # start (or resume a paused scrub)\n  fardisk scrub tank -w         # start and wait, with progress; exit 3 on unrepaired errors\n  fardisk scrub tank --pause\n  fardisk scrub tank --stop\n  fardisk set scrub_rate_max=16777216 tank   # bytes/s read from the store (0 = no limit)")]
+    #[command(
+        after_help = "Examples:\n  fardisk scrub tank            # start (or resume a paused scrub)\n  fardisk scrub tank -w         # start and wait, with progress; exit 3 on unrepaired errors\n  fardisk scrub tank --pause\n  fardisk scrub tank --stop\n  fardisk set scrub_rate_max=16777216 tank   # bytes/s read from the store (0 = no limit)"
+    )]
     Scrub(scrub_cmds::ScrubArgs),
     /// Commands that changed the pool, and events such as import, export and scrub results,
     /// kept in the pool's store (the newest 1000)
-    #[command(after_help = "Examples:\n  fardisk history tank\n  fardisk history tank -n 10 --json")]
+    #[command(
+        after_help = "Examples:\n  fardisk history tank\n  fardisk history tank -n 10 --json"
+    )]
     History(scrub_cmds::HistoryArgs),
     /// Wait until background work of an imported pool ends (scrub, L2ARC rebuild, warm-up),
     /// with progress on a terminal
@@ -140,9 +160,14 @@ pub fn main() -> i32 {
         eprintln!("fardisk: {}", one_line(&e));
         return 1;
     }
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG").unwrap_or_else(|_| "warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG")
+        .unwrap_or_else(|_| "warn".into());
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
     let result = match cli.command {
         // The daemon builds its own runtime after daemonizing.
         Command::Import(a) => import::run(a),

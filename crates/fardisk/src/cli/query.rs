@@ -75,9 +75,17 @@ pub struct SetArgs {
 
 /// Status of one pool: from the daemon when imported, else from the store.
 /// The store of a pool this host knows (created or imported here), as it was last opened.
-pub(crate) fn exported_store(pool: &str) -> Result<std::sync::Arc<dyn fardisk_engine::objstore::Store>> {
-    let rec = load_record(pool).with_context(|| format!("no pool named '{pool}' is known on this host"))?;
-    let simulate = rec.simulate.as_deref().map(fardisk_engine::objstore::SimulateSpec::parse).transpose().map_err(|e| anyhow::anyhow!("{e}"))?;
+pub(crate) fn exported_store(
+    pool: &str,
+) -> Result<std::sync::Arc<dyn fardisk_engine::objstore::Store>> {
+    let rec = load_record(pool)
+        .with_context(|| format!("no pool named '{pool}' is known on this host"))?;
+    let simulate = rec
+        .simulate
+        .as_deref()
+        .map(fardisk_engine::objstore::SimulateSpec::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let key = crate::keys::resolve(None, rec.key_file.as_deref())?.map(|k| k.key);
     open_store(&rec.store_url, &simulate, &Env::system(), false, key.as_ref())
 }
@@ -86,7 +94,8 @@ async fn pool_status(pool: &str) -> Result<Value> {
     if control::is_alive(&control_socket(pool)).await {
         return call(pool, "status", Value::Null).await;
     }
-    let rec = load_record(pool).with_context(|| format!("no pool named '{pool}' is known on this host"))?;
+    let rec = load_record(pool)
+        .with_context(|| format!("no pool named '{pool}' is known on this host"))?;
     let env = Env::system();
     let store = exported_store(pool)?;
     let root = Pool::peek(store, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -117,11 +126,21 @@ fn render_config(out: &mut String, v: &Value) {
     let st = |x: &Value| x.as_str().unwrap_or("?").to_string();
     outln!(out, "config:\n");
     outln!(out, "\t{:<44} {:<9} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
-    outln!(out, "\t{:<44} {:<9}", v["name"].as_str().unwrap_or("?"), health_text(v).split(' ').next().unwrap_or(""));
-    outln!(out, "\t  {:<42} {:<9} {:>5} {:>5} {:>5}", format!("store {}", v["store"].as_str().unwrap_or("?")),
+    outln!(
+        out,
+        "\t{:<44} {:<9}",
+        v["name"].as_str().unwrap_or("?"),
+        health_text(v).split(' ').next().unwrap_or("")
+    );
+    outln!(
+        out,
+        "\t  {:<42} {:<9} {:>5} {:>5} {:>5}",
+        format!("store {}", v["store"].as_str().unwrap_or("?")),
         if v["health"]["state"] == "Suspended" { "SUSPENDED" } else { "ONLINE" },
-        v["store_requests"]["get"]["errors"].as_u64().unwrap_or(0), v["store_requests"]["put"]["errors"].as_u64().unwrap_or(0),
-        v["checksum_errors"].as_u64().unwrap_or(0));
+        v["store_requests"]["get"]["errors"].as_u64().unwrap_or(0),
+        v["store_requests"]["put"]["errors"].as_u64().unwrap_or(0),
+        v["checksum_errors"].as_u64().unwrap_or(0)
+    );
     if let Some(vdevs) = v["log"]["vdevs"].as_array() {
         outln!(out, "\tlogs");
         for (i, d) in vdevs.iter().enumerate() {
@@ -133,23 +152,47 @@ fn render_config(out: &mut String, v: &Value) {
                 "  "
             };
             for l in legs {
-                outln!(out, "\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}", st(&l["path"]), st(&l["state"]),
-                    l["read_errors"].as_u64().unwrap_or(0), l["write_errors"].as_u64().unwrap_or(0), l["checksum_errors"].as_u64().unwrap_or(0),
-                    if l["volatile"] == true { "  (volatile)" } else { "" }, width = 44 - indent.len());
+                outln!(
+                    out,
+                    "\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}",
+                    st(&l["path"]),
+                    st(&l["state"]),
+                    l["read_errors"].as_u64().unwrap_or(0),
+                    l["write_errors"].as_u64().unwrap_or(0),
+                    l["checksum_errors"].as_u64().unwrap_or(0),
+                    if l["volatile"] == true { "  (volatile)" } else { "" },
+                    width = 44 - indent.len()
+                );
             }
         }
     }
     if let Some(devs) = v["cache"]["devices"].as_array() {
         outln!(out, "\tcache");
         for d in devs {
-            let state = d["state"].as_str().map(|s| s.to_ascii_uppercase()).unwrap_or_else(|| format!("{}", d["state"]).to_ascii_uppercase());
-            outln!(out, "\t  {:<42} {:<9} {:>5} {:>5} {:>5}", st(&d["path"]), state.trim_matches('"'), d["io_errors"].as_u64().unwrap_or(0),
-                "-", d["checksum_errors"].as_u64().unwrap_or(0));
+            let state = d["state"]
+                .as_str()
+                .map(|s| s.to_ascii_uppercase())
+                .unwrap_or_else(|| format!("{}", d["state"]).to_ascii_uppercase());
+            outln!(
+                out,
+                "\t  {:<42} {:<9} {:>5} {:>5} {:>5}",
+                st(&d["path"]),
+                state.trim_matches('"'),
+                d["io_errors"].as_u64().unwrap_or(0),
+                "-",
+                d["checksum_errors"].as_u64().unwrap_or(0)
+            );
         }
     }
     outln!(out, "\n\t{:<24} {:>8} {:>8}", "VOLUME", "SIZE", "ALLOC");
     for vol in v["volumes"].as_array().into_iter().flatten() {
-        outln!(out, "\t{:<24} {:>8} {:>8}", vol["name"].as_str().unwrap_or("?"), human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
+        outln!(
+            out,
+            "\t{:<24} {:>8} {:>8}",
+            vol["name"].as_str().unwrap_or("?"),
+            human(vol["size_bytes"].as_u64().unwrap_or(0)),
+            human(vol["allocated_bytes"].as_u64().unwrap_or(0))
+        );
     }
     if v["log"]["volatile"] == true {
         outln!(out, "\nwarning: a log device is volatile (tmpfs or RAM disk): a power cut loses acknowledged writes.");
@@ -165,24 +208,49 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     outln!(out, " state: {}", health_text(v));
     outln!(out, " store: {}", v["store"].as_str().unwrap_or("?"));
     match v["read_only_txg"].as_u64() {
-        Some(t) => outln!(out, "   txg: {t} published {}; imported READ-ONLY at this txg (nothing is written)", age_text(u("published_time_ms"), now_ms)),
-        None => outln!(out, "   txg: {} published {} (recovery point without the log)", u("published_txg"), age_text(u("published_time_ms"), now_ms)),
+        Some(t) => outln!(
+            out,
+            "   txg: {t} published {}; imported READ-ONLY at this txg (nothing is written)",
+            age_text(u("published_time_ms"), now_ms)
+        ),
+        None => outln!(
+            out,
+            "   txg: {} published {} (recovery point without the log)",
+            u("published_txg"),
+            age_text(u("published_time_ms"), now_ms)
+        ),
     }
     if v.get("open_txg").is_some() {
-        outln!(out, " dirty: {} of {} max, open txg {}{}", human(u("dirty_bytes")), human(u("dirty_bytes_max")), u("open_txg"),
-            if v["syncing"].as_bool() == Some(true) { ", a txg is uploading" } else { "" });
+        outln!(
+            out,
+            " dirty: {} of {} max, open txg {}{}",
+            human(u("dirty_bytes")),
+            human(u("dirty_bytes_max")),
+            u("open_txg"),
+            if v["syncing"].as_bool() == Some(true) { ", a txg is uploading" } else { "" }
+        );
     }
     let sp = &v["space"];
     let g = |k: &str| sp[k].as_u64().unwrap_or(0);
-    outln!(out, " space: {} logical, {} stored ({} live, {} garbage), compressratio {:.2}x",
-        human(g("logical_bytes")), human(g("physical_bytes")), human(g("live_bytes")), human(u("garbage_bytes")),
-        v["compress_ratio"].as_f64().unwrap_or(1.0));
+    outln!(
+        out,
+        " space: {} logical, {} stored ({} live, {} garbage), compressratio {:.2}x",
+        human(g("logical_bytes")),
+        human(g("physical_bytes")),
+        human(g("live_bytes")),
+        human(u("garbage_bytes")),
+        v["compress_ratio"].as_f64().unwrap_or(1.0)
+    );
     if let Some(m) = v["mount"].as_str() {
         outln!(out, " mount: {m}");
     }
     let w = &v["warmup"];
     if w["regions_total"].as_u64().unwrap_or(0) > 0 {
-        let (total, done, skipped) = (w["regions_total"].as_u64().unwrap_or(0), w["regions_done"].as_u64().unwrap_or(0), w["regions_skipped"].as_u64().unwrap_or(0));
+        let (total, done, skipped) = (
+            w["regions_total"].as_u64().unwrap_or(0),
+            w["regions_done"].as_u64().unwrap_or(0),
+            w["regions_skipped"].as_u64().unwrap_or(0),
+        );
         let state = if done + skipped >= total { "finished" } else { "in progress" };
         outln!(out, "warmup: {state}, {done} of {total} hot regions read back into the cache ({skipped} skipped)");
     }
@@ -201,9 +269,16 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     }
     if verbose && v.get("store_requests").is_some() {
         let r = &v["store_requests"];
-        outln!(out, "\nstore requests: {} PUT ({}), {} GET ({}), {} DELETE, {} errors",
-            r["put"]["requests"], human(r["put"]["bytes"].as_u64().unwrap_or(0)), r["get"]["requests"], human(r["get"]["bytes"].as_u64().unwrap_or(0)),
-            r["delete"]["requests"], r["put"]["errors"].as_u64().unwrap_or(0) + r["get"]["errors"].as_u64().unwrap_or(0));
+        outln!(
+            out,
+            "\nstore requests: {} PUT ({}), {} GET ({}), {} DELETE, {} errors",
+            r["put"]["requests"],
+            human(r["put"]["bytes"].as_u64().unwrap_or(0)),
+            r["get"]["requests"],
+            human(r["get"]["bytes"].as_u64().unwrap_or(0)),
+            r["delete"]["requests"],
+            r["put"]["errors"].as_u64().unwrap_or(0) + r["get"]["errors"].as_u64().unwrap_or(0)
+        );
         outln!(out, "txgs synced: {} (avg {:.1} ms), segments {}, checksum errors {}, throttle delays {}, stalls {}",
             u("txgs_synced"), v["txg_sync_ms_avg"].as_f64().unwrap_or(0.0), u("segments_uploaded"), u("checksum_errors"), u("throttle_delays"), u("throttle_stalls"));
     }
@@ -240,7 +315,9 @@ pub async fn status(a: StatusArgs) -> Result<()> {
 pub async fn list(a: ListArgs) -> Result<()> {
     let mut rows = Vec::new();
     for r in all_records() {
-        let v = pool_status(&r.name).await.unwrap_or_else(|e| json!({"name": r.name, "health": {"state": "UNAVAIL", "reason": e.to_string()}}));
+        let v = pool_status(&r.name).await.unwrap_or_else(
+            |e| json!({"name": r.name, "health": {"state": "UNAVAIL", "reason": e.to_string()}}),
+        );
         rows.push(v);
     }
     if a.json {
@@ -251,9 +328,15 @@ pub async fn list(a: ListArgs) -> Result<()> {
     }
     println!("{:<16} {:>8} {:>8} {:>7} {:>8}  HEALTH", "NAME", "LOGICAL", "STORED", "RATIO", "TXG");
     for v in rows {
-        println!("{:<16} {:>8} {:>8} {:>6.2}x {:>8}  {}", v["name"].as_str().unwrap_or("?"),
-            human(v["space"]["logical_bytes"].as_u64().unwrap_or(0)), human(v["space"]["physical_bytes"].as_u64().unwrap_or(0)),
-            v["compress_ratio"].as_f64().unwrap_or(1.0), v["published_txg"].as_u64().unwrap_or(0), health_text(&v));
+        println!(
+            "{:<16} {:>8} {:>8} {:>6.2}x {:>8}  {}",
+            v["name"].as_str().unwrap_or("?"),
+            human(v["space"]["logical_bytes"].as_u64().unwrap_or(0)),
+            human(v["space"]["physical_bytes"].as_u64().unwrap_or(0)),
+            v["compress_ratio"].as_f64().unwrap_or(1.0),
+            v["published_txg"].as_u64().unwrap_or(0),
+            health_text(&v)
+        );
     }
     Ok(())
 }
@@ -261,23 +344,39 @@ pub async fn list(a: ListArgs) -> Result<()> {
 pub async fn get(a: GetArgs) -> Result<()> {
     let pool = a.target.split('/').next().unwrap_or(&a.target);
     let rows = call(pool, "get", Value::Null).await?;
-    let rows: Vec<&Value> = rows.as_array().into_iter().flatten().filter(|r| a.property == "all" || r["property"] == a.property).collect();
+    let rows: Vec<&Value> = rows
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| a.property == "all" || r["property"] == a.property)
+        .collect();
     if rows.is_empty() {
         bail!("unknown property '{}'; 'fardisk get all {pool}' lists them", a.property);
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"target": a.target, "properties": rows}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"target": a.target, "properties": rows}))?
+        );
         return Ok(());
     }
     println!("{:<12} {:<18} {:<14} SOURCE", "NAME", "PROPERTY", "VALUE");
     for r in rows {
-        println!("{:<12} {:<18} {:<14} {}", a.target, r["property"].as_str().unwrap_or(""), r["value"].as_str().unwrap_or(""), r["source"].as_str().unwrap_or(""));
+        println!(
+            "{:<12} {:<18} {:<14} {}",
+            a.target,
+            r["property"].as_str().unwrap_or(""),
+            r["value"].as_str().unwrap_or(""),
+            r["source"].as_str().unwrap_or("")
+        );
     }
     Ok(())
 }
 
 pub async fn set(a: SetArgs) -> Result<()> {
-    let Some((k, v)) = a.assignment.split_once('=') else { bail!("'{}': expected PROP=VALUE, e.g. compression=zstd", a.assignment) };
+    let Some((k, v)) = a.assignment.split_once('=') else {
+        bail!("'{}': expected PROP=VALUE, e.g. compression=zstd", a.assignment)
+    };
     fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("{e}"))?;
     let pool = a.target.split('/').next().unwrap_or(&a.target);
     call(pool, "set", json!({"property": k, "value": v})).await?;

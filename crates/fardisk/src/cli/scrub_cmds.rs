@@ -31,21 +31,38 @@ pub struct HistoryArgs {
 }
 
 pub async fn scrub(a: ScrubArgs) -> Result<i32> {
-    let action = if a.pause { "pause" } else if a.stop { "stop" } else { "start" };
+    let action = if a.pause {
+        "pause"
+    } else if a.stop {
+        "stop"
+    } else {
+        "start"
+    };
     let v = call(&a.pool, "scrub", json!({"action": action})).await?;
     match action {
-        "pause" => println!("scrub of pool '{}' paused (resume it with: fardisk scrub {})", a.pool, a.pool),
+        "pause" => {
+            println!("scrub of pool '{}' paused (resume it with: fardisk scrub {})", a.pool, a.pool)
+        }
         "stop" => println!("scrub of pool '{}' canceled", a.pool),
-        _ => println!("scrub of pool '{}' {}; 'fardisk status {}' shows its progress", a.pool,
-            if v["examined_bytes"].as_u64().unwrap_or(0) > 0 { "resumed" } else { "started" }, a.pool),
+        _ => println!(
+            "scrub of pool '{}' {}; 'fardisk status {}' shows its progress",
+            a.pool,
+            if v["examined_bytes"].as_u64().unwrap_or(0) > 0 { "resumed" } else { "started" },
+            a.pool
+        ),
     }
     if !a.wait || action != "start" {
         return Ok(0);
     }
     let last = wait_for_end(&a.pool).await?;
     println!("{}", scan_text(&last));
-    let unrepaired = last["errors"].as_array().map(|e| e.iter().filter(|x| x["repaired"] != true).count()).unwrap_or(0) as u64;
-    let counted = last["checksum_errors"].as_u64().unwrap_or(0) + last["missing_blocks"].as_u64().unwrap_or(0) + last["read_errors"].as_u64().unwrap_or(0);
+    let unrepaired = last["errors"]
+        .as_array()
+        .map(|e| e.iter().filter(|x| x["repaired"] != true).count())
+        .unwrap_or(0) as u64;
+    let counted = last["checksum_errors"].as_u64().unwrap_or(0)
+        + last["missing_blocks"].as_u64().unwrap_or(0)
+        + last["read_errors"].as_u64().unwrap_or(0);
     let repaired = last["repaired_blocks"].as_u64().unwrap_or(0);
     Ok(if last["state"] != "finished" || unrepaired > 0 || counted > repaired { 3 } else { 0 })
 }
@@ -57,9 +74,19 @@ async fn wait_for_end(pool: &str) -> Result<Value> {
         let st = call(pool, "status", Value::Null).await?;
         let s = st["scrub"].clone();
         if let Some(bar) = &bar {
-            bar.set_length(s["to_examine_bytes"].as_u64().unwrap_or(0).max(s["examined_bytes"].as_u64().unwrap_or(0)));
+            bar.set_length(
+                s["to_examine_bytes"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .max(s["examined_bytes"].as_u64().unwrap_or(0)),
+            );
             bar.set_position(s["examined_bytes"].as_u64().unwrap_or(0));
-            bar.set_message(format!("{} errors", s["checksum_errors"].as_u64().unwrap_or(0) + s["missing_blocks"].as_u64().unwrap_or(0) + s["read_errors"].as_u64().unwrap_or(0)));
+            bar.set_message(format!(
+                "{} errors",
+                s["checksum_errors"].as_u64().unwrap_or(0)
+                    + s["missing_blocks"].as_u64().unwrap_or(0)
+                    + s["read_errors"].as_u64().unwrap_or(0)
+            ));
         }
         if !matches!(s["state"].as_str(), Some("scanning") | Some("paused")) {
             if let Some(bar) = bar {
@@ -103,11 +130,21 @@ pub fn errors_text(s: &Value) -> String {
     if list.is_empty() {
         return "No known data errors".to_string();
     }
-    let mut out = format!("{} blocks with errors found by the last scrub:", s["checksum_errors"].as_u64().unwrap_or(0)
-        + s["missing_blocks"].as_u64().unwrap_or(0) + s["read_errors"].as_u64().unwrap_or(0));
+    let mut out = format!(
+        "{} blocks with errors found by the last scrub:",
+        s["checksum_errors"].as_u64().unwrap_or(0)
+            + s["missing_blocks"].as_u64().unwrap_or(0)
+            + s["read_errors"].as_u64().unwrap_or(0)
+    );
     for e in list {
-        out.push_str(&format!("\n\t{}: {} (segment {}, {}){}", e["dataset"].as_str().unwrap_or("?"), e["object"].as_str().unwrap_or("?"),
-            e["segment"].as_str().unwrap_or("?"), e["kind"].as_str().unwrap_or("?"), if e["repaired"] == true { " repaired" } else { "" }));
+        out.push_str(&format!(
+            "\n\t{}: {} (segment {}, {}){}",
+            e["dataset"].as_str().unwrap_or("?"),
+            e["object"].as_str().unwrap_or("?"),
+            e["segment"].as_str().unwrap_or("?"),
+            e["kind"].as_str().unwrap_or("?"),
+            if e["repaired"] == true { " repaired" } else { "" }
+        ));
     }
     out
 }
@@ -119,7 +156,9 @@ pub async fn history(a: HistoryArgs) -> Result<()> {
     } else {
         // Exported: the history is in the store; read it without importing.
         let store = super::query::exported_store(&a.pool)?;
-        let events = fardisk_engine::pool::read_history(store.as_ref(), limit as usize).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let events = fardisk_engine::pool::read_history(store.as_ref(), limit as usize)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         serde_json::to_value(events)?
     };
     if a.json {
@@ -128,8 +167,13 @@ pub async fn history(a: HistoryArgs) -> Result<()> {
     }
     println!("History for '{}':", a.pool);
     for e in v.as_array().into_iter().flatten() {
-        println!("{} {} [txg {} on {}]", date_text(e["time_ms"].as_u64().unwrap_or(0)), e["event"].as_str().unwrap_or(""),
-            e["txg"].as_u64().unwrap_or(0), e["host"].as_str().unwrap_or("?"));
+        println!(
+            "{} {} [txg {} on {}]",
+            date_text(e["time_ms"].as_u64().unwrap_or(0)),
+            e["event"].as_str().unwrap_or(""),
+            e["txg"].as_u64().unwrap_or(0),
+            e["host"].as_str().unwrap_or("?")
+        );
     }
     Ok(())
 }
@@ -152,12 +196,22 @@ fn background_work(st: &Value) -> Vec<(String, u64, u64, &'static str)> {
     let s = &st["scrub"];
     if matches!(s["state"].as_str(), Some("scanning") | Some("paused")) {
         let done = s["examined_bytes"].as_u64().unwrap_or(0);
-        out.push(("scrub".to_string(), done, s["to_examine_bytes"].as_u64().unwrap_or(0).max(done), "bytes"));
+        out.push((
+            "scrub".to_string(),
+            done,
+            s["to_examine_bytes"].as_u64().unwrap_or(0).max(done),
+            "bytes",
+        ));
     }
     for d in st["cache"]["devices"].as_array().into_iter().flatten() {
         let r = &d["rebuild"];
         if r["done"] == false && d["state"] != "faulted" {
-            out.push(("l2rebuild".to_string(), r["slots_scanned"].as_u64().unwrap_or(0), r["slots_total"].as_u64().unwrap_or(0), "slots"));
+            out.push((
+                "l2rebuild".to_string(),
+                r["slots_scanned"].as_u64().unwrap_or(0),
+                r["slots_total"].as_u64().unwrap_or(0),
+                "slots",
+            ));
         }
     }
     let w = &st["warmup"];

@@ -5,7 +5,9 @@ use anyhow::{bail, Result};
 pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
     let (num, unit) = t.split_at(t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len()));
-    let n: f64 = num.parse().map_err(|_| anyhow::anyhow!("size '{s}': expected a number with an optional K, M, G or T suffix"))?;
+    let n: f64 = num.parse().map_err(|_| {
+        anyhow::anyhow!("size '{s}': expected a number with an optional K, M, G or T suffix")
+    })?;
     let mult: u64 = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
         "" => 1,
         "K" => 1 << 10,

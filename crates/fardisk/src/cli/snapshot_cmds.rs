@@ -17,7 +17,9 @@ pub struct SnapshotArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum SnapshotCmd {
     /// List snapshots with the space each alone holds (what destroying it would free)
-    #[command(after_help = "Examples:\n  fardisk snapshot list tank\n  fardisk snapshot list tank --json")]
+    #[command(
+        after_help = "Examples:\n  fardisk snapshot list tank\n  fardisk snapshot list tank --json"
+    )]
     List {
         pool: String,
         #[arg(long)]
@@ -48,7 +50,12 @@ pub struct RollbackArgs {
 /// `POOL/VOLUME@SNAPSHOT` into (pool, "VOLUME@SNAPSHOT").
 fn split_snapshot(target: &str) -> Result<(&str, &str)> {
     match target.split_once('/') {
-        Some((p, rest)) if !p.is_empty() && rest.split_once('@').is_some_and(|(v, s)| !v.is_empty() && !s.is_empty()) => Ok((p, rest)),
+        Some((p, rest))
+            if !p.is_empty()
+                && rest.split_once('@').is_some_and(|(v, s)| !v.is_empty() && !s.is_empty()) =>
+        {
+            Ok((p, rest))
+        }
         _ => bail!("'{target}': expected POOL/VOLUME@SNAPSHOT, e.g. tank/pg@nightly"),
     }
 }
@@ -89,10 +96,17 @@ async fn list(pool: &str, as_json: bool) -> Result<()> {
     println!("{:<32} {:>8} {:>8} {:>8}  {:<20} CLONES", "NAME", "USED", "REFER", "TXG", "CREATION");
     for s in v["snapshots"].as_array().into_iter().flatten() {
         let created = s["time_ms"].as_u64().map(super::utc::date_time).unwrap_or_default();
-        let clones: Vec<&str> = s["clones"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
-        println!("{:<32} {:>8} {:>8} {:>8}  {:<20} {}", format!("{pool}/{}", s["full_name"].as_str().unwrap_or("?")),
-            human(s["used_bytes"].as_u64().unwrap_or(0)), human(s["referenced_bytes"].as_u64().unwrap_or(0)),
-            s["txg"].as_u64().unwrap_or(0), created, if clones.is_empty() { "-".to_string() } else { clones.join(",") });
+        let clones: Vec<&str> =
+            s["clones"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+        println!(
+            "{:<32} {:>8} {:>8} {:>8}  {:<20} {}",
+            format!("{pool}/{}", s["full_name"].as_str().unwrap_or("?")),
+            human(s["used_bytes"].as_u64().unwrap_or(0)),
+            human(s["referenced_bytes"].as_u64().unwrap_or(0)),
+            s["txg"].as_u64().unwrap_or(0),
+            created,
+            if clones.is_empty() { "-".to_string() } else { clones.join(",") }
+        );
     }
     Ok(())
 }
@@ -104,7 +118,12 @@ pub async fn clone(a: CloneArgs) -> Result<()> {
         bail!("a clone lives in its origin's pool: use {pool}/{name}");
     }
     let v = call(pool, "clone", json!({"target": snap, "name": name})).await?;
-    println!("cloned {} as {} in {:.0} ms", a.snapshot, a.target, v["elapsed_ms"].as_f64().unwrap_or(0.0));
+    println!(
+        "cloned {} as {} in {:.0} ms",
+        a.snapshot,
+        a.target,
+        v["elapsed_ms"].as_f64().unwrap_or(0.0)
+    );
     Ok(())
 }
 

@@ -45,14 +45,25 @@ pub fn parse_time_ms(s: &str) -> Result<u64> {
         return Ok(secs * 1000);
     }
     let t = s.trim().trim_end_matches('Z').replace('T', " ");
-    let bad = || anyhow::anyhow!("'{s}' is not a time: use UTC \"YYYY-MM-DD HH:MM:SS\" or Unix seconds");
+    let bad =
+        || anyhow::anyhow!("'{s}' is not a time: use UTC \"YYYY-MM-DD HH:MM:SS\" or Unix seconds");
     let (date, time) = t.split_once(' ').unwrap_or((t.as_str(), "00:00:00"));
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
-    let h: Vec<i64> = time.split(':').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
-    if d.len() != 3 || h.is_empty() || h.len() > 3 || !(1..=12).contains(&d[1]) || !(1..=31).contains(&d[2]) {
+    let d: Vec<i64> =
+        date.split('-').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
+    let h: Vec<i64> =
+        time.split(':').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_>>()?;
+    if d.len() != 3
+        || h.is_empty()
+        || h.len() > 3
+        || !(1..=12).contains(&d[1])
+        || !(1..=31).contains(&d[2])
+    {
         return Err(bad());
     }
-    let secs = days_from_civil(d[0], d[1], d[2]) * 86_400 + h[0] * 3600 + h.get(1).copied().unwrap_or(0) * 60 + h.get(2).copied().unwrap_or(0);
+    let secs = days_from_civil(d[0], d[1], d[2]) * 86_400
+        + h[0] * 3600
+        + h.get(1).copied().unwrap_or(0) * 60
+        + h.get(2).copied().unwrap_or(0);
     u64::try_from(secs * 1000).map_err(|_| bad())
 }
 

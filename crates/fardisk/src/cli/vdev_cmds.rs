@@ -60,11 +60,17 @@ pub async fn add(a: AddArgs) -> Result<()> {
 
 pub async fn remove(a: RemoveArgs) -> Result<()> {
     let v = call(&a.pool, "vdev_remove", json!({"path": a.device})).await?;
-    let paths: Vec<String> = v["paths"].as_array().map(|p| p.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+    let paths: Vec<String> = v["paths"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .unwrap_or_default();
     let role = v["role"].as_str().unwrap_or("device");
     println!("removed {role} {} from pool '{}'", paths.join(" "), a.pool);
     if role == "log" && v["log_left"] == false {
-        println!("pool '{}' has no log device now: sync requests wait for txgs to reach the store", a.pool);
+        println!(
+            "pool '{}' has no log device now: sync requests wait for txgs to reach the store",
+            a.pool
+        );
     }
     Ok(())
 }
@@ -72,11 +78,15 @@ pub async fn remove(a: RemoveArgs) -> Result<()> {
 pub async fn replace(a: ReplaceArgs) -> Result<()> {
     let new = a.new_device.clone().unwrap_or_else(|| a.old_device.clone());
     crate::vdev_format::check_absolute(&[new.clone()])?;
-    call(&a.pool, "vdev_replace", json!({"old": a.old_device, "new": new, "force": a.force})).await?;
+    call(&a.pool, "vdev_replace", json!({"old": a.old_device, "new": new, "force": a.force}))
+        .await?;
     if new == a.old_device {
         println!("{} resilvered and back ONLINE in pool '{}'", new, a.pool);
     } else {
-        println!("replaced {} with {} in pool '{}' (resilvered, ONLINE)", a.old_device, new, a.pool);
+        println!(
+            "replaced {} with {} in pool '{}' (resilvered, ONLINE)",
+            a.old_device, new, a.pool
+        );
     }
     Ok(())
 }

@@ -11,7 +11,9 @@ pub enum VolumeCmd {
     #[command(after_help = "Example:\n  fardisk volume create tank/pg 8G")]
     Create { target: String, size: String },
     /// Destroy a volume and free its space (-r: with its snapshots)
-    #[command(after_help = "Examples:\n  fardisk volume destroy tank/scratch\n  fardisk volume destroy -r tank/old   # and its snapshots")]
+    #[command(
+        after_help = "Examples:\n  fardisk volume destroy tank/scratch\n  fardisk volume destroy -r tank/old   # and its snapshots"
+    )]
     Destroy {
         target: String,
         /// Also destroy the volume's snapshots (refused while a clone needs one)
@@ -19,7 +21,9 @@ pub enum VolumeCmd {
         recursive: bool,
     },
     /// List the volumes of a pool
-    #[command(after_help = "Examples:\n  fardisk volume list tank\n  fardisk volume list tank --json")]
+    #[command(
+        after_help = "Examples:\n  fardisk volume list tank\n  fardisk volume list tank --json"
+    )]
     List {
         pool: String,
         #[arg(long)]
@@ -63,8 +67,12 @@ pub async fn run(c: VolumeCmd) -> Result<()> {
             } else {
                 println!("{:<24} {:>8} {:>8}", "NAME", "SIZE", "ALLOC");
                 for vol in v["volumes"].as_array().into_iter().flatten() {
-                    println!("{:<24} {:>8} {:>8}", format!("{pool}/{}", vol["name"].as_str().unwrap_or("?")),
-                        human(vol["size_bytes"].as_u64().unwrap_or(0)), human(vol["allocated_bytes"].as_u64().unwrap_or(0)));
+                    println!(
+                        "{:<24} {:>8} {:>8}",
+                        format!("{pool}/{}", vol["name"].as_str().unwrap_or("?")),
+                        human(vol["size_bytes"].as_u64().unwrap_or(0)),
+                        human(vol["allocated_bytes"].as_u64().unwrap_or(0))
+                    );
                 }
             }
         }

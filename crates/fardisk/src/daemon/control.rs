@@ -42,9 +42,12 @@ impl Reply {
 
 /// Sends one request to the daemon of `pool` and returns its data, or the daemon's error.
 pub async fn call(socket: &Path, cmd: &str, args: Value) -> Result<Value> {
-    let stream = UnixStream::connect(socket).await.with_context(|| format!("cannot reach the daemon at {}", socket.display()))?;
+    let stream = UnixStream::connect(socket)
+        .await
+        .with_context(|| format!("cannot reach the daemon at {}", socket.display()))?;
     let (r, mut w) = stream.into_split();
-    let mut line = serde_json::to_vec(&Request { cmd: cmd.to_string(), args, cmdline: command_line() })?;
+    let mut line =
+        serde_json::to_vec(&Request { cmd: cmd.to_string(), args, cmdline: command_line() })?;
     line.push(b'\n');
     w.write_all(&line).await?;
     let mut reader = BufReader::new(r);

@@ -24,8 +24,21 @@ pub(super) fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String>
 }
 
 /// Requests that change the pool: recorded in its history when they succeed.
-const HISTORY_CMDS: &[&str] = &["set", "volume_create", "volume_destroy", "volume_resize", "vdev_add", "vdev_remove", "vdev_replace", "scrub",
-    "snapshot_create", "snapshot_destroy", "clone", "promote", "rollback"];
+const HISTORY_CMDS: &[&str] = &[
+    "set",
+    "volume_create",
+    "volume_destroy",
+    "volume_resize",
+    "vdev_add",
+    "vdev_remove",
+    "vdev_replace",
+    "scrub",
+    "snapshot_create",
+    "snapshot_destroy",
+    "clone",
+    "promote",
+    "rollback",
+];
 
 /// What `status --json` shows of this pool (also what the metrics endpoint exports).
 pub fn status_json(st: &DaemonState) -> Value {
@@ -95,8 +108,12 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
         "status" => Ok(status_json(st)),
         "arcstat" => Ok(arcstat_json(st)),
         "hotset_save" => {
-            let budget = pool.props().get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
-            pool.save_hot_set(budget).await.map(|n| json!({"regions": n})).map_err(|e| e.to_string())
+            let budget =
+                pool.props().get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
+            pool.save_hot_set(budget)
+                .await
+                .map(|n| json!({"regions": n}))
+                .map_err(|e| e.to_string())
         }
         "sync" => sync_unless_suspended(pool).await,
         "export" => {
@@ -144,7 +161,8 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             Ok(json!(rows))
         }
         "set" => {
-            pool.set_prop(arg_str(a, "property")?, arg_str(a, "value")?).map_err(|e| e.to_string())?;
+            pool.set_prop(arg_str(a, "property")?, arg_str(a, "value")?)
+                .map_err(|e| e.to_string())?;
             pool.sync_txg().await.map_err(|e| e.to_string())?;
             Ok(Value::Null)
         }
@@ -153,13 +171,18 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
                 "start" => pool.scrub_start(),
                 "pause" => pool.scrub_pause(),
                 "stop" => pool.scrub_stop(),
-                other => return Err(format!("unknown scrub action '{other}' (start, pause or stop)")),
+                other => {
+                    return Err(format!("unknown scrub action '{other}' (start, pause or stop)"))
+                }
             }
             .map_err(|e| e.to_string())?;
             serde_json::to_value(pool.scrub_progress()).map_err(|e| e.to_string())
         }
         "history" => {
-            let limit = a.get("limit").and_then(|v| v.as_u64()).unwrap_or(fardisk_engine::pool::HISTORY_KEPT as u64) as usize;
+            let limit =
+                a.get("limit")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(fardisk_engine::pool::HISTORY_KEPT as u64) as usize;
             let events = pool.history(limit).await.map_err(|e| e.to_string())?;
             serde_json::to_value(events).map_err(|e| e.to_string())
         }

@@ -38,7 +38,12 @@ struct Scrape {
 /// The text exposition (OpenMetrics) of one scrape.
 pub fn encode(pool: &str, status: &Value, arc: &Value, now_ms: u64) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Scrape { pool: pool.to_string(), status: status.clone(), arc: arc.clone(), now_ms }));
+    registry.register_collector(Box::new(Scrape {
+        pool: pool.to_string(),
+        status: status.clone(),
+        arc: arc.clone(),
+        now_ms,
+    }));
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -51,8 +56,15 @@ fn num(v: &Value) -> Option<f64> {
 
 /// Writes one metric family. Samples whose value is missing (not in this snapshot) are skipped,
 /// and a family without samples is left out entirely.
-fn family(enc: &mut DescriptorEncoder, name: &str, help: &str, kind: MetricType, samples: Vec<(Labels, Option<f64>)>) -> std::fmt::Result {
-    let samples: Vec<(Labels, f64)> = samples.into_iter().filter_map(|(l, v)| v.map(|v| (l, v))).collect();
+fn family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: Vec<(Labels, Option<f64>)>,
+) -> std::fmt::Result {
+    let samples: Vec<(Labels, f64)> =
+        samples.into_iter().filter_map(|(l, v)| v.map(|v| (l, v))).collect();
     if samples.is_empty() {
         return Ok(());
     }
@@ -81,26 +93,56 @@ const POOL_FIELDS: &[Field] = &[
     ("garbage_bytes", "garbage_bytes", G, "Bytes in store segments no longer referenced"),
     ("compress_ratio", "compress_ratio", G, "Logical over stored bytes of live data"),
     ("segments_uploaded", "segments_uploaded", C, "Segments written to the store"),
-    ("segment_bytes_uploaded", "segment_uploaded_bytes", C, "Bytes of segments written to the store"),
-    ("checksum_errors", "checksum_errors", C, "Blocks read from the store that failed their checksum"),
+    (
+        "segment_bytes_uploaded",
+        "segment_uploaded_bytes",
+        C,
+        "Bytes of segments written to the store",
+    ),
+    (
+        "checksum_errors",
+        "checksum_errors",
+        C,
+        "Blocks read from the store that failed their checksum",
+    ),
     ("throttle_delays", "throttle_delays", C, "Writes delayed by the dirty-data throttle"),
     ("throttle_stalls", "throttle_stalls", C, "Writes stopped until a txg committed"),
     ("readahead_blocks", "readahead_blocks", C, "Blocks prefetched by sequential read-ahead"),
     ("compacted_segments", "compacted_segments", C, "Segments rewritten by compaction"),
     ("deleted_segments", "deleted_segments", C, "Segments deleted from the store"),
-    ("orphans_deleted", "orphans_deleted", C, "Orphaned segments (uploaded by txgs never published) deleted from the store"),
+    (
+        "orphans_deleted",
+        "orphans_deleted",
+        C,
+        "Orphaned segments (uploaded by txgs never published) deleted from the store",
+    ),
     ("pending_deletes", "pending_deletes", G, "Segments waiting to be deleted"),
     ("map_cache_bytes", "map_cache_bytes", G, "Block-map pages held in memory"),
 ];
 
 const LOG_FIELDS: &[Field] = &[
     ("sync_requests", "log_sync_requests", C, "Sync requests (fsync, FUA, flush) served"),
-    ("txg_fallbacks", "log_txg_fallbacks", C, "Sync requests served by committing a txg instead of the log"),
+    (
+        "txg_fallbacks",
+        "log_txg_fallbacks",
+        C,
+        "Sync requests served by committing a txg instead of the log",
+    ),
     ("commits", "log_commits", C, "Log commit calls"),
-    ("device_writes", "log_device_writes", C, "Commit batches written to the log legs (group commit)"),
+    (
+        "device_writes",
+        "log_device_writes",
+        C,
+        "Commit batches written to the log legs (group commit)",
+    ),
     ("bytes_logged", "log_logged_bytes", C, "Bytes written to the log"),
     ("records_logged", "log_records_logged", C, "Records written to the log"),
-    ("log_full_events", "log_full_events", C, "Times the log was full and a commit waited for a txg"),
+    (
+        "log_full_events",
+        "log_full_events",
+        C,
+        "Times the log was full and a commit waited for a txg",
+    ),
     ("commit_errors", "log_commit_errors", C, "Log commits that failed"),
     ("space_used_bytes", "log_used_bytes", G, "Log space holding records not yet in the store"),
     ("space_total_bytes", "log_capacity_bytes", G, "Log space"),
@@ -114,7 +156,12 @@ const ARC_FIELDS: &[Field] = &[
     ("demand_misses", "arc_demand_misses", C, "ARC misses of demand reads"),
     ("prefetch_hits", "arc_prefetch_hits", C, "ARC hits of prefetch reads"),
     ("prefetch_misses", "arc_prefetch_misses", C, "ARC misses of prefetch reads"),
-    ("demand_hits_on_prefetched", "arc_demand_hits_on_prefetched", C, "Demand hits on prefetched blocks"),
+    (
+        "demand_hits_on_prefetched",
+        "arc_demand_hits_on_prefetched",
+        C,
+        "Demand hits on prefetched blocks",
+    ),
     ("mru_ghost_hits", "arc_mru_ghost_hits", C, "Hits in the MRU ghost list"),
     ("mfu_ghost_hits", "arc_mfu_ghost_hits", C, "Hits in the MFU ghost list"),
     ("inserts", "arc_inserts", C, "Blocks inserted"),
@@ -127,7 +174,12 @@ const ARC_FIELDS: &[Field] = &[
     ("c_max_bytes", "arc_max_bytes", G, "ARC maximum target (arc_max)"),
     ("p_bytes", "arc_mru_target_bytes", G, "Target size of the MRU side (p)"),
     ("mru_bytes", "arc_mru_bytes", G, "MRU size"),
-    ("mru_prefetch_bytes", "arc_mru_prefetch_bytes", G, "MRU bytes of prefetched blocks not read yet"),
+    (
+        "mru_prefetch_bytes",
+        "arc_mru_prefetch_bytes",
+        G,
+        "MRU bytes of prefetched blocks not read yet",
+    ),
     ("mfu_bytes", "arc_mfu_bytes", G, "MFU size"),
     ("mru_ghost_bytes", "arc_mru_ghost_bytes", G, "Bytes described by the MRU ghost list"),
     ("mfu_ghost_bytes", "arc_mfu_ghost_bytes", G, "Bytes described by the MFU ghost list"),
@@ -152,9 +204,20 @@ impl Scrape {
         l
     }
 
-    fn fields(&self, enc: &mut DescriptorEncoder, obj: &Value, fields: &[Field]) -> std::fmt::Result {
+    fn fields(
+        &self,
+        enc: &mut DescriptorEncoder,
+        obj: &Value,
+        fields: &[Field],
+    ) -> std::fmt::Result {
         for (field, name, kind, help) in fields {
-            family(enc, &format!("fardisk_{name}"), help, *kind, vec![(self.labels(&[]), obj.get(*field).and_then(num))])?;
+            family(
+                enc,
+                &format!("fardisk_{name}"),
+                help,
+                *kind,
+                vec![(self.labels(&[]), obj.get(*field).and_then(num))],
+            )?;
         }
         Ok(())
     }
@@ -162,18 +225,59 @@ impl Scrape {
     fn pool_metrics(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         let s = &self.status;
         let state = s["health"]["state"].as_str().unwrap_or("unknown").to_uppercase();
-        family(enc, "fardisk_pool_state", "1 for the pool's current state (ONLINE, DEGRADED, SUSPENDED, FAULTED)", G, vec![(self.labels(&[("state", state)]), Some(1.0))])?;
+        family(
+            enc,
+            "fardisk_pool_state",
+            "1 for the pool's current state (ONLINE, DEGRADED, SUSPENDED, FAULTED)",
+            G,
+            vec![(self.labels(&[("state", state)]), Some(1.0))],
+        )?;
         self.fields(enc, s, POOL_FIELDS)?;
-        let age_s = s["published_time_ms"].as_u64().map(|t| self.now_ms.saturating_sub(t) as f64 / 1000.0);
-        family(enc, "fardisk_txg_published_age_seconds", "Age of the last published txg: how far behind the store alone is", G, vec![(self.labels(&[]), age_s)])?;
+        let age_s =
+            s["published_time_ms"].as_u64().map(|t| self.now_ms.saturating_sub(t) as f64 / 1000.0);
+        family(
+            enc,
+            "fardisk_txg_published_age_seconds",
+            "Age of the last published txg: how far behind the store alone is",
+            G,
+            vec![(self.labels(&[]), age_s)],
+        )?;
         let sync_s = s["txg_sync_ms_avg"].as_f64().map(|ms| ms / 1000.0);
-        family(enc, "fardisk_txg_sync_seconds_avg", "Mean time to commit a txg since import", G, vec![(self.labels(&[]), sync_s)])?;
-        for (field, what) in [("logical_bytes", "Bytes written to volumes and still referenced"), ("physical_bytes", "Bytes the pool stores"), ("live_bytes", "Stored bytes still referenced")] {
-            family(enc, &format!("fardisk_space_{field}"), what, G, vec![(self.labels(&[]), s["space"].get(field).and_then(num))])?;
+        family(
+            enc,
+            "fardisk_txg_sync_seconds_avg",
+            "Mean time to commit a txg since import",
+            G,
+            vec![(self.labels(&[]), sync_s)],
+        )?;
+        for (field, what) in [
+            ("logical_bytes", "Bytes written to volumes and still referenced"),
+            ("physical_bytes", "Bytes the pool stores"),
+            ("live_bytes", "Stored bytes still referenced"),
+        ] {
+            family(
+                enc,
+                &format!("fardisk_space_{field}"),
+                what,
+                G,
+                vec![(self.labels(&[]), s["space"].get(field).and_then(num))],
+            )?;
         }
-        let volumes: Vec<&Value> = s["volumes"].as_array().map(|v| v.iter().collect()).unwrap_or_default();
-        for (field, help) in [("size_bytes", "Volume size"), ("allocated_bytes", "Volume bytes written and referenced")] {
-            let samples = volumes.iter().map(|v| (self.labels(&[("volume", v["name"].as_str().unwrap_or("").to_string())]), v.get(field).and_then(num))).collect();
+        let volumes: Vec<&Value> =
+            s["volumes"].as_array().map(|v| v.iter().collect()).unwrap_or_default();
+        for (field, help) in [
+            ("size_bytes", "Volume size"),
+            ("allocated_bytes", "Volume bytes written and referenced"),
+        ] {
+            let samples = volumes
+                .iter()
+                .map(|v| {
+                    (
+                        self.labels(&[("volume", v["name"].as_str().unwrap_or("").to_string())]),
+                        v.get(field).and_then(num),
+                    )
+                })
+                .collect();
             family(enc, &format!("fardisk_volume_{field}"), help, G, samples)?;
         }
         Ok(())
@@ -183,19 +287,73 @@ impl Scrape {
         let r = &self.status["store_requests"];
         let ops = ["put", "get", "head", "delete", "list"];
         let per_op = |field: &str, scale: f64| -> Vec<(Labels, Option<f64>)> {
-            ops.iter().map(|op| (self.labels(&[("op", op.to_string())]), r[op].get(field).and_then(num).map(|v| v * scale))).collect()
+            ops.iter()
+                .map(|op| {
+                    (
+                        self.labels(&[("op", op.to_string())]),
+                        r[op].get(field).and_then(num).map(|v| v * scale),
+                    )
+                })
+                .collect()
         };
-        family(enc, "fardisk_store_requests", "Object-store requests by kind", C, per_op("requests", 1.0))?;
-        family(enc, "fardisk_store_request_errors", "Object-store requests that failed, by kind", C, per_op("errors", 1.0))?;
-        family(enc, "fardisk_store_transferred_bytes", "Bytes sent (put) or received (get, list) by kind", C, per_op("bytes", 1.0))?;
-        family(enc, "fardisk_store_request_seconds", "Total time spent in object-store requests, by kind", C, per_op("latency_us_total", 1e-6))?;
-        family(enc, "fardisk_store_requests_in_flight", "Object-store requests under way now, by kind", G, per_op("in_flight", 1.0))?;
-        family(enc, "fardisk_store_requests_in_flight_max", "Most object-store requests under way at once since import, by kind", G, per_op("in_flight_max", 1.0))?;
+        family(
+            enc,
+            "fardisk_store_requests",
+            "Object-store requests by kind",
+            C,
+            per_op("requests", 1.0),
+        )?;
+        family(
+            enc,
+            "fardisk_store_request_errors",
+            "Object-store requests that failed, by kind",
+            C,
+            per_op("errors", 1.0),
+        )?;
+        family(
+            enc,
+            "fardisk_store_transferred_bytes",
+            "Bytes sent (put) or received (get, list) by kind",
+            C,
+            per_op("bytes", 1.0),
+        )?;
+        family(
+            enc,
+            "fardisk_store_request_seconds",
+            "Total time spent in object-store requests, by kind",
+            C,
+            per_op("latency_us_total", 1e-6),
+        )?;
+        family(
+            enc,
+            "fardisk_store_requests_in_flight",
+            "Object-store requests under way now, by kind",
+            G,
+            per_op("in_flight", 1.0),
+        )?;
+        family(
+            enc,
+            "fardisk_store_requests_in_flight_max",
+            "Most object-store requests under way at once since import, by kind",
+            G,
+            per_op("in_flight_max", 1.0),
+        )?;
         let cost: Vec<(Labels, Option<f64>)> = REQUEST_COST_USD_PER_1000
             .iter()
-            .map(|(op, usd)| (self.labels(&[("op", op.to_string())]), r[*op]["requests"].as_u64().map(|n| n as f64 * usd / 1000.0)))
+            .map(|(op, usd)| {
+                (
+                    self.labels(&[("op", op.to_string())]),
+                    r[*op]["requests"].as_u64().map(|n| n as f64 * usd / 1000.0),
+                )
+            })
             .collect();
-        family(enc, "fardisk_store_request_cost_usd_estimate", "Estimated request cost in USD at S3 Standard list prices (see docs/metrics.md)", C, cost)?;
+        family(
+            enc,
+            "fardisk_store_request_cost_usd_estimate",
+            "Estimated request cost in USD at S3 Standard list prices (see docs/metrics.md)",
+            C,
+            cost,
+        )?;
         let mut histograms = Vec::new();
         for op in ["put", "get"] {
             let Some(counts) = r[format!("{op}_latency_buckets")].as_array() else { continue };
@@ -204,14 +362,30 @@ impl Scrape {
             let buckets: Vec<(f64, u64)> = counts
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (STORE_BUCKETS_US.get(i).map(|us| *us as f64 / 1e6).unwrap_or(f64::INFINITY), *c))
+                .map(|(i, c)| {
+                    (
+                        STORE_BUCKETS_US.get(i).map(|us| *us as f64 / 1e6).unwrap_or(f64::INFINITY),
+                        *c,
+                    )
+                })
                 .collect();
-            histograms.push((self.labels(&[("op", op.to_string())]), sum_s, counts.iter().sum::<u64>(), buckets));
+            histograms.push((
+                self.labels(&[("op", op.to_string())]),
+                sum_s,
+                counts.iter().sum::<u64>(),
+                buckets,
+            ));
         }
         if !histograms.is_empty() {
-            let mut m = enc.encode_descriptor("fardisk_store_request_latency_seconds", "Object-store request latency (put and get)", None, MetricType::Histogram)?;
+            let mut m = enc.encode_descriptor(
+                "fardisk_store_request_latency_seconds",
+                "Object-store request latency (put and get)",
+                None,
+                MetricType::Histogram,
+            )?;
             for (labels, sum_s, count, buckets) in &histograms {
-                m.encode_family(labels)?.encode_histogram::<NoLabelSet>(*sum_s, *count, buckets, None)?;
+                m.encode_family(labels)?
+                    .encode_histogram::<NoLabelSet>(*sum_s, *count, buckets, None)?;
             }
         }
         Ok(())
@@ -228,26 +402,58 @@ impl Scrape {
                 .iter()
                 .map(|x| {
                     let le = x["le_us"].as_u64().unwrap_or(u64::MAX);
-                    (if le == u64::MAX { f64::INFINITY } else { le as f64 / 1e6 }, x["count"].as_u64().unwrap_or(0))
+                    (
+                        if le == u64::MAX { f64::INFINITY } else { le as f64 / 1e6 },
+                        x["count"].as_u64().unwrap_or(0),
+                    )
                 })
                 .collect();
             let count = buckets.iter().map(|b| b.1).sum();
             let sum_s = log["commit_latency_us_total"].as_u64().unwrap_or(0) as f64 / 1e6;
-            let mut m = enc.encode_descriptor("fardisk_log_commit_latency_seconds", "Time from a sync request to its records on every healthy leg", None, MetricType::Histogram)?;
-            m.encode_family(&self.labels(&[]))?.encode_histogram::<NoLabelSet>(sum_s, count, &buckets, None)?;
+            let mut m = enc.encode_descriptor(
+                "fardisk_log_commit_latency_seconds",
+                "Time from a sync request to its records on every healthy leg",
+                None,
+                MetricType::Histogram,
+            )?;
+            m.encode_family(&self.labels(&[]))?
+                .encode_histogram::<NoLabelSet>(sum_s, count, &buckets, None)?;
         }
         let legs: Vec<(String, &Value)> = log["vdevs"]
             .as_array()
             .into_iter()
             .flatten()
-            .flat_map(|v| v["legs"].as_array().into_iter().flatten().map(move |l| (v["guid"].as_str().unwrap_or("").to_string(), l)))
+            .flat_map(|v| {
+                v["legs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |l| (v["guid"].as_str().unwrap_or("").to_string(), l))
+            })
             .collect();
-        let leg_labels = |vdev: &str, l: &Value| self.labels(&[("vdev", vdev.to_string()), ("device", l["path"].as_str().unwrap_or("").to_string())]);
-        let online = legs.iter().map(|(g, l)| (leg_labels(g, l), Some(if l["state"] == "ONLINE" { 1.0 } else { 0.0 }))).collect();
+        let leg_labels = |vdev: &str, l: &Value| {
+            self.labels(&[
+                ("vdev", vdev.to_string()),
+                ("device", l["path"].as_str().unwrap_or("").to_string()),
+            ])
+        };
+        let online = legs
+            .iter()
+            .map(|(g, l)| (leg_labels(g, l), Some(if l["state"] == "ONLINE" { 1.0 } else { 0.0 })))
+            .collect();
         family(enc, "fardisk_log_device_online", "1 when the log leg is ONLINE", G, online)?;
-        for (field, what) in [("read_errors", "read"), ("write_errors", "write"), ("checksum_errors", "checksum")] {
-            let samples = legs.iter().map(|(g, l)| (leg_labels(g, l), l.get(field).and_then(num))).collect();
-            family(enc, &format!("fardisk_log_device_{field}"), &format!("{what} errors of the log leg"), C, samples)?;
+        for (field, what) in
+            [("read_errors", "read"), ("write_errors", "write"), ("checksum_errors", "checksum")]
+        {
+            let samples =
+                legs.iter().map(|(g, l)| (leg_labels(g, l), l.get(field).and_then(num))).collect();
+            family(
+                enc,
+                &format!("fardisk_log_device_{field}"),
+                &format!("{what} errors of the log leg"),
+                C,
+                samples,
+            )?;
         }
         Ok(())
     }
@@ -259,32 +465,79 @@ impl Scrape {
             return Ok(());
         }
         self.fields(enc, l2, L2_FIELDS)?;
-        let devices: Vec<&Value> = l2["devices"].as_array().map(|d| d.iter().collect()).unwrap_or_default();
-        let dev_labels = |d: &Value| self.labels(&[("device", d["path"].as_str().unwrap_or("").to_string())]);
-        let online = devices.iter().map(|d| (dev_labels(d), Some(if d["state"] == "Online" { 1.0 } else { 0.0 }))).collect();
-        family(enc, "fardisk_l2arc_device_online", "1 when the cache device serves reads", G, online)?;
-        let cap = devices.iter().map(|d| (dev_labels(d), d.get("capacity_bytes").and_then(num))).collect();
+        let devices: Vec<&Value> =
+            l2["devices"].as_array().map(|d| d.iter().collect()).unwrap_or_default();
+        let dev_labels =
+            |d: &Value| self.labels(&[("device", d["path"].as_str().unwrap_or("").to_string())]);
+        let online = devices
+            .iter()
+            .map(|d| (dev_labels(d), Some(if d["state"] == "Online" { 1.0 } else { 0.0 })))
+            .collect();
+        family(
+            enc,
+            "fardisk_l2arc_device_online",
+            "1 when the cache device serves reads",
+            G,
+            online,
+        )?;
+        let cap = devices
+            .iter()
+            .map(|d| (dev_labels(d), d.get("capacity_bytes").and_then(num)))
+            .collect();
         family(enc, "fardisk_l2arc_device_capacity_bytes", "Cache device size", G, cap)?;
-        let rebuilt = devices.iter().map(|d| (dev_labels(d), d["rebuild"].get("entries").and_then(num))).collect();
-        family(enc, "fardisk_l2arc_rebuild_entries", "Entries recovered from the device at import", G, rebuilt)?;
+        let rebuilt = devices
+            .iter()
+            .map(|d| (dev_labels(d), d["rebuild"].get("entries").and_then(num)))
+            .collect();
+        family(
+            enc,
+            "fardisk_l2arc_rebuild_entries",
+            "Entries recovered from the device at import",
+            G,
+            rebuilt,
+        )?;
         Ok(())
     }
 
     fn background_metrics(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         let scrub = &self.status["scrub"];
         let state = scrub["state"].as_str().unwrap_or("none").to_string();
-        family(enc, "fardisk_scrub_state", "1 for the state of the current or last scrub", G, vec![(self.labels(&[("state", state)]), Some(1.0))])?;
+        family(
+            enc,
+            "fardisk_scrub_state",
+            "1 for the state of the current or last scrub",
+            G,
+            vec![(self.labels(&[("state", state)]), Some(1.0))],
+        )?;
         for (field, help) in [
             ("examined_bytes", "Bytes the current or last scrub read back"),
             ("to_examine_bytes", "Bytes the current or last scrub has to read"),
             ("checksum_errors", "Checksum errors the current or last scrub found"),
             ("repaired_blocks", "Blocks the current or last scrub repaired"),
         ] {
-            family(enc, &format!("fardisk_scrub_{field}"), help, G, vec![(self.labels(&[]), scrub.get(field).and_then(num))])?;
+            family(
+                enc,
+                &format!("fardisk_scrub_{field}"),
+                help,
+                G,
+                vec![(self.labels(&[]), scrub.get(field).and_then(num))],
+            )?;
         }
         let warm = &self.arc["warmup"];
-        family(enc, "fardisk_warmup_regions_done", "Hot-set regions read back since import", G, vec![(self.labels(&[]), warm.get("regions_done").and_then(num))])?;
-        family(enc, "fardisk_warmup_regions_total", "Hot-set regions to read back at import", G, vec![(self.labels(&[]), warm.get("regions_total").and_then(num))])?;
+        family(
+            enc,
+            "fardisk_warmup_regions_done",
+            "Hot-set regions read back since import",
+            G,
+            vec![(self.labels(&[]), warm.get("regions_done").and_then(num))],
+        )?;
+        family(
+            enc,
+            "fardisk_warmup_regions_total",
+            "Hot-set regions to read back at import",
+            G,
+            vec![(self.labels(&[]), warm.get("regions_total").and_then(num))],
+        )?;
         Ok(())
     }
 }

@@ -30,7 +30,11 @@ pub fn parse_listen(text: &str, public: bool) -> Result<SocketAddr> {
     } else if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {
         SocketAddr::from(([127, 0, 0, 1], port))
     } else {
-        t.parse().with_context(|| format!("--metrics {t}: expected HOST:PORT or PORT, e.g. 127.0.0.1:{METRICS_PORT_DEFAULT}"))?
+        t.parse().with_context(|| {
+            format!(
+                "--metrics {t}: expected HOST:PORT or PORT, e.g. 127.0.0.1:{METRICS_PORT_DEFAULT}"
+            )
+        })?
     };
     if !addr.ip().is_loopback() && !public {
         bail!("--metrics {addr}: not a loopback address; pool figures would be visible to the network. Use 127.0.0.1:PORT, or add --metrics-public to mean it");
@@ -43,7 +47,12 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 }
 
 /// Serves scrapes until `stop` turns true.
-pub async fn serve(listener: TcpListener, state: Arc<DaemonState>, name: String, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<DaemonState>,
+    name: String,
+    mut stop: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     loop {
         let permit = tokio::select! {
@@ -69,7 +78,13 @@ async fn answer(mut stream: TcpStream, st: &DaemonState, name: &str) -> std::io:
     // Read up to the end of the headers (the request has no body).
     let head_end = loop {
         if len == buf.len() {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "text/plain", "request too large\n").await;
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "request too large\n",
+            )
+            .await;
         }
         let n = match tokio::time::timeout(READ_TIMEOUT, stream.read(&mut buf[len..])).await {
             Ok(r) => r?,
@@ -79,7 +94,11 @@ async fn answer(mut stream: TcpStream, st: &DaemonState, name: &str) -> std::io:
             return Ok(());
         }
         len += n;
-        if let Some(i) = buf[..len].windows(4).position(|w| w == b"\r\n\r\n").or_else(|| buf[..len].windows(2).position(|w| w == b"\n\n")) {
+        if let Some(i) = buf[..len]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .or_else(|| buf[..len].windows(2).position(|w| w == b"\n\n"))
+        {
             break i;
         }
     };
@@ -90,10 +109,26 @@ async fn answer(mut stream: TcpStream, st: &DaemonState, name: &str) -> std::io:
     match (method, path) {
         ("GET", "/metrics") => {
             let body = scrape(st, name);
-            respond(&mut stream, "200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", &body).await
+            respond(
+                &mut stream,
+                "200 OK",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                &body,
+            )
+            .await
         }
-        ("GET", "/") => respond(&mut stream, "200 OK", "text/plain", "fardisk metrics: GET /metrics\n").await,
-        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", "not found; metrics are at /metrics\n").await,
+        ("GET", "/") => {
+            respond(&mut stream, "200 OK", "text/plain", "fardisk metrics: GET /metrics\n").await
+        }
+        ("GET", _) => {
+            respond(
+                &mut stream,
+                "404 Not Found",
+                "text/plain",
+                "not found; metrics are at /metrics\n",
+            )
+            .await
+        }
         _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET\n").await,
     }
 }
@@ -106,7 +141,12 @@ pub fn scrape(st: &DaemonState, name: &str) -> String {
     super::metrics::encode(name, &status, &arc, now_ms)
 }
 
-async fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> std::io::Result<()> {
+async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let head = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
@@ -126,6 +166,9 @@ mod tests {
         let e = parse_listen("0.0.0.0:9100", false).unwrap_err().to_string();
         assert!(e.contains("not a loopback address") && e.contains("--metrics-public"), "{e}");
         assert_eq!(parse_listen("0.0.0.0:9100", true).unwrap(), "0.0.0.0:9100".parse().unwrap());
-        assert!(parse_listen("localhost:x", false).unwrap_err().to_string().contains("expected HOST:PORT"));
+        assert!(parse_listen("localhost:x", false)
+            .unwrap_err()
+            .to_string()
+            .contains("expected HOST:PORT"));
     }
 }

@@ -12,7 +12,10 @@ fn fixture() -> String {
 }
 
 fn sample(text: &str, prefix: &str) -> f64 {
-    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no sample {prefix} in\n{text}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no sample {prefix} in\n{text}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
@@ -26,12 +29,22 @@ fn pool_and_store_counters_match_the_status_snapshot() {
     assert_eq!(sample(&t, r#"fardisk_txgs_synced_total{pool="tank"}"#), 2.0);
     assert_eq!(sample(&t, r#"fardisk_store_requests_total{pool="tank",op="put"}"#), 12.0);
     assert_eq!(sample(&t, r#"fardisk_store_requests_total{pool="tank",op="list"}"#), 3.0);
-    assert_eq!(sample(&t, r#"fardisk_store_transferred_bytes_total{pool="tank",op="put"}"#), 3976.0);
+    assert_eq!(
+        sample(&t, r#"fardisk_store_transferred_bytes_total{pool="tank",op="put"}"#),
+        3976.0
+    );
     assert_eq!(sample(&t, r#"fardisk_volume_size_bytes{pool="tank",volume="v"}"#), 67108864.0);
     // 12 PUTs and 3 LISTs at $0.005 per 1,000, 4 GETs at $0.0004 per 1,000.
     let cost: f64 = ["put", "get", "head", "delete", "list"]
         .iter()
-        .map(|op| sample(&t, &format!(r#"fardisk_store_request_cost_usd_estimate_total{{pool="tank",op="{op}"}}"#)))
+        .map(|op| {
+            sample(
+                &t,
+                &format!(
+                    r#"fardisk_store_request_cost_usd_estimate_total{{pool="tank",op="{op}"}}"#
+                ),
+            )
+        })
         .sum();
     assert!((cost - (15.0 * 0.005 + 4.0 * 0.0004) / 1000.0).abs() < 1e-12, "{cost}");
 }
@@ -40,24 +53,69 @@ fn pool_and_store_counters_match_the_status_snapshot() {
 fn histograms_are_cumulative_and_end_at_the_count() {
     let t = fixture();
     // PUT buckets in the fixture: 9 under 250 µs, 2 more under 500 µs, 1 more under 1 ms.
-    assert_eq!(sample(&t, r#"fardisk_store_request_latency_seconds_bucket{le="0.00025",pool="tank",op="put"}"#), 9.0);
-    assert_eq!(sample(&t, r#"fardisk_store_request_latency_seconds_bucket{le="0.0005",pool="tank",op="put"}"#), 11.0);
-    assert_eq!(sample(&t, r#"fardisk_store_request_latency_seconds_bucket{le="+Inf",pool="tank",op="put"}"#), 12.0);
-    assert_eq!(sample(&t, r#"fardisk_store_request_latency_seconds_count{pool="tank",op="put"}"#), 12.0);
-    assert_eq!(sample(&t, r#"fardisk_store_request_latency_seconds_sum{pool="tank",op="put"}"#), 0.003);
+    assert_eq!(
+        sample(
+            &t,
+            r#"fardisk_store_request_latency_seconds_bucket{le="0.00025",pool="tank",op="put"}"#
+        ),
+        9.0
+    );
+    assert_eq!(
+        sample(
+            &t,
+            r#"fardisk_store_request_latency_seconds_bucket{le="0.0005",pool="tank",op="put"}"#
+        ),
+        11.0
+    );
+    assert_eq!(
+        sample(
+            &t,
+            r#"fardisk_store_request_latency_seconds_bucket{le="+Inf",pool="tank",op="put"}"#
+        ),
+        12.0
+    );
+    assert_eq!(
+        sample(&t, r#"fardisk_store_request_latency_seconds_count{pool="tank",op="put"}"#),
+        12.0
+    );
+    assert_eq!(
+        sample(&t, r#"fardisk_store_request_latency_seconds_sum{pool="tank",op="put"}"#),
+        0.003
+    );
     // The log's last bucket (u64::MAX in the JSON) is +Inf.
-    assert_eq!(sample(&t, r#"fardisk_log_commit_latency_seconds_bucket{le="0.000025",pool="tank"}"#), 3.0);
-    assert_eq!(sample(&t, r#"fardisk_log_commit_latency_seconds_bucket{le="+Inf",pool="tank"}"#), 4.0);
+    assert_eq!(
+        sample(&t, r#"fardisk_log_commit_latency_seconds_bucket{le="0.000025",pool="tank"}"#),
+        3.0
+    );
+    assert_eq!(
+        sample(&t, r#"fardisk_log_commit_latency_seconds_bucket{le="+Inf",pool="tank"}"#),
+        4.0
+    );
     assert_eq!(sample(&t, r#"fardisk_log_commit_latency_seconds_sum{pool="tank"}"#), 0.001234);
 }
 
 #[test]
 fn log_legs_and_cache_devices_are_labelled_by_path() {
     let t = fixture();
-    assert_eq!(sample(&t, r#"fardisk_log_device_online{pool="tank",vdev="9beed356c3b4a301",device="/tmp/fdm/log1"}"#), 1.0);
-    assert_eq!(sample(&t, r#"fardisk_log_device_write_errors_total{pool="tank",vdev="9beed356c3b4a301",device="/tmp/fdm/log0"}"#), 0.0);
+    assert_eq!(
+        sample(
+            &t,
+            r#"fardisk_log_device_online{pool="tank",vdev="9beed356c3b4a301",device="/tmp/fdm/log1"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &t,
+            r#"fardisk_log_device_write_errors_total{pool="tank",vdev="9beed356c3b4a301",device="/tmp/fdm/log0"}"#
+        ),
+        0.0
+    );
     assert_eq!(sample(&t, r#"fardisk_log_capacity_bytes{pool="tank"}"#), 268419072.0);
-    assert_eq!(sample(&t, r#"fardisk_l2arc_device_online{pool="tank",device="/tmp/fdm/cache0"}"#), 1.0);
+    assert_eq!(
+        sample(&t, r#"fardisk_l2arc_device_online{pool="tank",device="/tmp/fdm/cache0"}"#),
+        1.0
+    );
     assert_eq!(sample(&t, r#"fardisk_l2arc_read_bytes_total{pool="tank"}"#), 16320.0);
     assert_eq!(sample(&t, r#"fardisk_arc_max_bytes{pool="tank"}"#), 1073741824.0);
     assert_eq!(sample(&t, r#"fardisk_scrub_state{pool="tank",state="none"}"#), 1.0);

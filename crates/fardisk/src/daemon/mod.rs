@@ -10,5 +10,4 @@ pub mod serve;
 mod snapshot_requests;
 mod vdev_requests;
 
-
 pub use serve::{run, DaemonOptions, NbdListen};

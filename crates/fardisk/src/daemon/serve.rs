@@ -7,7 +7,9 @@ use crate::device::PoolExports;
 use anyhow::{bail, Context, Result};
 use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::arc_cache::ArcBlockCache;
-use fardisk_engine::objstore::{open_store_url, EncryptedStore, EncryptionKey, SimulateSpec, SimulatedStore, Store};
+use fardisk_engine::objstore::{
+    open_store_url, EncryptedStore, EncryptionKey, SimulateSpec, SimulatedStore, Store,
+};
 use fardisk_engine::pool::ImportOptions;
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::os::unix::fs::PermissionsExt;
@@ -29,7 +31,9 @@ impl NbdListen {
             return Ok(NbdListen::Unix(PathBuf::from(p)));
         }
         if let Some(a) = s.strip_prefix("tcp:") {
-            let addr: std::net::SocketAddr = a.parse().with_context(|| format!("--nbd {s}: expected tcp:HOST:PORT, e.g. tcp:127.0.0.1:10809"))?;
+            let addr: std::net::SocketAddr = a.parse().with_context(|| {
+                format!("--nbd {s}: expected tcp:HOST:PORT, e.g. tcp:127.0.0.1:10809")
+            })?;
             return Ok(NbdListen::Tcp(addr));
         }
         bail!("--nbd {s}: expected unix:PATH or tcp:HOST:PORT")
@@ -60,14 +64,22 @@ pub struct DaemonOptions {
 
 /// The pool's store: the backend for `url`, encrypted with `key` when given, then made far away
 /// by `simulate` (encryption runs on this host, before the bytes travel).
-pub fn open_store(url: &str, simulate: &Option<SimulateSpec>, env: &Env, create: bool, key: Option<&EncryptionKey>) -> Result<Arc<dyn Store>> {
+pub fn open_store(
+    url: &str,
+    simulate: &Option<SimulateSpec>,
+    env: &Env,
+    create: bool,
+    key: Option<&EncryptionKey>,
+) -> Result<Arc<dyn Store>> {
     let store = open_store_url(url, create).map_err(|e| anyhow::anyhow!("{e}"))?;
     let store: Arc<dyn Store> = match key {
         Some(k) => Arc::new(EncryptedStore::new(store, k, env.seed)),
         None => store,
     };
     Ok(match simulate {
-        Some(spec) => Arc::new(SimulatedStore::new(store, spec.clone(), env.clock.clone(), env.seed)),
+        Some(spec) => {
+            Arc::new(SimulatedStore::new(store, spec.clone(), env.clock.clone(), env.seed))
+        }
         None => store,
     })
 }
@@ -92,7 +104,8 @@ const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 128 << 10;
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        let arenas = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 64) as i32;
+        let arenas =
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 64) as i32;
         // SAFETY: mallopt only sets malloc parameters; called before the daemon starts its threads.
         unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES);
@@ -106,14 +119,35 @@ pub fn tune_allocator() {
 pub async fn run(opts: DaemonOptions) -> Result<()> {
     let env = Env::system();
     let store = open_store(&opts.store_url, &opts.simulate, &env, false, opts.key.as_ref())?;
-    let log_hint = crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
-    let import = ImportOptions { force: opts.force, config: opts.config.clone(), missing_log: opts.missing_log, log_unpublished_hint: log_hint, rewind: opts.rewind, ..Default::default() };
-    let root = Pool::peek_rewind(store.clone(), &env, opts.rewind && opts.read_only.is_none()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let log_hint =
+        crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
+    let import = ImportOptions {
+        force: opts.force,
+        config: opts.config.clone(),
+        missing_log: opts.missing_log,
+        log_unpublished_hint: log_hint,
+        rewind: opts.rewind,
+        ..Default::default()
+    };
+    let root = Pool::peek_rewind(store.clone(), &env, opts.rewind && opts.read_only.is_none())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     // A read-only import leaves the cache devices alone: the writer may be using them.
     let cache = Arc::new(build_cache(&root, &env, opts.read_only.is_none()));
     let hot_set_budget = arc_max_bytes(&root);
     let pool = match opts.read_only {
-        Some(at) => Pool::import_read_only(store, &opts.store_pool, &opts.pool, at, opts.config.clone(), env, cache.clone()).await,
+        Some(at) => {
+            Pool::import_read_only(
+                store,
+                &opts.store_pool,
+                &opts.pool,
+                at,
+                opts.config.clone(),
+                env,
+                cache.clone(),
+            )
+            .await
+        }
         None => Pool::import(store, &opts.pool, import, env, cache.clone()).await,
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -128,22 +162,32 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     pool.warm_up();
     let hot_saver = tokio::spawn(save_hot_set_periodically(pool.clone(), hot_set_budget));
     // Image files show the import time (the engine's clock is injected; this is display only).
-    let import_time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(Env::system().clock.wall_ms());
+    let import_time =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(Env::system().clock.wall_ms());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut nbd_tasks = Vec::new();
     for l in &opts.nbd {
-        let (provider, cfg, rx) = (exports.clone(), fardisk_nbd::ServerConfig::default(), stop_rx.clone());
+        let (provider, cfg, rx) =
+            (exports.clone(), fardisk_nbd::ServerConfig::default(), stop_rx.clone());
         nbd_tasks.push(match l.clone() {
-            NbdListen::Unix(p) => tokio::spawn(async move { fardisk_nbd::serve_unix(&p, provider, cfg, rx).await }),
+            NbdListen::Unix(p) => {
+                tokio::spawn(async move { fardisk_nbd::serve_unix(&p, provider, cfg, rx).await })
+            }
             NbdListen::Tcp(a) => {
-                let listener = tokio::net::TcpListener::bind(a).await.with_context(|| format!("cannot listen for NBD on {a}"))?;
-                tokio::spawn(async move { fardisk_nbd::serve_tcp_listener(listener, provider, cfg, rx).await })
+                let listener = tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen for NBD on {a}"))?;
+                tokio::spawn(async move {
+                    fardisk_nbd::serve_tcp_listener(listener, provider, cfg, rx).await
+                })
             }
         });
     }
     let mount = match &opts.mount {
         // Mounting blocks its thread (fusermount3 and the kernel handshake).
-        Some(dir) => Some(tokio::task::block_in_place(|| mount_fuse(dir, exports.clone(), import_time))?),
+        Some(dir) => {
+            Some(tokio::task::block_in_place(|| mount_fuse(dir, exports.clone(), import_time))?)
+        }
         None => None,
     };
     let socket = crate::paths::control_socket(&opts.pool);
@@ -161,7 +205,12 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         Some(addr) => {
             let listener = super::metrics_http::bind(addr).await?;
             tracing::info!(%addr, "serving metrics at /metrics");
-            Some(tokio::spawn(super::metrics_http::serve(listener, state.clone(), opts.pool.clone(), stop_rx.clone())))
+            Some(tokio::spawn(super::metrics_http::serve(
+                listener,
+                state.clone(),
+                opts.pool.clone(),
+                stop_rx.clone(),
+            )))
         }
         None => None,
     };
@@ -203,7 +252,9 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     }
     let waiting = state.exported.receiver_count() > 0;
     let replied = state.replied.notified();
-    state.exported.send_replace(Some(result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string())));
+    state.exported.send_replace(Some(
+        result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string()),
+    ));
     if waiting {
         // Let the `fardisk export` client read its answer before the process exits.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), replied).await;
@@ -272,7 +323,11 @@ fn arc_max_bytes(root: &fardisk_engine::root::Root) -> u64 {
 fn build_cache(root: &fardisk_engine::root::Root, env: &Env, with_devices: bool) -> ArcBlockCache {
     let arc_max = arc_max_bytes(root);
     let paths: Vec<PathBuf> = if with_devices {
-        root.vdevs.iter().filter(|v| v.role == "cache").flat_map(|v| v.paths.iter().map(PathBuf::from)).collect()
+        root.vdevs
+            .iter()
+            .filter(|v| v.role == "cache")
+            .flat_map(|v| v.paths.iter().map(PathBuf::from))
+            .collect()
     } else {
         Vec::new()
     };
@@ -283,7 +338,13 @@ fn build_cache(root: &fardisk_engine::root::Root, env: &Env, with_devices: bool)
     let l2 = if paths.is_empty() {
         None
     } else {
-        match L2Arc::open(cfg.clone(), root.pool_guid, Arc::new(MonotonicClock::new()), env.seed, &paths) {
+        match L2Arc::open(
+            cfg.clone(),
+            root.pool_guid,
+            Arc::new(MonotonicClock::new()),
+            env.seed,
+            &paths,
+        ) {
             Ok((l2, failures)) => {
                 for (p, e) in failures {
                     tracing::warn!(device = %p.display(), error = %e, "cache device unavailable; reads go to the store");
@@ -305,7 +366,11 @@ fn clear_stale_mount(dir: &std::path::Path) {
     if let Err(e) = std::fs::metadata(dir) {
         if e.raw_os_error() == Some(libc::ENOTCONN) {
             tracing::warn!(dir = %dir.display(), "detaching the stale FUSE mount of a previous daemon");
-            let detached = std::process::Command::new("fusermount3").arg("-uz").arg(dir).status().is_ok_and(|s| s.success());
+            let detached = std::process::Command::new("fusermount3")
+                .arg("-uz")
+                .arg(dir)
+                .status()
+                .is_ok_and(|s| s.success());
             if !detached {
                 let _ = std::process::Command::new("umount").arg("-l").arg(dir).status();
             }
@@ -313,11 +378,26 @@ fn clear_stale_mount(dir: &std::path::Path) {
     }
 }
 
-fn mount_fuse(dir: &std::path::Path, exports: Arc<PoolExports>, import_time: std::time::SystemTime) -> Result<crate::fuse::FuseMount> {
+fn mount_fuse(
+    dir: &std::path::Path,
+    exports: Arc<PoolExports>,
+    import_time: std::time::SystemTime,
+) -> Result<crate::fuse::FuseMount> {
     clear_stale_mount(dir);
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create mount point {}", dir.display()))?;
-    crate::fuse::mount(dir, exports, tokio::runtime::Handle::current(), crate::fuse::FuseOptions { timestamp: import_time, ..Default::default() })
-        .with_context(|| format!("cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)", dir.display()))
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create mount point {}", dir.display()))?;
+    crate::fuse::mount(
+        dir,
+        exports,
+        tokio::runtime::Handle::current(),
+        crate::fuse::FuseOptions { timestamp: import_time, ..Default::default() },
+    )
+    .with_context(|| {
+        format!(
+            "cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)",
+            dir.display()
+        )
+    })
 }
 
 fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
@@ -334,7 +414,8 @@ fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
         }
         std::fs::remove_file(socket)?;
     }
-    let l = UnixListener::bind(socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    let l =
+        UnixListener::bind(socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     Ok(l)
 }

@@ -56,7 +56,10 @@ pub async fn promote(st: &DaemonState, a: &Value) -> Result<Value, String> {
 pub async fn rollback(st: &DaemonState, a: &Value) -> Result<Value, String> {
     let (v, s) = snapshot_arg(a)?;
     let recursive = a.get("recursive").and_then(|r| r.as_bool()).unwrap_or(false);
-    let id = st.pool.volume_id(&v).ok_or_else(|| format!("pool '{}' has no volume '{v}'", st.pool.name()))?;
+    let id = st
+        .pool
+        .volume_id(&v)
+        .ok_or_else(|| format!("pool '{}' has no volume '{v}'", st.pool.name()))?;
     let users = crate::device::open_count(&st.pool, id);
     if users > 0 {
         return Err(format!(

@@ -30,18 +30,22 @@ pub async fn add(st: &DaemonState, a: &Value) -> Result<Value, String> {
             let v = VdevArg { role, mirror: arg_bool(a, "mirror"), paths };
             let (name, guid) = (st.pool.name().to_string(), st.pool.guid());
             let seed = fardisk_engine::rng::Rng::from_entropy().next_u64();
-            let entry = tokio::task::spawn_blocking(move || format_log_vdev(&name, guid, &v, force, seed))
-                .await
-                .map_err(|e| format!("labelling task failed: {e}"))?
-                .map_err(|e| crate::cli::one_line(&e))?;
+            let entry =
+                tokio::task::spawn_blocking(move || format_log_vdev(&name, guid, &v, force, seed))
+                    .await
+                    .map_err(|e| format!("labelling task failed: {e}"))?
+                    .map_err(|e| crate::cli::one_line(&e))?;
             st.pool.add_log_vdev(entry).await.map_err(|e| e.to_string())?;
         }
         "cache" => {
             for p in &paths {
-                let (cache, guid, path) = (st.cache.clone(), st.pool.guid(), std::path::PathBuf::from(p));
-                tokio::task::spawn_blocking(move || cache.add_device(&path, guid, CACHE_FILE_BYTES_DEFAULT))
-                    .await
-                    .map_err(|e| format!("cache task failed: {e}"))??;
+                let (cache, guid, path) =
+                    (st.cache.clone(), st.pool.guid(), std::path::PathBuf::from(p));
+                tokio::task::spawn_blocking(move || {
+                    cache.add_device(&path, guid, CACHE_FILE_BYTES_DEFAULT)
+                })
+                .await
+                .map_err(|e| format!("cache task failed: {e}"))??;
                 st.pool.add_cache_vdev(p).await.map_err(|e| e.to_string())?;
             }
         }

@@ -40,10 +40,7 @@ impl AttrContext {
     }
 
     pub(crate) fn root(&self) -> FileAttr {
-        FileAttr {
-            nlink: 2,
-            ..self.base(INodeNo::ROOT, FileType::Directory, ROOT_PERM)
-        }
+        FileAttr { nlink: 2, ..self.base(INodeNo::ROOT, FileType::Directory, ROOT_PERM) }
     }
 
     /// A volume image: a regular file exactly the volume's size. `blocks` claims the full
@@ -69,11 +66,7 @@ mod tests {
 
     #[test]
     fn image_is_a_private_regular_file_of_the_volume_size() {
-        let context = AttrContext {
-            uid: 7,
-            gid: 8,
-            timestamp: SystemTime::UNIX_EPOCH,
-        };
+        let context = AttrContext { uid: 7, gid: 8, timestamp: SystemTime::UNIX_EPOCH };
         let attr = context.image(INodeNo(42), 1 << 30, 4096);
         assert_eq!(attr.kind, FileType::RegularFile);
         assert_eq!(attr.perm, 0o600);

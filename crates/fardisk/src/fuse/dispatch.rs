@@ -20,10 +20,7 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     pub(crate) fn new(runtime: Handle, requests_in_flight_max: usize) -> Dispatcher {
-        Dispatcher {
-            runtime,
-            permits: Arc::new(Semaphore::new(requests_in_flight_max)),
-        }
+        Dispatcher { runtime, permits: Arc::new(Semaphore::new(requests_in_flight_max)) }
     }
 
     /// Runs `work` on the runtime once a permit is free. Must be called from a thread that
@@ -39,9 +36,7 @@ impl Dispatcher {
             Ok(permit) => permit,
             Err(_) => {
                 let acquire = self.permits.clone().acquire_owned();
-                self.runtime
-                    .block_on(acquire)
-                    .expect("the dispatch semaphore is never closed")
+                self.runtime.block_on(acquire).expect("the dispatch semaphore is never closed")
             }
         };
         self.runtime.spawn(async move {

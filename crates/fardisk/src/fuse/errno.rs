@@ -42,12 +42,7 @@ impl Failure {
             Failure::Refused(errno) => *errno,
             Failure::Device(error) => {
                 let errno = errno_for(error);
-                tracing::warn!(
-                    op,
-                    volume,
-                    errno = errno.code(),
-                    "fuse: device error: {error}"
-                );
+                tracing::warn!(op, volume, errno = errno.code(), "fuse: device error: {error}");
                 errno
             }
         }

@@ -107,8 +107,7 @@ impl VolumeFs {
     }
 
     fn image_attr(&self, ino: INodeNo, device: &dyn BlockDevice) -> fuser::FileAttr {
-        self.attrs
-            .image(ino, device.size_bytes(), device.preferred_block_bytes())
+        self.attrs.image(ino, device.size_bytes(), device.preferred_block_bytes())
     }
 
     fn attr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<fuser::FileAttr, Errno> {
@@ -131,10 +130,7 @@ impl VolumeFs {
     ) -> Result<fuser::FileAttr, Errno> {
         let attr = self.attr_of(ino, None)?;
         if ownership_or_mode {
-            tracing::warn!(
-                ino = ino.0,
-                "fuse: chmod/chown of a volume image refused (EPERM)"
-            );
+            tracing::warn!(ino = ino.0, "fuse: chmod/chown of a volume image refused (EPERM)");
             return Err(Errno::EPERM);
         }
         match size {
@@ -238,14 +234,12 @@ impl VolumeFs {
             .map_err(|nearest| limit_error("max_background", nearest.to_string()))?;
         if self.options.writeback_cache {
             // Asked for explicitly: better no mount than a silently different cache mode.
-            config
-                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
-                .map_err(|_| {
-                    io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "fuse: kernel lacks FUSE_WRITEBACK_CACHE",
-                    )
-                })?;
+            config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "fuse: kernel lacks FUSE_WRITEBACK_CACHE",
+                )
+            })?;
         }
         if self.options.async_dio && config.add_capabilities(InitFlags::FUSE_ASYNC_DIO).is_err() {
             tracing::warn!(
@@ -255,9 +249,7 @@ impl VolumeFs {
         // FOPEN_DIRECT_IO files refuse shared mmap unless this is granted (Linux 6.6+); with
         // it, a tool that maps the image still works and msync reaches write/fsync.
         if self.options.direct_io
-            && config
-                .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
-                .is_err()
+            && config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err()
         {
             tracing::info!(
                 "fuse: kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP; shared mmap of an image fails"

@@ -26,11 +26,7 @@ pub(crate) struct HandleTable {
 
 impl HandleTable {
     pub(crate) fn new(open_files_max: usize) -> HandleTable {
-        HandleTable {
-            open: HashMap::new(),
-            next_fh: 1,
-            open_files_max,
-        }
+        HandleTable { open: HashMap::new(), next_fh: 1, open_files_max }
     }
 
     /// Registers `file`; None when `open_files_max` handles are already open.

@@ -50,11 +50,7 @@ pub(crate) fn preferred_ino(name: &str) -> u64 {
 
 impl InodeTable {
     pub(crate) fn new(volumes_max: usize) -> InodeTable {
-        InodeTable {
-            by_name: HashMap::new(),
-            by_ino: HashMap::new(),
-            volumes_max,
-        }
+        InodeTable { by_name: HashMap::new(), by_ino: HashMap::new(), volumes_max }
     }
 
     /// The inode number of `name`, assigning one on first sight. `listed` is the current
@@ -67,18 +63,11 @@ impl InodeTable {
             self.forget_unlisted(listed);
         }
         if self.by_name.len() >= self.volumes_max {
-            tracing::warn!(
-                volume = name,
-                "fuse: inode table full ({} volumes)",
-                self.volumes_max
-            );
+            tracing::warn!(volume = name, "fuse: inode table full ({} volumes)", self.volumes_max);
             return None;
         }
         let ino = self.free_ino(name)?;
-        let entry = VolumeEntry {
-            name: name.to_owned(),
-            gate: RmwGate::default(),
-        };
+        let entry = VolumeEntry { name: name.to_owned(), gate: RmwGate::default() };
         self.by_name.insert(name.to_owned(), ino);
         self.by_ino.insert(ino, entry);
         Some(INodeNo(ino))
@@ -119,11 +108,7 @@ mod tests {
         let b = table.ino_for("b", &listed).expect("room");
         assert_ne!(a, b);
         assert_eq!(table.ino_for("a", &listed), Some(a));
-        assert_eq!(
-            a.0,
-            preferred_ino("a"),
-            "same number in a fresh table (remount)"
-        );
+        assert_eq!(a.0, preferred_ino("a"), "same number in a fresh table (remount)");
         assert_eq!(table.get(a).map(|entry| entry.name), Some("a".to_owned()));
         assert!(a.0 >= INO_FIRST && b.0 >= INO_FIRST);
     }
@@ -133,13 +118,7 @@ mod tests {
         let mut table = InodeTable::new(16);
         // Occupy "b"'s preferred number with a fake entry to force a collision.
         let taken = preferred_ino("b");
-        table.by_ino.insert(
-            taken,
-            VolumeEntry {
-                name: "x".into(),
-                gate: RmwGate::default(),
-            },
-        );
+        table.by_ino.insert(taken, VolumeEntry { name: "x".into(), gate: RmwGate::default() });
         let b = table.ino_for("b", &[]).expect("room");
         assert_eq!(b.0, taken + 1);
     }

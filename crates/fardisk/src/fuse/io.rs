@@ -184,9 +184,7 @@ pub(crate) async fn fallocate(
     length: u64,
 ) -> Result<(), Failure> {
     let size = device.size_bytes();
-    let end = offset
-        .checked_add(length)
-        .ok_or(Failure::Refused(Errno::EINVAL))?;
+    let end = offset.checked_add(length).ok_or(Failure::Refused(Errno::EINVAL))?;
     if end > size && !op.keeps_size() {
         tracing::warn!(
             offset,
@@ -219,11 +217,7 @@ async fn zero_range(
     let block = block_bytes(device);
     let size = device.size_bytes();
     let middle_start = align_up(offset, block).min(end);
-    let middle_end = if end == size {
-        end
-    } else {
-        align_down(end, block).max(middle_start)
-    };
+    let middle_end = if end == size { end } else { align_down(end, block).max(middle_start) };
     if offset < middle_start {
         write_zeroes_by_rmw(device, gate, offset, middle_start).await?;
     }
@@ -252,9 +246,7 @@ async fn write_zeroes_by_rmw(
     end: u64,
 ) -> Result<(), DeviceError> {
     let zeroes = Bytes::from(vec![0u8; (end - offset) as usize]);
-    write_at(device, gate, offset, zeroes, false)
-        .await
-        .map(|_| ())
+    write_at(device, gate, offset, zeroes, false).await.map(|_| ())
 }
 
 #[cfg(test)]

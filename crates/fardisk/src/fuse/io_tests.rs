@@ -19,9 +19,7 @@ impl SectorDevice {
     fn check(&self, offset: u64, length: u64) -> Result<(), DeviceError> {
         let at_end = offset + length == self.inner.size_bytes();
         if !offset.is_multiple_of(SECTOR) || (!length.is_multiple_of(SECTOR) && !at_end) {
-            return Err(DeviceError::InvalidArgument(format!(
-                "unaligned {offset}+{length}"
-            )));
+            return Err(DeviceError::InvalidArgument(format!("unaligned {offset}+{length}")));
         }
         Ok(())
     }
@@ -111,10 +109,7 @@ fn random_ops_match_model(device: &dyn BlockDevice, seed: u64) {
                     let result =
                         write_at(device, &gate, offset, Bytes::from(data.clone()), false).await;
                     if offset >= size {
-                        assert!(
-                            matches!(result, Err(DeviceError::NoSpace(_))),
-                            "step {step}"
-                        );
+                        assert!(matches!(result, Err(DeviceError::NoSpace(_))), "step {step}");
                         continue;
                     }
                     let written = result.expect("write") as u64;
@@ -138,9 +133,7 @@ fn random_ops_match_model(device: &dyn BlockDevice, seed: u64) {
                     } else {
                         FallocateOp::ZeroRange { keep_size: true }
                     };
-                    fallocate(device, &gate, op, offset, length)
-                        .await
-                        .expect("fallocate");
+                    fallocate(device, &gate, op, offset, length).await.expect("fallocate");
                     let end = (offset + length).min(size);
                     if offset < end {
                         model[offset as usize..end as usize].fill(0);
@@ -161,18 +154,14 @@ fn byte_granular_device_matches_model() {
 
 #[test]
 fn sector_device_matches_model_through_read_modify_write() {
-    let device = SectorDevice {
-        inner: MemDevice::new(64 * 1024),
-    };
+    let device = SectorDevice { inner: MemDevice::new(64 * 1024) };
     random_ops_match_model(&device, 0x2545_f491_4f6c_dd1d);
     // Every request reaching the device was aligned, or SectorDevice would have failed it.
 }
 
 #[test]
 fn concurrent_unaligned_writes_into_one_sector_keep_every_byte() {
-    let device = Arc::new(SectorDevice {
-        inner: MemDevice::new(4096),
-    });
+    let device = Arc::new(SectorDevice { inner: MemDevice::new(4096) });
     let gate = RmwGate::default();
     runtime().block_on(async {
         let mut tasks = Vec::new();
@@ -181,9 +170,7 @@ fn concurrent_unaligned_writes_into_one_sector_keep_every_byte() {
             let gate = gate.clone();
             tasks.push(tokio::spawn(async move {
                 let byte = Bytes::from(vec![index as u8 + 1; 3]);
-                write_at(&*device, &gate, 100 + index * 3, byte, false)
-                    .await
-                    .expect("write");
+                write_at(&*device, &gate, 100 + index * 3, byte, false).await.expect("write");
             }));
         }
         for task in tasks {
@@ -192,11 +179,7 @@ fn concurrent_unaligned_writes_into_one_sector_keep_every_byte() {
         let all = read_at(&*device, 0, 4096).await.expect("read");
         for index in 0..64usize {
             let at = 100 + index * 3;
-            assert_eq!(
-                &all[at..at + 3],
-                &[index as u8 + 1; 3],
-                "write {index} lost"
-            );
+            assert_eq!(&all[at..at + 3], &[index as u8 + 1; 3], "write {index} lost");
         }
     });
 }
@@ -206,12 +189,8 @@ fn fua_is_passed_through() {
     let device = MemDevice::new(8192);
     let gate = RmwGate::default();
     runtime().block_on(async {
-        write_at(&device, &gate, 0, Bytes::from_static(b"abc"), true)
-            .await
-            .expect("write");
-        write_at(&device, &gate, 10, Bytes::from_static(b"abc"), false)
-            .await
-            .expect("write");
+        write_at(&device, &gate, 0, Bytes::from_static(b"abc"), true).await.expect("write");
+        write_at(&device, &gate, 10, Bytes::from_static(b"abc"), false).await.expect("write");
     });
     assert_eq!(device.stats().fua_writes, 1);
     assert_eq!(device.stats().writes, 2);
@@ -223,50 +202,21 @@ fn punch_hole_trims_and_zero_range_keeps_allocation() {
     device.fill(0, &vec![0xaa; 1 << 20]).expect("fill");
     let gate = RmwGate::default();
     runtime().block_on(async {
-        fallocate(&device, &gate, FallocateOp::PunchHole, 4096, 65536)
+        fallocate(&device, &gate, FallocateOp::PunchHole, 4096, 65536).await.expect("punch");
+        fallocate(&device, &gate, FallocateOp::ZeroRange { keep_size: false }, 131072, 4096)
             .await
-            .expect("punch");
-        fallocate(
-            &device,
-            &gate,
-            FallocateOp::ZeroRange { keep_size: false },
-            131072,
-            4096,
-        )
-        .await
-        .expect("zero");
-        fallocate(
-            &device,
-            &gate,
-            FallocateOp::Allocate { keep_size: false },
-            0,
-            4096,
-        )
-        .await
-        .expect("alloc");
+            .expect("zero");
+        fallocate(&device, &gate, FallocateOp::Allocate { keep_size: false }, 0, 4096)
+            .await
+            .expect("alloc");
     });
     let stats = device.stats();
     assert_eq!(stats.trims, 1);
     assert_eq!(stats.write_zeroes_no_hole, 1);
-    assert_eq!(
-        device.allocated_pages(),
-        256 - 16,
-        "punched pages are gone, zeroed ones stay"
-    );
-    assert!(device
-        .contents(4096, 65536)
-        .expect("contents")
-        .iter()
-        .all(|byte| *byte == 0));
-    assert!(device
-        .contents(131072, 4096)
-        .expect("contents")
-        .iter()
-        .all(|byte| *byte == 0));
-    assert_eq!(
-        device.contents(0, 4096).expect("contents"),
-        vec![0xaa; 4096]
-    );
+    assert_eq!(device.allocated_pages(), 256 - 16, "punched pages are gone, zeroed ones stay");
+    assert!(device.contents(4096, 65536).expect("contents").iter().all(|byte| *byte == 0));
+    assert!(device.contents(131072, 4096).expect("contents").iter().all(|byte| *byte == 0));
+    assert_eq!(device.contents(0, 4096).expect("contents"), vec![0xaa; 4096]);
 }
 
 #[test]
@@ -274,14 +224,8 @@ fn fallocate_cannot_grow_the_image() {
     let device = MemDevice::new(8192);
     let gate = RmwGate::default();
     runtime().block_on(async {
-        let grow = fallocate(
-            &device,
-            &gate,
-            FallocateOp::Allocate { keep_size: false },
-            4096,
-            8192,
-        )
-        .await;
+        let grow =
+            fallocate(&device, &gate, FallocateOp::Allocate { keep_size: false }, 4096, 8192).await;
         assert!(matches!(grow, Err(Failure::Refused(errno)) if errno == Errno::EFBIG));
         let kept = fallocate(&device, &gate, FallocateOp::PunchHole, 4096, 1 << 30).await;
         assert!(kept.is_ok(), "KEEP_SIZE past the end is clipped");
@@ -291,34 +235,16 @@ fn fallocate_cannot_grow_the_image() {
 #[test]
 fn fallocate_modes_parse() {
     let keep = libc::FALLOC_FL_KEEP_SIZE;
-    assert_eq!(
-        FallocateOp::parse(0),
-        Ok(FallocateOp::Allocate { keep_size: false })
-    );
-    assert_eq!(
-        FallocateOp::parse(keep),
-        Ok(FallocateOp::Allocate { keep_size: true })
-    );
-    assert_eq!(
-        FallocateOp::parse(libc::FALLOC_FL_PUNCH_HOLE | keep),
-        Ok(FallocateOp::PunchHole)
-    );
-    assert_eq!(
-        FallocateOp::parse(libc::FALLOC_FL_PUNCH_HOLE),
-        Err(Errno::EINVAL)
-    );
+    assert_eq!(FallocateOp::parse(0), Ok(FallocateOp::Allocate { keep_size: false }));
+    assert_eq!(FallocateOp::parse(keep), Ok(FallocateOp::Allocate { keep_size: true }));
+    assert_eq!(FallocateOp::parse(libc::FALLOC_FL_PUNCH_HOLE | keep), Ok(FallocateOp::PunchHole));
+    assert_eq!(FallocateOp::parse(libc::FALLOC_FL_PUNCH_HOLE), Err(Errno::EINVAL));
     assert_eq!(
         FallocateOp::parse(libc::FALLOC_FL_ZERO_RANGE),
         Ok(FallocateOp::ZeroRange { keep_size: false })
     );
-    assert_eq!(
-        FallocateOp::parse(libc::FALLOC_FL_COLLAPSE_RANGE),
-        Err(Errno::EOPNOTSUPP)
-    );
-    assert_eq!(
-        FallocateOp::parse(libc::FALLOC_FL_INSERT_RANGE),
-        Err(Errno::EOPNOTSUPP)
-    );
+    assert_eq!(FallocateOp::parse(libc::FALLOC_FL_COLLAPSE_RANGE), Err(Errno::EOPNOTSUPP));
+    assert_eq!(FallocateOp::parse(libc::FALLOC_FL_INSERT_RANGE), Err(Errno::EOPNOTSUPP));
 }
 
 #[test]
@@ -330,11 +256,7 @@ fn short_device_read_is_an_error_not_a_hole() {
             self.0.size_bytes()
         }
         async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
-            Ok(self
-                .0
-                .read(offset, length)
-                .await?
-                .slice(..(length as usize) / 2))
+            Ok(self.0.read(offset, length).await?.slice(..(length as usize) / 2))
         }
         async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
             self.0.write(offset, data, fua).await

@@ -48,31 +48,18 @@ pub fn mount(
     }
     let options = options.normalized();
     let mountpoint = dir.canonicalize().map_err(|error| {
-        io::Error::new(
-            error.kind(),
-            format!("mount point {}: {error}", dir.display()),
-        )
+        io::Error::new(error.kind(), format!("mount point {}: {error}", dir.display()))
     })?;
-    let attrs = AttrContext {
-        uid: effective_uid(),
-        gid: effective_gid(),
-        timestamp: options.timestamp,
-    };
+    let attrs =
+        AttrContext { uid: effective_uid(), gid: effective_gid(), timestamp: options.timestamp };
     let dispatcher = Dispatcher::new(runtime, options.requests_in_flight_max);
     let config = session_config(&options);
     let filesystem = VolumeFs::new(provider, options, attrs, dispatcher);
     let session = fuser::Session::new(filesystem, &mountpoint, &config).map_err(|error| {
-        io::Error::new(
-            error.kind(),
-            format!("FUSE mount at {}: {error}", mountpoint.display()),
-        )
+        io::Error::new(error.kind(), format!("FUSE mount at {}: {error}", mountpoint.display()))
     })?;
     let session = session.spawn()?;
-    let mut mount = FuseMount {
-        mountpoint,
-        device_id: 0,
-        session: Some(session),
-    };
+    let mut mount = FuseMount { mountpoint, device_id: 0, session: Some(session) };
     // Served by the session just spawned (the root's getattr).
     mount.device_id = std::fs::metadata(&mount.mountpoint)?.dev();
     tracing::info!(mountpoint = %mount.mountpoint.display(), "fuse: mounted");
@@ -91,11 +78,7 @@ fn session_config(options: &FuseOptions) -> fuser::Config {
         MountOption::NoExec,
         MountOption::NoAtime,
     ];
-    config.acl = if options.allow_other {
-        SessionACL::All
-    } else {
-        SessionACL::Owner
-    };
+    config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
     config.clone_fd = options.threads > 1;
     config
@@ -160,9 +143,8 @@ impl Drop for FuseMount {
         if let Some(session) = self.session.take() {
             // A detached mount lives until its last user (e.g. a loop device) lets go; keep
             // its session served until then without blocking the dropping thread.
-            let reaper = std::thread::Builder::new()
-                .name("fardisk-fuse-reap".to_owned())
-                .spawn(move || {
+            let reaper =
+                std::thread::Builder::new().name("fardisk-fuse-reap".to_owned()).spawn(move || {
                     if let Err(error) = session.join() {
                         tracing::warn!("fuse: session ended with {error}");
                     }
@@ -193,9 +175,6 @@ fn unmount_path(path: &Path, flags: i32) -> io::Result<()> {
     if status.success() {
         Ok(())
     } else {
-        Err(io::Error::other(format!(
-            "fusermount3 -u {} failed: {status}",
-            path.display()
-        )))
+        Err(io::Error::other(format!("fusermount3 -u {} failed: {status}", path.display())))
     }
 }

@@ -109,12 +109,9 @@ mod tests {
 
     #[test]
     fn normalized_caps_large_limits() {
-        let options = FuseOptions {
-            threads: 1000,
-            max_write_bytes: u32::MAX,
-            ..FuseOptions::default()
-        }
-        .normalized();
+        let options =
+            FuseOptions { threads: 1000, max_write_bytes: u32::MAX, ..FuseOptions::default() }
+                .normalized();
         assert_eq!(options.threads, THREADS_MAX);
         assert_eq!(options.max_write_bytes, MAX_WRITE_BYTES_CEILING);
     }

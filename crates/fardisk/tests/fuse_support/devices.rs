@@ -44,11 +44,7 @@ impl BlockDevice for GatedDevice {
     }
     async fn flush(&self) -> Result<(), DeviceError> {
         self.flushes_started.fetch_add(1, Ordering::SeqCst);
-        self.permits
-            .acquire()
-            .await
-            .map_err(|_| DeviceError::Shutdown)?
-            .forget();
+        self.permits.acquire().await.map_err(|_| DeviceError::Shutdown)?.forget();
         self.flushes_finished.fetch_add(1, Ordering::SeqCst);
         self.inner.flush().await
     }
@@ -82,18 +78,13 @@ pub struct SectorDevice {
 
 impl SectorDevice {
     pub fn new(size_bytes: u64) -> SectorDevice {
-        SectorDevice {
-            inner: MemDevice::new(size_bytes),
-            refused: AtomicU64::new(0),
-        }
+        SectorDevice { inner: MemDevice::new(size_bytes), refused: AtomicU64::new(0) }
     }
 
     fn check(&self, offset: u64, length: u64) -> Result<(), DeviceError> {
         if !offset.is_multiple_of(SECTOR_BYTES) || !length.is_multiple_of(SECTOR_BYTES) {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(DeviceError::InvalidArgument(format!(
-                "unaligned {offset}+{length}"
-            )));
+            return Err(DeviceError::InvalidArgument(format!("unaligned {offset}+{length}")));
         }
         Ok(())
     }
@@ -170,16 +161,11 @@ impl CrashDevice {
 
     /// The bytes that would survive a power cut now.
     pub fn durable_image(&self) -> Vec<u8> {
-        self.durable
-            .contents(0, self.durable.size_bytes())
-            .expect("whole device")
+        self.durable.contents(0, self.durable.size_bytes()).expect("whole device")
     }
 
     async fn record(&self, pending: &mut Vec<Pending>, op: Pending) {
-        assert!(
-            pending.len() < PENDING_MAX,
-            "CrashDevice: {PENDING_MAX} writes without a flush"
-        );
+        assert!(pending.len() < PENDING_MAX, "CrashDevice: {PENDING_MAX} writes without a flush");
         pending.push(op);
     }
 
@@ -189,9 +175,7 @@ impl CrashDevice {
                 Pending::Write(offset, data) => self.durable.write(offset, data, false).await?,
                 Pending::Trim(offset, length) => self.durable.trim(offset, length).await?,
                 Pending::Zero(offset, length, may_trim) => {
-                    self.durable
-                        .write_zeroes(offset, length, may_trim, false)
-                        .await?
+                    self.durable.write_zeroes(offset, length, may_trim, false).await?
                 }
             }
         }
@@ -210,8 +194,7 @@ impl BlockDevice for CrashDevice {
     async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
         let mut pending = self.pending.lock().await;
         self.current.write(offset, data.clone(), false).await?;
-        self.record(&mut pending, Pending::Write(offset, data))
-            .await;
+        self.record(&mut pending, Pending::Write(offset, data)).await;
         if fua {
             self.drain(&mut pending).await?;
         }
@@ -225,8 +208,7 @@ impl BlockDevice for CrashDevice {
     async fn trim(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
         let mut pending = self.pending.lock().await;
         self.current.trim(offset, length).await?;
-        self.record(&mut pending, Pending::Trim(offset, length))
-            .await;
+        self.record(&mut pending, Pending::Trim(offset, length)).await;
         Ok(())
     }
     async fn write_zeroes(
@@ -237,11 +219,8 @@ impl BlockDevice for CrashDevice {
         fua: bool,
     ) -> Result<(), DeviceError> {
         let mut pending = self.pending.lock().await;
-        self.current
-            .write_zeroes(offset, length, may_trim, false)
-            .await?;
-        self.record(&mut pending, Pending::Zero(offset, length, may_trim))
-            .await;
+        self.current.write_zeroes(offset, length, may_trim, false).await?;
+        self.record(&mut pending, Pending::Zero(offset, length, may_trim)).await;
         if fua {
             self.drain(&mut pending).await?;
         }

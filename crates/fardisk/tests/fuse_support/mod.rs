@@ -25,10 +25,7 @@ use parking_lot::Mutex;
 pub fn require_fuse() {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
-    assert_eq!(
-        uid, 0,
-        "FUSE tests need root (mount, losetup, mkfs); run `cargo test` as root"
-    );
+    assert_eq!(uid, 0, "FUSE tests need root (mount, losetup, mkfs); run `cargo test` as root");
     assert!(
         Path::new("/dev/fuse").exists(),
         "FUSE tests need /dev/fuse (modprobe fuse; in a container pass --device /dev/fuse)"
@@ -56,10 +53,7 @@ impl ExportProvider for TestProvider {
         let volumes = self.volumes.lock();
         volumes
             .keys()
-            .map(|name| ExportInfo {
-                name: name.clone(),
-                description: String::new(),
-            })
+            .map(|name| ExportInfo { name: name.clone(), description: String::new() })
             .collect()
     }
 
@@ -79,10 +73,8 @@ impl TempDir {
     pub fn new(label: &str) -> TempDir {
         loop {
             let index = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = PathBuf::from(format!(
-                "/tmp/fardisk-fuse-{}-{index}-{label}",
-                std::process::id()
-            ));
+            let path =
+                PathBuf::from(format!("/tmp/fardisk-fuse-{}-{index}-{label}", std::process::id()));
             match std::fs::create_dir(&path) {
                 Ok(()) => return TempDir { path },
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -116,19 +108,9 @@ impl Mounted {
             .enable_all()
             .build()
             .expect("tokio runtime");
-        let mount = mount(
-            &dir.path,
-            provider.clone(),
-            runtime.handle().clone(),
-            options,
-        )
-        .unwrap_or_else(|error| panic!("mount at {}: {error}", dir.path.display()));
-        Mounted {
-            mount: Some(mount),
-            provider,
-            runtime,
-            dir,
-        }
+        let mount = mount(&dir.path, provider.clone(), runtime.handle().clone(), options)
+            .unwrap_or_else(|error| panic!("mount at {}: {error}", dir.path.display()));
+        Mounted { mount: Some(mount), provider, runtime, dir }
     }
 
     /// A mount with one volume `name` backed by a fresh MemDevice of `size_bytes`.
@@ -173,9 +155,7 @@ impl Mounted {
 pub fn mounted_at(path: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/mounts").expect("read /proc/mounts");
     let wanted = path.to_string_lossy().replace(' ', "\\040");
-    mounts
-        .lines()
-        .any(|line| line.split(' ').nth(1) == Some(wanted.as_str()))
+    mounts.lines().any(|line| line.split(' ').nth(1) == Some(wanted.as_str()))
 }
 
 /// Runs a command, failing the test with its output if it does not succeed.
@@ -201,19 +181,10 @@ pub struct LoopDevice {
 
 impl LoopDevice {
     pub fn attach(image: &Path, direct_io: bool) -> LoopDevice {
-        let direct = if direct_io {
-            "--direct-io=on"
-        } else {
-            "--direct-io=off"
-        };
+        let direct = if direct_io { "--direct-io=on" } else { "--direct-io=off" };
         let image = image.to_str().expect("utf-8 path");
-        let device = run("losetup", &[direct, "-f", "--show", image])
-            .trim()
-            .to_owned();
-        assert!(
-            device.starts_with("/dev/loop"),
-            "losetup printed {device:?}"
-        );
+        let device = run("losetup", &[direct, "-f", "--show", image]).trim().to_owned();
+        assert!(device.starts_with("/dev/loop"), "losetup printed {device:?}");
         LoopDevice { device }
     }
 
@@ -242,10 +213,7 @@ pub struct FsMount {
 impl FsMount {
     pub fn mount(device: &str, dir: &Path) -> FsMount {
         run("mount", &[device, dir.to_str().expect("utf-8 path")]);
-        FsMount {
-            dir: dir.to_owned(),
-            mounted: true,
-        }
+        FsMount { dir: dir.to_owned(), mounted: true }
     }
 
     pub fn unmount(&mut self) {
@@ -285,11 +253,7 @@ impl AlignedBuf {
     pub fn new(len: usize) -> AlignedBuf {
         let storage = vec![0u8; len + 4096];
         let start = storage.as_ptr().align_offset(4096);
-        AlignedBuf {
-            storage,
-            start,
-            len,
-        }
+        AlignedBuf { storage, start, len }
     }
 
     pub fn as_slice(&self) -> &[u8] {

@@ -28,7 +28,8 @@ fuzz_target!(|data: &[u8]| {
             assert!(!replies.is_empty());
             while !replies.is_empty() {
                 let (option, _, length_bytes) =
-                    OptionReply::parse_header(&replies[..OPTION_REPLY_HEADER_BYTES]).expect("reply header");
+                    OptionReply::parse_header(&replies[..OPTION_REPLY_HEADER_BYTES])
+                        .expect("reply header");
                 assert_eq!(option, code);
                 replies = &replies[OPTION_REPLY_HEADER_BYTES + length_bytes as usize..];
             }

@@ -65,10 +65,7 @@ pub struct Refusal {
 }
 
 fn refuse(errno: u32, message: impl Into<String>) -> Refusal {
-    Refusal {
-        errno,
-        message: message.into(),
-    }
+    Refusal { errno, message: message.into() }
 }
 
 /// Decides what to do with `header`.
@@ -82,17 +79,11 @@ pub fn validate(header: &RequestHeader, limits: &ExportLimits) -> Result<Action,
     check_flags(header, limits)?;
     if command == Command::Flush {
         if header.offset != 0 || header.length_bytes != 0 {
-            return Err(refuse(
-                NBD_EINVAL,
-                "NBD_CMD_FLUSH needs offset and length 0",
-            ));
+            return Err(refuse(NBD_EINVAL, "NBD_CMD_FLUSH needs offset and length 0"));
         }
         return Ok(Action::Flush);
     }
-    let writes = matches!(
-        command,
-        Command::Write | Command::Trim | Command::WriteZeroes
-    );
+    let writes = matches!(command, Command::Write | Command::Trim | Command::WriteZeroes);
     if writes && limits.read_only {
         return Err(refuse(NBD_EPERM, "export is read-only"));
     }
@@ -111,23 +102,14 @@ fn check_flags(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Refu
     }
     let unexpected = header.flags & !command.allowed_flags();
     if unexpected != 0 {
-        return Err(refuse(
-            NBD_EINVAL,
-            format!("flags {unexpected:#x} not valid for {command:?}"),
-        ));
+        return Err(refuse(NBD_EINVAL, format!("flags {unexpected:#x} not valid for {command:?}")));
     }
     // DF is only advertised with structured replies; FAST_ZERO only on writable exports.
     if header.has_flag(NBD_CMD_FLAG_DF) && !limits.structured_replies {
-        return Err(refuse(
-            NBD_EINVAL,
-            "NBD_CMD_FLAG_DF needs structured replies",
-        ));
+        return Err(refuse(NBD_EINVAL, "NBD_CMD_FLAG_DF needs structured replies"));
     }
     if header.has_flag(NBD_CMD_FLAG_FAST_ZERO) && limits.read_only {
-        return Err(refuse(
-            NBD_EINVAL,
-            "NBD_CMD_FLAG_FAST_ZERO was not advertised",
-        ));
+        return Err(refuse(NBD_EINVAL, "NBD_CMD_FLAG_FAST_ZERO was not advertised"));
     }
     Ok(())
 }
@@ -142,10 +124,9 @@ fn check_length(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Ref
                 limits.max_request_bytes
             ),
         )),
-        Command::BlockStatus if !limits.base_allocation => Err(refuse(
-            NBD_EINVAL,
-            "NBD_CMD_BLOCK_STATUS without a negotiated metadata context",
-        )),
+        Command::BlockStatus if !limits.base_allocation => {
+            Err(refuse(NBD_EINVAL, "NBD_CMD_BLOCK_STATUS without a negotiated metadata context"))
+        }
         Command::BlockStatus if length_bytes == 0 => {
             Err(refuse(NBD_EINVAL, "NBD_CMD_BLOCK_STATUS with length 0"))
         }
@@ -171,10 +152,7 @@ fn check_range(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Refu
     let end = header.offset + header.length_bytes as u64;
     let end_aligned = end.is_multiple_of(block) || end == limits.size_bytes;
     if !header.offset.is_multiple_of(block) || !end_aligned {
-        return Err(refuse(
-            NBD_EINVAL,
-            format!("request not aligned to {block} bytes"),
-        ));
+        return Err(refuse(NBD_EINVAL, format!("request not aligned to {block} bytes")));
     }
     Ok(())
 }
@@ -184,27 +162,18 @@ fn action_for(header: &RequestHeader, limits: &ExportLimits) -> Action {
     let length_bytes = header.length_bytes;
     let fua = header.has_flag(NBD_CMD_FLAG_FUA) && !limits.read_only;
     match header.command {
-        Command::Read => Action::Read {
-            offset,
-            length_bytes,
-            dont_fragment: header.has_flag(NBD_CMD_FLAG_DF),
-        },
+        Command::Read => {
+            Action::Read { offset, length_bytes, dont_fragment: header.has_flag(NBD_CMD_FLAG_DF) }
+        }
         Command::Write => Action::Write { offset, fua },
-        Command::Trim => Action::Trim {
-            offset,
-            length_bytes,
-            fua,
-        },
+        Command::Trim => Action::Trim { offset, length_bytes, fua },
         Command::WriteZeroes => Action::WriteZeroes {
             offset,
             length_bytes,
             may_trim: !header.has_flag(NBD_CMD_FLAG_NO_HOLE),
             fua,
         },
-        Command::Cache => Action::Cache {
-            offset,
-            length_bytes,
-        },
+        Command::Cache => Action::Cache { offset, length_bytes },
         Command::BlockStatus => Action::BlockStatus {
             offset,
             length_bytes,

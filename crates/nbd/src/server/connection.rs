@@ -32,18 +32,13 @@ pub async fn serve_connection<S>(
             return;
         }
     };
-    tracing::debug!(
-        "nbd: client entered transmission on export {:?}",
-        session.export_name
-    );
+    tracing::debug!("nbd: client entered transmission on export {:?}", session.export_name);
     let (reader, writer) = tokio::io::split(stream);
     let sink = Arc::new(ReplySink::new(
         Box::pin(writer),
         session.structured_replies,
         session.block_sizes.preferred_bytes,
     ));
-    let reason = Transmission::new(session, &config, sink)
-        .run(reader, shutdown)
-        .await;
+    let reason = Transmission::new(session, &config, sink).run(reader, shutdown).await;
     tracing::debug!("nbd: connection closed: {reason:?}");
 }

@@ -11,10 +11,7 @@ use crate::device::{BlockDevice, DeviceError};
 use crate::wire::consts::NBD_EIO;
 
 fn device_refusal(error: DeviceError) -> Reply {
-    Reply::Error(Refusal {
-        errno: error.nbd_errno(),
-        message: error.to_string(),
-    })
+    Reply::Error(Refusal { errno: error.nbd_errno(), message: error.to_string() })
 }
 
 fn done(result: Result<(), DeviceError>) -> Reply {
@@ -34,45 +31,27 @@ pub async fn execute(
     match action {
         // The connection stops at DISC before executing anything; nothing to do.
         Action::Nothing | Action::Disconnect => Reply::Done,
-        Action::Read {
-            offset,
-            length_bytes,
-            dont_fragment,
-        } => read(device, offset, length_bytes, dont_fragment).await,
+        Action::Read { offset, length_bytes, dont_fragment } => {
+            read(device, offset, length_bytes, dont_fragment).await
+        }
         Action::Write { offset, fua } => done(device.write(offset, payload, fua).await),
         Action::Flush => done(device.flush().await),
-        Action::Trim {
-            offset,
-            length_bytes,
-            fua,
-        } => trim(device, offset, length_bytes, fua).await,
-        Action::WriteZeroes {
-            offset,
-            length_bytes,
-            may_trim,
-            fua,
-        } => done(
-            device
-                .write_zeroes(offset, length_bytes, may_trim, fua)
-                .await,
-        ),
-        Action::Cache {
-            offset,
-            length_bytes,
-        } => done(device.cache(offset, length_bytes).await),
-        Action::BlockStatus {
-            offset,
-            length_bytes,
-            req_one,
-        } => match device.block_status(offset, length_bytes).await {
-            Ok(extents) => Reply::BlockStatus(block_descriptors(
-                &extents,
-                length_bytes,
-                req_one,
-                descriptors_max,
-            )),
-            Err(error) => device_refusal(error),
-        },
+        Action::Trim { offset, length_bytes, fua } => trim(device, offset, length_bytes, fua).await,
+        Action::WriteZeroes { offset, length_bytes, may_trim, fua } => {
+            done(device.write_zeroes(offset, length_bytes, may_trim, fua).await)
+        }
+        Action::Cache { offset, length_bytes } => done(device.cache(offset, length_bytes).await),
+        Action::BlockStatus { offset, length_bytes, req_one } => {
+            match device.block_status(offset, length_bytes).await {
+                Ok(extents) => Reply::BlockStatus(block_descriptors(
+                    &extents,
+                    length_bytes,
+                    req_one,
+                    descriptors_max,
+                )),
+                Err(error) => device_refusal(error),
+            }
+        }
     }
 }
 
@@ -83,17 +62,12 @@ async fn read(
     dont_fragment: bool,
 ) -> Reply {
     match device.read(offset, length_bytes).await {
-        Ok(data) if data.len() == length_bytes as usize => Reply::Read {
-            offset,
-            data,
-            dont_fragment,
-        },
+        Ok(data) if data.len() == length_bytes as usize => {
+            Reply::Read { offset, data, dont_fragment }
+        }
         Ok(data) => Reply::Error(Refusal {
             errno: NBD_EIO,
-            message: format!(
-                "device returned {} bytes for a {length_bytes}-byte read",
-                data.len()
-            ),
+            message: format!("device returned {} bytes for a {length_bytes}-byte read", data.len()),
         }),
         Err(error) => device_refusal(error),
     }

@@ -73,10 +73,7 @@ async fn negotiate<S: AsyncRead + AsyncWrite + Unpin>(
             Next::Transmit(session) => return Ok(Some(*session)),
         }
     }
-    tracing::info!(
-        "nbd: client exceeded {} options, closing",
-        config.max_options_per_handshake
-    );
+    tracing::info!("nbd: client exceeded {} options, closing", config.max_options_per_handshake);
     Ok(None)
 }
 

@@ -146,10 +146,7 @@ async fn accept_loop(
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(
-                "nbd: {} connections open, refusing another",
-                config.max_connections
-            );
+            tracing::warn!("nbd: {} connections open, refusing another", config.max_connections);
             drop(stream);
             continue;
         };

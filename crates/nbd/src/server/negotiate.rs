@@ -40,11 +40,7 @@ impl BlockSizes {
     /// power of two <= 64 KiB, preferred a power of two >= max(minimum, 512), maximum
     /// >= preferred.
     pub fn for_device(device: &dyn BlockDevice, max_request_bytes: u32) -> BlockSizes {
-        let minimum_bytes = device
-            .min_block_bytes()
-            .clamp(1, 65536)
-            .next_power_of_two()
-            .min(65536);
+        let minimum_bytes = device.min_block_bytes().clamp(1, 65536).next_power_of_two().min(65536);
         let preferred_bytes = device
             .preferred_block_bytes()
             .clamp(512, 1 << 24)
@@ -81,10 +77,7 @@ impl Outcome {
     }
 
     fn close() -> Outcome {
-        Outcome {
-            reply_bytes: Vec::new(),
-            next: Next::Close,
-        }
+        Outcome { reply_bytes: Vec::new(), next: Next::Close }
     }
 }
 
@@ -211,10 +204,7 @@ impl Negotiation {
             session.transmission_flags,
             self.no_zeroes,
         );
-        Outcome {
-            reply_bytes,
-            next: Next::Transmit(Box::new(session)),
-        }
+        Outcome { reply_bytes, next: Next::Transmit(Box::new(session)) }
     }
 
     fn list(&self, code: u32) -> Vec<OptionReply> {
@@ -255,28 +245,17 @@ impl Negotiation {
         infos.extend(self.requested_infos(&request.name, &request.info_requests));
         let mut replies: Vec<OptionReply> = infos
             .iter()
-            .map(|info| OptionReply {
-                option: code,
-                reply_type: NBD_REP_INFO,
-                data: info.encode(),
-            })
+            .map(|info| OptionReply { option: code, reply_type: NBD_REP_INFO, data: info.encode() })
             .collect();
         replies.push(OptionReply::ack(code));
-        let next = if go {
-            Next::Transmit(Box::new(session))
-        } else {
-            Next::Continue
-        };
+        let next = if go { Next::Transmit(Box::new(session)) } else { Next::Continue };
         Outcome::replies(&replies, next)
     }
 
     fn requested_infos(&self, name: &str, requested: &[u16]) -> Vec<InfoReply> {
         let mut infos = Vec::new();
         if requested.contains(&NBD_INFO_NAME) {
-            let canonical = self
-                .provider
-                .canonical_name(name)
-                .unwrap_or_else(|| name.to_owned());
+            let canonical = self.provider.canonical_name(name).unwrap_or_else(|| name.to_owned());
             infos.push(InfoReply::Name(canonical));
         }
         if requested.contains(&NBD_INFO_DESCRIPTION) {
@@ -294,10 +273,7 @@ impl Negotiation {
             return Outcome::reply(OptionReply::error(code, NBD_REP_ERR_UNKNOWN, &message));
         }
         let matches = request.queries.is_empty()
-            || request
-                .queries
-                .iter()
-                .any(|query| query == "base:" || query == BASE_ALLOCATION);
+            || request.queries.iter().any(|query| query == "base:" || query == BASE_ALLOCATION);
         let mut replies = Vec::new();
         if matches {
             // The id in a LIST reply is reserved: the spec says send zero.

@@ -58,13 +58,8 @@ impl ReplySink {
         let mut writer = self.writer.lock().await;
         match reply {
             Reply::Done => self.write_done(&mut writer, cookie, command).await?,
-            Reply::Read {
-                offset,
-                data,
-                dont_fragment,
-            } => {
-                self.write_read(&mut writer, cookie, offset, data, dont_fragment)
-                    .await?
+            Reply::Read { offset, data, dont_fragment } => {
+                self.write_read(&mut writer, cookie, offset, data, dont_fragment).await?
             }
             Reply::BlockStatus(descriptors) => {
                 let chunk = StructuredChunk {
@@ -101,9 +96,7 @@ impl ReplySink {
             let header = encode_chunk_header(NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, cookie, 0);
             return writer.write_all(&header).await;
         }
-        writer
-            .write_all(&SimpleReply { error: 0, cookie }.encode())
-            .await
+        writer.write_all(&SimpleReply { error: 0, cookie }.encode()).await
     }
 
     async fn write_error(
@@ -113,19 +106,13 @@ impl ReplySink {
         refusal: Refusal,
     ) -> io::Result<()> {
         if !self.structured_replies {
-            let header = SimpleReply {
-                error: refusal.errno,
-                cookie,
-            };
+            let header = SimpleReply { error: refusal.errno, cookie };
             return writer.write_all(&header.encode()).await;
         }
         let chunk = StructuredChunk {
             flags: NBD_REPLY_FLAG_DONE,
             cookie,
-            payload: ChunkPayload::Error {
-                error: refusal.errno,
-                message: refusal.message,
-            },
+            payload: ChunkPayload::Error { error: refusal.errno, message: refusal.message },
         };
         writer.write_all(&chunk.encode()).await
     }
@@ -139,9 +126,7 @@ impl ReplySink {
         dont_fragment: bool,
     ) -> io::Result<()> {
         if !self.structured_replies {
-            writer
-                .write_all(&SimpleReply { error: 0, cookie }.encode())
-                .await?;
+            writer.write_all(&SimpleReply { error: 0, cookie }.encode()).await?;
             return writer.write_all(&data).await;
         }
         let pieces = read_pieces(offset, &data, dont_fragment, self.read_granularity_bytes);
@@ -149,11 +134,7 @@ impl ReplySink {
         for (index, piece) in pieces.iter().enumerate() {
             // The data is already in memory, so no error can follow: the last content
             // chunk may carry DONE.
-            let flags = if index == last {
-                NBD_REPLY_FLAG_DONE
-            } else {
-                0
-            };
+            let flags = if index == last { NBD_REPLY_FLAG_DONE } else { 0 };
             let piece_offset = offset + piece.start as u64;
             let length_bytes = piece.length_bytes as u32;
             if piece.hole {
@@ -169,9 +150,7 @@ impl ReplySink {
             } else {
                 let prefix = encode_offset_data_prefix(flags, cookie, piece_offset, length_bytes);
                 writer.write_all(&prefix).await?;
-                writer
-                    .write_all(&data[piece.start..piece.start + piece.length_bytes])
-                    .await?;
+                writer.write_all(&data[piece.start..piece.start + piece.length_bytes]).await?;
             }
         }
         Ok(())

@@ -33,11 +33,7 @@ pub fn read_pieces(
     dont_fragment: bool,
     granularity_bytes: u32,
 ) -> Vec<ReadPiece> {
-    let whole = ReadPiece {
-        start: 0,
-        length_bytes: data.len(),
-        hole: is_zero(data),
-    };
+    let whole = ReadPiece { start: 0, length_bytes: data.len(), hole: is_zero(data) };
     if dont_fragment || data.is_empty() {
         return vec![whole];
     }
@@ -51,11 +47,7 @@ pub fn read_pieces(
         let hole = is_zero(&data[start..start + length_bytes]);
         match pieces.last_mut() {
             Some(last) if last.hole == hole => last.length_bytes += length_bytes,
-            _ => pieces.push(ReadPiece {
-                start,
-                length_bytes,
-                hole,
-            }),
+            _ => pieces.push(ReadPiece { start, length_bytes, hole }),
         }
         if pieces.len() > READ_PIECES_MAX {
             return vec![whole];
@@ -102,18 +94,12 @@ pub fn block_descriptors(
         match descriptors.last_mut() {
             Some(last) if last.status_flags == flags => last.length_bytes += length,
             Some(_) if full => break,
-            _ => descriptors.push(BlockDescriptor {
-                length_bytes: length,
-                status_flags: flags,
-            }),
+            _ => descriptors.push(BlockDescriptor { length_bytes: length, status_flags: flags }),
         }
         remaining_bytes -= length as u64;
     }
     if descriptors.is_empty() {
-        descriptors.push(BlockDescriptor {
-            length_bytes,
-            status_flags: 0,
-        });
+        descriptors.push(BlockDescriptor { length_bytes, status_flags: 0 });
     }
     descriptors
 }

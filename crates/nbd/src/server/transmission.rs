@@ -68,17 +68,9 @@ impl Transmission {
         let inflight = Limits {
             requests: Arc::new(Semaphore::new(requests_max as usize)),
             requests_max,
-            bytes: Arc::new(Semaphore::new(
-                config.max_inflight_bytes_per_connection as usize,
-            )),
+            bytes: Arc::new(Semaphore::new(config.max_inflight_bytes_per_connection as usize)),
         };
-        Transmission {
-            session,
-            limits,
-            config: config.clone(),
-            sink,
-            inflight,
-        }
+        Transmission { session, limits, config: config.clone(), sink, inflight }
     }
 
     /// Serves requests until the connection should close, then waits for every
@@ -102,10 +94,7 @@ impl Transmission {
     /// owning all permits means every reply is out. On shutdown the wait is bounded
     /// by `shutdown_grace_ms`; requests still running after that finish unobserved.
     async fn wait_for_inflight(&self, reason: &StopReason) {
-        let all = self
-            .inflight
-            .requests
-            .acquire_many(self.inflight.requests_max);
+        let all = self.inflight.requests.acquire_many(self.inflight.requests_max);
         if *reason != StopReason::Shutdown {
             // The semaphore is never closed, so this is always Ok.
             let _ = all.await;
@@ -151,22 +140,15 @@ impl Transmission {
                 errno: NBD_EINVAL,
                 message: format!("write of {payload_bytes} bytes exceeds the maximum payload"),
             };
-            let _ = self
-                .sink
-                .send(header.cookie, header.command, Reply::Error(refusal))
-                .await;
+            let _ = self.sink.send(header.cookie, header.command, Reply::Error(refusal)).await;
             return Err(StopReason::OversizedWrite);
         }
         let permits = self.acquire(&header).await;
-        let payload = read_payload(reader, payload_bytes)
-            .await
-            .map_err(|_| StopReason::EndOfStream)?;
+        let payload =
+            read_payload(reader, payload_bytes).await.map_err(|_| StopReason::EndOfStream)?;
         // Whether zeroing is cheap can change with the device's state (e.g. a full
         // log), so it is asked per request rather than once per connection.
-        let limits = ExportLimits {
-            fast_zero: self.session.device.fast_zero(),
-            ..self.limits
-        };
+        let limits = ExportLimits { fast_zero: self.session.device.fast_zero(), ..self.limits };
         let action = validate(&header, &limits).and_then(|action| {
             check_fast_zero(&header, &limits)?;
             Ok(action)
@@ -215,10 +197,7 @@ impl Transmission {
                 .expect("byte semaphore is never closed");
             Some(permit)
         };
-        Permits {
-            _request: request,
-            _bytes: bytes,
-        }
+        Permits { _request: request, _bytes: bytes }
     }
 }
 

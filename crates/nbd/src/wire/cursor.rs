@@ -22,10 +22,7 @@ impl<'a> Cursor<'a> {
     pub(crate) fn take(&mut self, length_bytes: usize) -> Result<&'a [u8], WireError> {
         let available_bytes = self.remaining_bytes();
         if length_bytes > available_bytes {
-            return Err(WireError::Truncated {
-                needed_bytes: length_bytes,
-                available_bytes,
-            });
+            return Err(WireError::Truncated { needed_bytes: length_bytes, available_bytes });
         }
         let slice = &self.bytes[self.position..self.position + length_bytes];
         self.position += length_bytes;
@@ -53,10 +50,7 @@ impl<'a> Cursor<'a> {
     /// Reads `length_bytes` as a protocol string (UTF-8, no NUL, at most 4096 bytes).
     pub(crate) fn string(&mut self, length_bytes: usize) -> Result<String, WireError> {
         if length_bytes > STRING_BYTES_MAX {
-            return Err(WireError::StringTooLong {
-                length_bytes,
-                max_bytes: STRING_BYTES_MAX,
-            });
+            return Err(WireError::StringTooLong { length_bytes, max_bytes: STRING_BYTES_MAX });
         }
         decode_string(self.take(length_bytes)?)
     }

@@ -86,10 +86,7 @@ impl OptionHeader {
         let option = cursor.u32()?;
         let length_bytes = cursor.u32()?;
         cursor.finish("option header")?;
-        Ok(OptionHeader {
-            option,
-            length_bytes,
-        })
+        Ok(OptionHeader { option, length_bytes })
     }
 
     pub fn encode(&self) -> [u8; OPTION_HEADER_BYTES] {
@@ -111,21 +108,13 @@ pub struct OptionReply {
 
 impl OptionReply {
     pub fn ack(option: u32) -> OptionReply {
-        OptionReply {
-            option,
-            reply_type: NBD_REP_ACK,
-            data: Vec::new(),
-        }
+        OptionReply { option, reply_type: NBD_REP_ACK, data: Vec::new() }
     }
 
     /// An error reply carrying a human-readable message (truncated to the string limit).
     pub fn error(option: u32, reply_type: u32, message: &str) -> OptionReply {
         let message = truncate_utf8(message, STRING_BYTES_MAX);
-        OptionReply {
-            option,
-            reply_type,
-            data: message.as_bytes().to_vec(),
-        }
+        OptionReply { option, reply_type, data: message.as_bytes().to_vec() }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -151,21 +140,15 @@ impl OptionReply {
 
     /// Parses one whole reply (header and exactly its data).
     pub fn parse(bytes: &[u8]) -> Result<OptionReply, WireError> {
-        let header = bytes
-            .get(..OPTION_REPLY_HEADER_BYTES)
-            .ok_or(WireError::Truncated {
-                needed_bytes: OPTION_REPLY_HEADER_BYTES,
-                available_bytes: bytes.len(),
-            })?;
+        let header = bytes.get(..OPTION_REPLY_HEADER_BYTES).ok_or(WireError::Truncated {
+            needed_bytes: OPTION_REPLY_HEADER_BYTES,
+            available_bytes: bytes.len(),
+        })?;
         let (option, reply_type, length_bytes) = Self::parse_header(header)?;
         let mut cursor = Cursor::new(&bytes[OPTION_REPLY_HEADER_BYTES..]);
         let data = cursor.take(length_bytes as usize)?.to_vec();
         cursor.finish("option reply")?;
-        Ok(OptionReply {
-            option,
-            reply_type,
-            data,
-        })
+        Ok(OptionReply { option, reply_type, data })
     }
 }
 

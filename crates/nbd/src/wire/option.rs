@@ -96,19 +96,14 @@ fn parse_info_request(data: &[u8]) -> Result<InfoRequest, WireError> {
     let name = cursor.string_u32()?;
     let count = cursor.u16()? as usize;
     if count * 2 != cursor.remaining_bytes() {
-        return Err(WireError::Invalid(
-            "info request count does not match option length",
-        ));
+        return Err(WireError::Invalid("info request count does not match option length"));
     }
     let mut info_requests = Vec::with_capacity(count);
     for _ in 0..count {
         info_requests.push(cursor.u16()?);
     }
     cursor.finish("info request")?;
-    Ok(InfoRequest {
-        name,
-        info_requests,
-    })
+    Ok(InfoRequest { name, info_requests })
 }
 
 fn encode_info_request(request: &InfoRequest) -> Vec<u8> {
@@ -142,10 +137,7 @@ fn parse_meta_request(data: &[u8]) -> Result<MetaContextRequest, WireError> {
         queries.push(cursor.string_u32()?);
     }
     cursor.finish("metadata context request")?;
-    Ok(MetaContextRequest {
-        export_name,
-        queries,
-    })
+    Ok(MetaContextRequest { export_name, queries })
 }
 
 fn encode_meta_request(request: &MetaContextRequest) -> Vec<u8> {
@@ -183,10 +175,7 @@ impl InfoReply {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
-            InfoReply::Export {
-                size_bytes,
-                transmission_flags,
-            } => {
+            InfoReply::Export { size_bytes, transmission_flags } => {
                 out.extend_from_slice(&NBD_INFO_EXPORT.to_be_bytes());
                 out.extend_from_slice(&size_bytes.to_be_bytes());
                 out.extend_from_slice(&transmission_flags.to_be_bytes());
@@ -199,11 +188,7 @@ impl InfoReply {
                 out.extend_from_slice(&NBD_INFO_DESCRIPTION.to_be_bytes());
                 out.extend_from_slice(text.as_bytes());
             }
-            InfoReply::BlockSize {
-                minimum_bytes,
-                preferred_bytes,
-                maximum_bytes,
-            } => {
+            InfoReply::BlockSize { minimum_bytes, preferred_bytes, maximum_bytes } => {
                 out.extend_from_slice(&NBD_INFO_BLOCK_SIZE.to_be_bytes());
                 out.extend_from_slice(&minimum_bytes.to_be_bytes());
                 out.extend_from_slice(&preferred_bytes.to_be_bytes());
@@ -221,10 +206,9 @@ impl InfoReply {
         let mut cursor = Cursor::new(data);
         let info_type = cursor.u16()?;
         let reply = match info_type {
-            NBD_INFO_EXPORT => InfoReply::Export {
-                size_bytes: cursor.u64()?,
-                transmission_flags: cursor.u16()?,
-            },
+            NBD_INFO_EXPORT => {
+                InfoReply::Export { size_bytes: cursor.u64()?, transmission_flags: cursor.u16()? }
+            }
             NBD_INFO_NAME => InfoReply::Name(cursor.string(cursor.remaining_bytes())?),
             NBD_INFO_DESCRIPTION => {
                 InfoReply::Description(cursor.string(cursor.remaining_bytes())?)

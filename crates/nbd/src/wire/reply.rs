@@ -45,10 +45,7 @@ impl SimpleReply {
                 found: magic as u64,
             });
         }
-        let reply = SimpleReply {
-            error: cursor.u32()?,
-            cookie: cursor.u64()?,
-        };
+        let reply = SimpleReply { error: cursor.u32()?, cookie: cursor.u64()? };
         cursor.finish("simple reply")?;
         Ok(reply)
     }
@@ -65,31 +62,12 @@ pub struct BlockDescriptor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChunkPayload {
     None,
-    OffsetData {
-        offset: u64,
-        data: Vec<u8>,
-    },
-    OffsetHole {
-        offset: u64,
-        hole_bytes: u32,
-    },
-    BlockStatus {
-        context_id: u32,
-        descriptors: Vec<BlockDescriptor>,
-    },
-    Error {
-        error: u32,
-        message: String,
-    },
-    ErrorOffset {
-        error: u32,
-        message: String,
-        offset: u64,
-    },
-    Unknown {
-        chunk_type: u16,
-        data: Vec<u8>,
-    },
+    OffsetData { offset: u64, data: Vec<u8> },
+    OffsetHole { offset: u64, hole_bytes: u32 },
+    BlockStatus { context_id: u32, descriptors: Vec<BlockDescriptor> },
+    Error { error: u32, message: String },
+    ErrorOffset { error: u32, message: String, offset: u64 },
+    Unknown { chunk_type: u16, data: Vec<u8> },
 }
 
 impl ChunkPayload {
@@ -116,10 +94,7 @@ impl ChunkPayload {
                 out.extend_from_slice(&offset.to_be_bytes());
                 out.extend_from_slice(&hole_bytes.to_be_bytes());
             }
-            ChunkPayload::BlockStatus {
-                context_id,
-                descriptors,
-            } => {
+            ChunkPayload::BlockStatus { context_id, descriptors } => {
                 out.extend_from_slice(&context_id.to_be_bytes());
                 for descriptor in descriptors {
                     out.extend_from_slice(&descriptor.length_bytes.to_be_bytes());
@@ -127,11 +102,7 @@ impl ChunkPayload {
                 }
             }
             ChunkPayload::Error { error, message } => put_error(out, *error, message),
-            ChunkPayload::ErrorOffset {
-                error,
-                message,
-                offset,
-            } => {
+            ChunkPayload::ErrorOffset { error, message, offset } => {
                 put_error(out, *error, message);
                 out.extend_from_slice(&offset.to_be_bytes());
             }
@@ -157,11 +128,7 @@ impl ChunkPayload {
             NBD_REPLY_TYPE_ERROR_OFFSET => {
                 let (error, message) = parse_error(&mut cursor)?;
                 let offset = cursor.u64()?;
-                ChunkPayload::ErrorOffset {
-                    error,
-                    message,
-                    offset,
-                }
+                ChunkPayload::ErrorOffset { error, message, offset }
             }
             other => ChunkPayload::Unknown {
                 chunk_type: other,
@@ -193,9 +160,7 @@ fn parse_block_status(cursor: &mut Cursor<'_>) -> Result<ChunkPayload, WireError
     let context_id = cursor.u32()?;
     let remaining_bytes = cursor.remaining_bytes();
     if remaining_bytes == 0 || !remaining_bytes.is_multiple_of(8) {
-        return Err(WireError::Invalid(
-            "BLOCK_STATUS length is not 4 + 8n, n > 0",
-        ));
+        return Err(WireError::Invalid("BLOCK_STATUS length is not 4 + 8n, n > 0"));
     }
     let mut descriptors = Vec::with_capacity(remaining_bytes / 8);
     while cursor.remaining_bytes() > 0 {
@@ -204,10 +169,7 @@ fn parse_block_status(cursor: &mut Cursor<'_>) -> Result<ChunkPayload, WireError
             status_flags: cursor.u32()?,
         });
     }
-    Ok(ChunkPayload::BlockStatus {
-        context_id,
-        descriptors,
-    })
+    Ok(ChunkPayload::BlockStatus { context_id, descriptors })
 }
 
 fn put_error(out: &mut Vec<u8>, error: u32, message: &str) {
@@ -273,11 +235,7 @@ impl StructuredChunk {
         let (flags, chunk_type, cookie, length_bytes) = Self::parse_header(header)?;
         let payload = ChunkPayload::parse(chunk_type, cursor.take(length_bytes as usize)?)?;
         cursor.finish("structured reply chunk")?;
-        Ok(StructuredChunk {
-            flags,
-            cookie,
-            payload,
-        })
+        Ok(StructuredChunk { flags, cookie, payload })
     }
 }
 

@@ -28,10 +28,8 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start(provider: Arc<dyn ExportProvider>, config: ServerConfig) -> TestServer {
-        let dir = tempfile::Builder::new()
-            .prefix("fardisk-nbd-")
-            .tempdir()
-            .expect("create temp dir");
+        let dir =
+            tempfile::Builder::new().prefix("fardisk-nbd-").tempdir().expect("create temp dir");
         let socket = dir.path().join("nbd.sock");
         Self::start_at(dir, socket, provider, config)
     }
@@ -50,19 +48,9 @@ impl TestServer {
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
-            runtime.block_on(serve_unix(
-                &socket_for_thread,
-                provider,
-                config,
-                shutdown_rx,
-            ))
+            runtime.block_on(serve_unix(&socket_for_thread, provider, config, shutdown_rx))
         });
-        let server = TestServer {
-            dir,
-            socket,
-            shutdown,
-            thread: Some(thread),
-        };
+        let server = TestServer { dir, socket, shutdown, thread: Some(thread) };
         server.wait_until_listening();
         server
     }
@@ -73,19 +61,12 @@ impl TestServer {
             if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
                 return;
             }
-            if self
-                .thread
-                .as_ref()
-                .is_some_and(|thread| thread.is_finished())
-            {
+            if self.thread.as_ref().is_some_and(|thread| thread.is_finished()) {
                 panic!("server thread exited before listening");
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!(
-            "server did not start listening on {}",
-            self.socket.display()
-        );
+        panic!("server did not start listening on {}", self.socket.display());
     }
 
     pub fn uri(&self, export: &str) -> String {
@@ -178,12 +159,7 @@ pub fn run(program: &Path, args: &[&str]) -> Output {
         Ok(output) => output.expect("wait for client"),
         Err(_) => {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!(
-                "{} {:?} did not finish within {:?}",
-                program.display(),
-                args,
-                CLIENT_DEADLINE
-            );
+            panic!("{} {:?} did not finish within {:?}", program.display(), args, CLIENT_DEADLINE);
         }
     }
 }

@@ -23,11 +23,7 @@ pub struct RawClient {
 /// One reply as a test sees it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RawReply {
-    Simple {
-        error: u32,
-        cookie: u64,
-        data: Vec<u8>,
-    },
+    Simple { error: u32, cookie: u64, data: Vec<u8> },
     Chunk(StructuredChunk),
 }
 
@@ -50,9 +46,7 @@ impl RawClient {
     /// does when its connection limit is reached).
     pub fn try_connect_raw(socket: &Path) -> Option<RawClient> {
         let stream = UnixStream::connect(socket).expect("connect");
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("timeout");
+        stream.set_read_timeout(Some(READ_TIMEOUT)).expect("timeout");
         let mut client = RawClient { stream };
         let greeting = client.read_exact_vec(GREETING_BYTES).ok()?;
         let flags = parse_greeting(&greeting).expect("valid greeting");
@@ -66,10 +60,7 @@ impl RawClient {
     }
 
     fn handshake_flags(mut client: RawClient) -> RawClient {
-        let flags = ClientFlags {
-            fixed_newstyle: true,
-            no_zeroes: true,
-        };
+        let flags = ClientFlags { fixed_newstyle: true, no_zeroes: true };
         client.send(&flags.encode());
         client
     }
@@ -107,11 +98,7 @@ impl RawClient {
             info_requests: vec![],
         }));
         let replies = client.read_option_replies();
-        assert_eq!(
-            replies.last().map(|reply| reply.reply_type),
-            Some(NBD_REP_ACK),
-            "{replies:?}"
-        );
+        assert_eq!(replies.last().map(|reply| reply.reply_type), Some(NBD_REP_ACK), "{replies:?}");
         client
     }
 
@@ -130,10 +117,7 @@ impl RawClient {
     }
 
     pub fn option_raw(&mut self, code: u32, data: &[u8]) {
-        let header = OptionHeader {
-            option: code,
-            length_bytes: data.len() as u32,
-        };
+        let header = OptionHeader { option: code, length_bytes: data.len() as u32 };
         self.send(&header.encode());
         self.send(data);
     }
@@ -145,13 +129,9 @@ impl RawClient {
     }
 
     pub fn read_option_reply(&mut self) -> OptionReply {
-        let header = self
-            .read_exact_vec(OPTION_REPLY_HEADER_BYTES)
-            .expect("option reply header");
+        let header = self.read_exact_vec(OPTION_REPLY_HEADER_BYTES).expect("option reply header");
         let (_, _, length_bytes) = OptionReply::parse_header(&header).expect("option reply magic");
-        let data = self
-            .read_exact_vec(length_bytes as usize)
-            .expect("option reply data");
+        let data = self.read_exact_vec(length_bytes as usize).expect("option reply data");
         OptionReply::parse(&[header, data].concat()).expect("option reply")
     }
 
@@ -177,13 +157,7 @@ impl RawClient {
         offset: u64,
         length_bytes: u32,
     ) {
-        let header = RequestHeader {
-            flags,
-            command,
-            cookie,
-            offset,
-            length_bytes,
-        };
+        let header = RequestHeader { flags, command, cookie, offset, length_bytes };
         self.send(&header.encode());
     }
 
@@ -194,20 +168,14 @@ impl RawClient {
 
     /// Reads one simple reply; `read_bytes` of data follow a successful read.
     pub fn read_simple(&mut self, read_bytes: usize) -> RawReply {
-        let header = self
-            .read_exact_vec(SIMPLE_REPLY_HEADER_BYTES)
-            .expect("simple reply");
+        let header = self.read_exact_vec(SIMPLE_REPLY_HEADER_BYTES).expect("simple reply");
         let reply = SimpleReply::parse(&header).expect("simple reply magic");
         let data = if reply.error == 0 && read_bytes > 0 {
             self.read_exact_vec(read_bytes).expect("read data")
         } else {
             Vec::new()
         };
-        RawReply::Simple {
-            error: reply.error,
-            cookie: reply.cookie,
-            data,
-        }
+        RawReply::Simple { error: reply.error, cookie: reply.cookie, data }
     }
 
     /// Reads one reply of either kind; a simple reply is assumed to carry no data.
@@ -215,24 +183,14 @@ impl RawClient {
         let magic = self.read_exact_vec(4).expect("reply magic");
         let magic_value = u32::from_be_bytes([magic[0], magic[1], magic[2], magic[3]]);
         if magic_value == SIMPLE_REPLY_MAGIC {
-            let rest = self
-                .read_exact_vec(SIMPLE_REPLY_HEADER_BYTES - 4)
-                .expect("simple reply");
+            let rest = self.read_exact_vec(SIMPLE_REPLY_HEADER_BYTES - 4).expect("simple reply");
             let reply = SimpleReply::parse(&[magic, rest].concat()).expect("simple reply");
-            return RawReply::Simple {
-                error: reply.error,
-                cookie: reply.cookie,
-                data: Vec::new(),
-            };
+            return RawReply::Simple { error: reply.error, cookie: reply.cookie, data: Vec::new() };
         }
-        let rest = self
-            .read_exact_vec(STRUCTURED_REPLY_HEADER_BYTES - 4)
-            .expect("chunk header");
+        let rest = self.read_exact_vec(STRUCTURED_REPLY_HEADER_BYTES - 4).expect("chunk header");
         let header = [magic, rest].concat();
         let (_, _, _, length_bytes) = StructuredChunk::parse_header(&header).expect("chunk magic");
-        let payload = self
-            .read_exact_vec(length_bytes as usize)
-            .expect("chunk payload");
+        let payload = self.read_exact_vec(length_bytes as usize).expect("chunk payload");
         RawReply::Chunk(StructuredChunk::parse(&[header, payload].concat()).expect("chunk"))
     }
 

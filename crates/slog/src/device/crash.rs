@@ -200,10 +200,16 @@ impl CrashDevice {
 
     fn check(&self, state: &CrashState, failing: bool, what: &str) -> io::Result<()> {
         if state.faults.vanished {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{}: device vanished", self.path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: device vanished", self.path.display()),
+            ));
         }
         if failing {
-            return Err(io::Error::other(format!("{}: injected {what} error", self.path.display())));
+            return Err(io::Error::other(format!(
+                "{}: injected {what} error",
+                self.path.display()
+            )));
         }
         Ok(())
     }
@@ -317,7 +323,8 @@ impl MemProvider {
         for (path, device) in self.devices.lock().iter() {
             let device_seed = rng.next_u64();
             if !device.is_vanished() {
-                crashed.insert(CrashDevice::from_image(path.clone(), device.crash_image(device_seed)));
+                crashed
+                    .insert(CrashDevice::from_image(path.clone(), device.crash_image(device_seed)));
             }
         }
         crashed
@@ -328,7 +335,10 @@ impl DeviceProvider for MemProvider {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn LogDevice>> {
         match self.device(path) {
             Some(device) if !device.is_vanished() => Ok(Arc::new(device)),
-            _ => Err(io::Error::new(io::ErrorKind::NotFound, format!("{}: no such device", path.display()))),
+            _ => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such device", path.display()),
+            )),
         }
     }
 

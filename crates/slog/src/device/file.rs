@@ -105,7 +105,10 @@ impl LogDevice for FileDevice {
         // A deleted file still takes writes through our descriptor, but nothing could ever read
         // them back at the next import: the leg is gone, and must say so (one fstat per flush).
         if std::os::unix::fs::MetadataExt::nlink(&file.metadata()?) == 0 {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} was deleted", self.path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} was deleted", self.path.display()),
+            ));
         }
         Ok(())
     }

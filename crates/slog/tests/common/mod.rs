@@ -6,14 +6,19 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fardisk_slog::{
-    CommitReceipt, FormatOptions, IntentLog, LogError, LogRecord, MemProvider, OpenOptions, RecordKind, VdevConfig, VdevSpec,
+    CommitReceipt, FormatOptions, IntentLog, LogError, LogRecord, MemProvider, OpenOptions,
+    RecordKind, VdevConfig, VdevSpec,
 };
 
 pub const POOL: &str = "tank";
 pub const POOL_GUID: u128 = 0x5eed_0000_0000_0000_0000_0000_0000_0001;
 
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 pub fn path(name: &str) -> PathBuf {
@@ -21,7 +26,12 @@ pub fn path(name: &str) -> PathBuf {
 }
 
 /// Creates in-memory devices of `device_bytes` for every leg, then formats them.
-pub fn format_mem(provider: &MemProvider, spec: &VdevSpec, device_bytes: u64, seed: u64) -> VdevConfig {
+pub fn format_mem(
+    provider: &MemProvider,
+    spec: &VdevSpec,
+    device_bytes: u64,
+    seed: u64,
+) -> VdevConfig {
     for leg in spec.legs() {
         provider.add(leg, device_bytes);
     }
@@ -40,9 +50,17 @@ pub fn open_mem(provider: &MemProvider, configs: &[VdevConfig]) -> IntentLog {
 /// A record identified by `id` (stored as the offset); writes carry `len` data bytes.
 pub fn record(txg: u64, id: u64, len: usize) -> LogRecord {
     let kind = if len == 0 { RecordKind::Trim } else { RecordKind::Write };
-    let data: Vec<u8> = (0..len).map(|i| (id as usize).wrapping_mul(31).wrapping_add(i) as u8).collect();
-    LogRecord { txg, volume_id: (id % 3) as u32, kind, offset_bytes: id * 4096, length_bytes: len.max(512) as u32, data: Bytes::from(data) }
-        .fix_length()
+    let data: Vec<u8> =
+        (0..len).map(|i| (id as usize).wrapping_mul(31).wrapping_add(i) as u8).collect();
+    LogRecord {
+        txg,
+        volume_id: (id % 3) as u32,
+        kind,
+        offset_bytes: id * 4096,
+        length_bytes: len.max(512) as u32,
+        data: Bytes::from(data),
+    }
+    .fix_length()
 }
 
 trait FixLength {
@@ -59,7 +77,10 @@ impl FixLength for LogRecord {
 }
 
 /// Commits every batch concurrently and returns the results in input order.
-pub async fn commit_all(log: &Arc<IntentLog>, batches: Vec<Vec<LogRecord>>) -> Vec<Result<CommitReceipt, LogError>> {
+pub async fn commit_all(
+    log: &Arc<IntentLog>,
+    batches: Vec<Vec<LogRecord>>,
+) -> Vec<Result<CommitReceipt, LogError>> {
     let handles: Vec<_> = batches
         .into_iter()
         .map(|batch| {
