@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fardisk's whole test suite: install what is missing, run the Rust tests, then every
 # executable tests/e2e/*.sh in name order. Ends with one line "N passed, M failed"
-# (the cargo run counts as one, each e2e script as one) and exits non-zero if
+# (the fmt and clippy gates, the cargo run and each e2e script count as one each) and exits non-zero if
 # anything failed.
 #
 # Env: FARDISK_E2E_TIMEOUT_S (default 1200) bounds each e2e script.
@@ -32,6 +32,17 @@ if ! scripts/install-deps.sh; then
     echo "0 passed, 1 failed"
     exit 1
 fi
+
+# Gates: formatting and lints (Cargo.toml [workspace.lints], clippy.toml) fail the run like a test.
+fd_log "== cargo fmt --check"
+t0=$SECONDS
+cargo fmt --all --check 2>&1
+record "cargo fmt --check" $? $((SECONDS - t0))
+
+fd_log "== cargo clippy --workspace --all-targets -- -D warnings"
+t0=$SECONDS
+cargo clippy --workspace --all-targets -- -D warnings 2>&1
+record "cargo clippy -D warnings" $? $((SECONDS - t0))
 
 fd_log "== cargo test --workspace --no-fail-fast"
 t0=$SECONDS

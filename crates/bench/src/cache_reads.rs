@@ -327,9 +327,14 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     drop(pool);
     drop(cache);
     let t_rebuild = clock.mono_us();
-    let (l2, failures) =
-        L2Arc::open(l2_config(), guid, Arc::new(MonotonicClock::new()), a.seed, &[l2_path.clone()])
-            .map_err(|e| anyhow!("{e}"))?;
+    let (l2, failures) = L2Arc::open(
+        l2_config(),
+        guid,
+        Arc::new(MonotonicClock::new()),
+        a.seed,
+        std::slice::from_ref(&l2_path),
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     if let Some((p, e)) = failures.first() {
         return Err(anyhow!("cache device {} did not reopen: {e}", p.display()));
     }

@@ -123,7 +123,7 @@ fn curve_row(
     let n = curve.len() as f64;
     let total: f64 = curve.iter().map(|c| c.0).sum();
     let first10: f64 =
-        curve.iter().take(10).map(|c| c.0).sum::<f64>() / curve.len().min(10).max(1) as f64;
+        curve.iter().take(10).map(|c| c.0).sum::<f64>() / curve.len().clamp(1, 10) as f64;
     let mut metrics = vec![
         ("reads_per_s_first_10s", round3(first10)),
         ("reads_per_s_whole", round3(total / n.max(1.0))),

@@ -315,7 +315,7 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
         }
         f.sync_all()?;
     }
-    let mut configs = vec![
+    let mut configs = [
         Config {
             setup: "raw O_DIRECT pwrite + fdatasync (local file, the limit)",
             durable: true,

@@ -109,6 +109,7 @@ impl DirtySet {
 }
 
 pub fn is_all_zero(b: &[u8]) -> bool {
+    // SAFETY: every bit pattern is a valid u64, and align_to only reinterprets the aligned middle.
     let (prefix, words, suffix) = unsafe { b.align_to::<u64>() };
     prefix.iter().all(|&x| x == 0)
         && words.iter().all(|&x| x == 0)

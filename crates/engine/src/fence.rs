@@ -66,10 +66,12 @@ pub async fn find_latest_root(store: &dyn Store) -> Result<Option<Root>> {
 /// that do not verify are recorded as damaged, never returned as a root.
 pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
     let hint = match store.get(HEAD_KEY).await {
-        Ok(b) if crate::objstore::is_encrypted_object(&b) => return Err(Error::BadInput(format!(
+        Ok(b) if crate::objstore::is_encrypted_object(&b) => {
+            return Err(Error::BadInput(format!(
             "the pool in {} is encrypted: give its key with --key-file PATH (or FARDISK_KEY_FILE)",
             store.describe()
-        ))),
+        )))
+        }
         Ok(b) => match decode_head(&b) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -98,7 +100,7 @@ pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
         match read_root_checked(store, txg).await? {
             RootRead::Missing => break,
             RootRead::Intact(root) => {
-                scan.intact = Some(root);
+                scan.intact = Some(*root);
                 scan.damaged.clear();
             }
             RootRead::Damaged(why) => {
@@ -122,7 +124,7 @@ pub async fn scan_roots(store: &dyn Store) -> Result<RootScan> {
         for t in older.into_iter().rev() {
             match read_root_checked(store, t).await? {
                 RootRead::Intact(root) => {
-                    scan.intact = Some(root);
+                    scan.intact = Some(*root);
                     break;
                 }
                 RootRead::Damaged(_) => scan.damaged.insert(0, t),
@@ -154,13 +156,13 @@ pub async fn list_root_txgs(store: &dyn Store) -> Result<Vec<u64>> {
 
 enum RootRead {
     Missing,
-    Intact(Root),
+    Intact(Box<Root>),
     Damaged(String),
 }
 
 async fn read_root_checked(store: &dyn Store, txg: u64) -> Result<RootRead> {
     match read_root(store, txg).await {
-        Ok(Some(root)) => Ok(RootRead::Intact(root)),
+        Ok(Some(root)) => Ok(RootRead::Intact(Box::new(root))),
         Ok(None) => Ok(RootRead::Missing),
         Err(e @ (Error::Corrupt { .. } | Error::Checksum { .. })) => {
             Ok(RootRead::Damaged(e.to_string()))

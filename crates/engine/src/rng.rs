@@ -17,6 +17,7 @@ impl Rng {
     pub fn from_entropy() -> Rng {
         let mut seed = [0u8; 8];
         // getrandom(2) cannot fail for 8 bytes once the pool is initialised; fall back to the pid.
+        // SAFETY: the pointer and length describe `seed`, a live, writable 8-byte buffer.
         let got = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
         if got != 8 {
             seed = (std::process::id() as u64).to_le_bytes();

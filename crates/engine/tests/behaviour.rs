@@ -307,7 +307,7 @@ async fn reads_never_wait_behind_uploads() {
     };
     // Deadlock guards, not performance checks: with the upload held, both reads must finish.
     let wait = Duration::from_secs(20);
-    while pool.status().syncing == false {
+    while !pool.status().syncing {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let syncing = tokio::time::timeout(wait, pool.read(vol, 4096, 4096))
@@ -493,8 +493,7 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     std::fs::create_dir_all(&dir).expect("tmp");
     let dev = dir.join("cache0");
     let guid = Pool::peek(store.clone(), &e).await.expect("peek").pool_guid;
-    let mut cfg = L2ArcConfig::default();
-    cfg.write_max_bytes_per_s = 1 << 40;
+    let cfg = L2ArcConfig { write_max_bytes_per_s: 1 << 40, ..Default::default() };
     let l2 = L2Arc::new(cfg.clone(), guid, Arc::new(MonotonicClock::new()), 9).expect("l2");
     l2.add_device(&dev, Some(64 << 20)).expect("format cache device");
     // An ARC far smaller than the data: most blocks are evicted into the L2ARC feed.
@@ -532,7 +531,7 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
 
     // After a restart, the L2ARC index is rebuilt from the device and serves the first pass.
     let (l2, failures) =
-        L2Arc::open(cfg, guid, Arc::new(MonotonicClock::new()), 10, &[dev.clone()])
+        L2Arc::open(cfg, guid, Arc::new(MonotonicClock::new()), 10, std::slice::from_ref(&dev))
             .expect("reopen");
     assert!(failures.is_empty(), "{failures:?}");
     for _ in 0..200 {

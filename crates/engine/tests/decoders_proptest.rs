@@ -44,7 +44,7 @@ fn root(seed: u64, volumes: usize, snapshots: usize) -> Root {
             pid: 42,
             import_id: 9,
             since_ms: 1,
-            active: seed % 2 == 0,
+            active: seed.is_multiple_of(2),
         },
         next_segment_counter: seed + 5,
         next_volume_id: 100,

@@ -97,7 +97,7 @@ async fn hosts(name: &str, multihost: bool) -> Hosts {
     Pool::create(
         base.clone(),
         "tank",
-        CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), props, ..Default::default() },
+        CreateOptions { vdevs: vec![vdev], pool_guid: Some(guid), props },
         &env,
     )
     .await

@@ -116,10 +116,8 @@ impl PageCache {
         // A concurrent reader's insertion may have evicted this clean page since the caller found
         // it; the caller's copy is current (only the sync mutates pages), so it goes back in.
         let present = inner.pages.get(&key).is_some_and(|p| Arc::ptr_eq(p, page));
-        if !present {
-            if inner.pages.insert(key, page.clone()).is_none() {
-                inner.clock.push_back(key);
-            }
+        if !present && inner.pages.insert(key, page.clone()).is_none() {
+            inner.clock.push_back(key);
         }
         let mut st = page.state.lock();
         if *st != PageState::Dirty {

@@ -222,7 +222,7 @@ impl EncryptedStore {
 
     /// Opens whole chunks `first..` held in `sealed`.
     fn open_chunks(&self, key: &str, first: u64, sealed: &[u8]) -> StoreResult<Vec<u8>> {
-        if sealed.len() as u64 % CHUNK_SEALED_BYTES != 0 {
+        if !(sealed.len() as u64).is_multiple_of(CHUNK_SEALED_BYTES) {
             return Err(corrupt(
                 "get",
                 key,

@@ -77,7 +77,7 @@ impl HotTracker {
         let counts = self.counts.lock();
         let mut v: Vec<(u32, u64, u32)> =
             counts.iter().filter(|(_, c)| **c > 1).map(|(&(vol, r), &c)| (vol, r, c)).collect();
-        v.sort_unstable_by(|a, b| b.2.cmp(&a.2));
+        v.sort_unstable_by_key(|b| std::cmp::Reverse(b.2));
         v.truncate(max);
         v.sort_unstable();
         v

@@ -255,9 +255,8 @@ async fn run(inner: &Arc<Inner>) -> Result<bool> {
     let mut pacer = Pacer::new(inner);
     for (name, start_tree) in trees {
         let mut slot = 0u64;
-        loop {
-            // The newest root of this tree for each chunk; a volume destroyed meanwhile is done.
-            let Some(tree) = current_tree(inner, start_tree.tree_id) else { break };
+        // The newest root of this tree for each chunk; a volume destroyed meanwhile is done.
+        while let Some(tree) = current_tree(inner, start_tree.tree_id) {
             // The space table is walked whole: its slots are keyed by segment id.
             let end = if tree.tree_id == SPACE_TREE_ID {
                 u64::MAX

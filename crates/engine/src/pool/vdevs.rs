@@ -127,16 +127,15 @@ impl Pool {
     /// whole mirror, when `path` is one of its legs) once every record on it is in the store.
     /// Removing the last log vdev turns sync requests into txg syncs, as in a pool without one.
     pub async fn remove_device(&self, path: &str) -> Result<RemovedVdev> {
-        let entry = self
-            .vdevs()
-            .into_iter()
-            .find(|v| v.paths.iter().any(|p| p == path))
-            .ok_or_else(|| {
-                Error::BadInput(format!(
+        let entry =
+            self.vdevs().into_iter().find(|v| v.paths.iter().any(|p| p == path)).ok_or_else(
+                || {
+                    Error::BadInput(format!(
                     "{path} is not a log or cache device of pool '{}' (see 'fardisk status -v')",
                     self.name()
                 ))
-            })?;
+                },
+            )?;
         let removed = RemovedVdev { role: entry.role.clone(), paths: entry.paths.clone() };
         if entry.role == "cache" {
             self.publish_vdevs(|v| v.retain(|x| !(x.role == "cache" && x.paths == entry.paths)))

@@ -16,7 +16,7 @@ pub fn check_volume_name(name: &str) -> Result<()> {
 }
 
 fn check_size(size_bytes: u64) -> Result<()> {
-    if size_bytes == 0 || size_bytes % BLOCK_BYTES != 0 || size_bytes > VOLUME_BYTES_MAX {
+    if size_bytes == 0 || !size_bytes.is_multiple_of(BLOCK_BYTES) || size_bytes > VOLUME_BYTES_MAX {
         return Err(bad(format!(
             "volume size {size_bytes} bytes must be a positive multiple of 4096 up to 16 TiB"
         )));

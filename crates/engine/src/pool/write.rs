@@ -104,12 +104,12 @@ impl Pool {
         let first = offset / BLOCK_BYTES;
         let end = offset + len;
         let last = (end - 1) / BLOCK_BYTES;
-        let head = if offset % BLOCK_BYTES != 0 || (first == last && len != BLOCK_BYTES) {
+        let head = if !offset.is_multiple_of(BLOCK_BYTES) || (first == last && len != BLOCK_BYTES) {
             Some(self.read(volume_id, first * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
         } else {
             None
         };
-        let tail = if last != first && end % BLOCK_BYTES != 0 {
+        let tail = if last != first && !end.is_multiple_of(BLOCK_BYTES) {
             Some(self.read(volume_id, last * BLOCK_BYTES, BLOCK_BYTES as u32).await?)
         } else {
             None

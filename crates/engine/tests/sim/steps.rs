@@ -31,7 +31,7 @@ impl World {
             _ => self.feed_cache(),
         }
         // The L2ARC is also fed now and then in passing, as its writer thread would.
-        if self.step % 7 == 0 {
+        if self.step.is_multiple_of(7) {
             self.feed_cache();
         }
     }
@@ -59,7 +59,10 @@ impl World {
             Ok(_) => self.history.record(Op::Write { vol, offset, data }),
             // A partial-block write reads the rest of its block first; with the store away that
             // read can give up, and the write fails whole (nothing of it applied).
-            Err(e) if self.store_away() && (offset % 4096 != 0 || data.len() % 4096 != 0) => {
+            Err(e)
+                if self.store_away()
+                    && (!offset.is_multiple_of(4096) || !data.len().is_multiple_of(4096)) =>
+            {
                 self.report.writes_refused_in_outage += 1;
                 tracing::debug!(error = %e, "partial-block write failed while the store is away");
             }
@@ -73,7 +76,10 @@ impl World {
         match self.pool().zero(self.vol(vol), offset, len).await {
             Ok(_) => self.history.record(Op::Zero { vol, offset, len }),
             // Like a partial-block write: the partial ends are read first.
-            Err(e) if self.store_away() && (offset % 4096 != 0 || len % 4096 != 0) => {
+            Err(e)
+                if self.store_away()
+                    && (!offset.is_multiple_of(4096) || !len.is_multiple_of(4096)) =>
+            {
                 self.report.writes_refused_in_outage += 1;
                 tracing::debug!(error = %e, "partial-block trim failed while the store is away");
             }

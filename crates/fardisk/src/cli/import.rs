@@ -184,6 +184,8 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
     if std::env::var_os("FARDISK_LOG").is_none() {
         cmd.env("FARDISK_LOG", "info");
     }
+    // SAFETY: the pre_exec closure only calls setsid(2), which is async-signal-safe and touches
+    // no memory of the parent.
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(|| {

@@ -187,7 +187,7 @@ fn render_table(
     let ops = |x: Option<f64>| x.map(|f| format!("{f:.0}")).unwrap_or_else(|| "-".into());
     let bw = |x: Option<f64>| x.map(|f| human(f as u64)).unwrap_or_else(|| "-".into());
     if !verbose {
-        if printed % 20 == 0 {
+        if printed.is_multiple_of(20) {
             outln!(
                 out,
                 "{:<12} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",

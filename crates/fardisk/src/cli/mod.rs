@@ -151,6 +151,7 @@ pub fn main() -> i32 {
         // Like any Unix tool, end quietly when the reader of our output goes away
         // (`fardisk status | head`). The daemon keeps Rust's default (ignored) so a client
         // hanging up never kills it.
+        // SAFETY: restoring a default signal disposition; no handler code of ours is involved.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }

@@ -178,18 +178,6 @@ pub async fn history(a: HistoryArgs) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scan_line_of_a_finished_scrub() {
-        let s = json!({"state": "finished", "started_ms": 0, "finished_ms": 75_000, "examined_bytes": 1u64 << 30,
-            "examined_blocks": 262144, "to_examine_bytes": 1u64 << 30, "checksum_errors": 1, "repaired_bytes": 4096});
-        assert_eq!(scan_text(&s), "scrub repaired 4.0K in 00:01:15 with 1 errors on 1970-01-01 00:01:15 UTC (1.0G examined, 262144 blocks)");
-    }
-}
-
 /// What is still running in the background of an imported pool: (name, done, total, unit).
 fn background_work(st: &Value) -> Vec<(String, u64, u64, &'static str)> {
     let mut out = Vec::new();
@@ -253,5 +241,17 @@ pub async fn wait(pool: &str) -> Result<()> {
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_line_of_a_finished_scrub() {
+        let s = json!({"state": "finished", "started_ms": 0, "finished_ms": 75_000, "examined_bytes": 1u64 << 30,
+            "examined_blocks": 262144, "to_examine_bytes": 1u64 << 30, "checksum_errors": 1, "repaired_bytes": 4096});
+        assert_eq!(scan_text(&s), "scrub repaired 4.0K in 00:01:15 with 1 errors on 1970-01-01 00:01:15 UTC (1.0G examined, 262144 blocks)");
     }
 }

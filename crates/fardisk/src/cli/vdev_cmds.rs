@@ -77,7 +77,7 @@ pub async fn remove(a: RemoveArgs) -> Result<()> {
 
 pub async fn replace(a: ReplaceArgs) -> Result<()> {
     let new = a.new_device.clone().unwrap_or_else(|| a.old_device.clone());
-    crate::vdev_format::check_absolute(&[new.clone()])?;
+    crate::vdev_format::check_absolute(std::slice::from_ref(&new))?;
     call(&a.pool, "vdev_replace", json!({"old": a.old_device, "new": new, "force": a.force}))
         .await?;
     if new == a.old_device {

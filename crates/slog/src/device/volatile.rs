@@ -32,6 +32,7 @@ fn statfs_type(path: &Path) -> Option<u64> {
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: statfs writes into a zeroed struct we own; the path is NUL terminated.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: `stat` is a valid, writable statfs and `c_path` a NUL-terminated string.
     let rc = unsafe { libc::statfs(c_path.as_ptr(), &mut stat) };
     if rc != 0 {
         return None;
