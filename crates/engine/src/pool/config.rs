@@ -42,6 +42,9 @@ pub struct PoolConfig {
     /// None: a txg whose upload fails is retried until the store comes back (production).
     /// Some(n): give up after n attempts and fault the pool (tests that simulate a crash).
     pub sync_attempts_max: Option<u64>,
+    /// Where a fenced writer writes the records it acknowledged and never published (held.rs);
+    /// None: they stay only in its log until the process ends.
+    pub held_records_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PoolConfig {
@@ -65,6 +68,7 @@ impl Default for PoolConfig {
             root_retention_s: 0,
             readahead_bytes_max: 8 << 20,
             sync_attempts_max: None,
+            held_records_dir: None,
         }
     }
 }

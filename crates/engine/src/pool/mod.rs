@@ -6,6 +6,7 @@ mod audit;
 mod commit_reads;
 mod config;
 mod gc;
+mod held;
 mod history;
 mod hotset;
 mod intent;
@@ -26,6 +27,7 @@ mod write;
 
 pub use audit::SpaceAudit;
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
+pub use held::{list_held_files, HeldRecord, HeldRecords, HeldSummary, HELD_FILE_SUFFIX};
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
 pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
@@ -163,6 +165,8 @@ pub(crate) struct Inner {
     /// reading its edge blocks and before taking the txg lock (write.rs).
     /// The multihost lease (`multihost=on`), set at import.
     pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
+    /// Set once the writer was fenced: what it held and where (held.rs).
+    pub held: Mutex<Option<held::HeldSummary>>,
     #[cfg(test)]
     pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }

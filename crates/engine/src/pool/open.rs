@@ -378,6 +378,7 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         scrub: Default::default(),
         roots: Default::default(),
         lease: Default::default(),
+        held: Default::default(),
         #[cfg(test)]
         pause_before_write_lock: Default::default(),
         env,

@@ -174,6 +174,9 @@ pub struct PoolStatus {
     pub warmup: serde_json::Value,
     /// The current or last scrub since import (state "none" before the first).
     pub scrub: super::ScrubProgress,
+    /// Once fenced: the records this writer acknowledged and never published, and the file
+    /// that holds them (held.rs); null otherwise.
+    pub held: Option<super::HeldSummary>,
 }
 
 /// The intent log in `status --json` (names as zpool status and zil kstats use them).
@@ -312,6 +315,7 @@ impl Pool {
             log: log_json(i),
             warmup: super::hotset::warmup_json(i),
             scrub: self.scrub_progress(),
+            held: i.held.lock().clone(),
         }
     }
 }

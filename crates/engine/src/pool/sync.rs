@@ -122,6 +122,9 @@ pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
         Err(e) => {
             // The in-memory map already points at this txg's segments: the pool cannot go on.
             inner.health.lock().fault(e);
+            if let Error::Fenced(why) = e {
+                super::held::hold_on_fenced(inner, why).await;
+            }
             Err(Error::Unavailable(format!("txg {txg} could not be committed: {e}")))
         }
     }

@@ -108,7 +108,10 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         force: a.force,
         missing_log: a.missing_log,
         rewind: a.rewind,
-        config: PoolConfig::default(),
+        config: PoolConfig {
+            held_records_dir: Some(super::held_cmds::held_dir()),
+            ..PoolConfig::default()
+        },
         key: key.map(|k| k.key),
         metrics: a
             .metrics

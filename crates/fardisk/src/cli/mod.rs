@@ -3,6 +3,7 @@
 
 mod create;
 mod destroy;
+mod held_cmds;
 mod import;
 mod iostat;
 mod query;
@@ -129,6 +130,13 @@ pub enum Command {
     /// with progress on a terminal
     #[command(after_help = "Example:\n  fardisk wait tank")]
     Wait { pool: String },
+    /// Writes a fenced writer acknowledged from its log and never published (multihost=on or
+    /// a forced import elsewhere): `held list`, `held show FILE`, `held discard FILE`
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  fardisk held list\n  fardisk held show /var/lib/fardisk/held/tank-...-txg41-42.held\n  fardisk held discard /var/lib/fardisk/held/tank-...-txg41-42.held"
+    )]
+    Held(held_cmds::HeldCmd),
     /// ARC and L2ARC statistics, as /proc/spl/kstat/zfs/arcstats (`--json` for all counters)
     #[command(after_help = "Example:\n  fardisk arcstat tank")]
     Arcstat {
@@ -206,6 +214,7 @@ pub fn one_line(e: &anyhow::Error) -> String {
 async fn dispatch(c: Command) -> anyhow::Result<()> {
     match c {
         Command::Create(a) => create::run(a).await,
+        Command::Held(c) => held_cmds::run(c),
         Command::Import(_) => unreachable!("handled before the runtime starts"),
         Command::Export { pool } => import::export(&pool).await,
         Command::Destroy(a) => destroy::run(a).await,

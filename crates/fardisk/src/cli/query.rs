@@ -202,6 +202,28 @@ fn render_config(out: &mut String, v: &Value) {
     }
 }
 
+/// The `held:` line of a fenced pool: what it acknowledged and never published, and where.
+fn held_text(h: &Value) -> String {
+    let n = h["records"].as_u64().unwrap_or(0);
+    if n == 0 {
+        return match h["error"].as_str() {
+            Some(e) => format!("unknown ({e}); the log keeps whatever it held"),
+            None => "nothing: every acknowledged write was in a published txg".into(),
+        };
+    }
+    let what = format!(
+        "{n} log records ({}, txgs {}..{}) acknowledged here and not in the store",
+        human(h["data_bytes"].as_u64().unwrap_or(0)),
+        h["txg_first"].as_u64().unwrap_or(0),
+        h["txg_last"].as_u64().unwrap_or(0)
+    );
+    match (h["path"].as_str(), h["error"].as_str()) {
+        (Some(p), _) => format!("{what}; in {p} (fardisk held show {p})"),
+        (None, Some(e)) => format!("{what}; only in the log ({e})"),
+        (None, None) => format!("{what}; only in the log"),
+    }
+}
+
 pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: u64) {
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     outln!(out, "  pool: {}", v["name"].as_str().unwrap_or("?"));
@@ -243,6 +265,9 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     );
     if let Some(m) = v["mount"].as_str() {
         outln!(out, " mount: {m}");
+    }
+    if let Some(h) = v.get("held").filter(|h| h.is_object()) {
+        outln!(out, "  held: {}", held_text(h));
     }
     let w = &v["warmup"];
     if w["regions_total"].as_u64().unwrap_or(0) > 0 {
