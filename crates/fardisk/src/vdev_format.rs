@@ -4,7 +4,7 @@
 use crate::cli::VdevArg;
 use anyhow::{bail, Result};
 use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
-use fardisk_engine::root::VdevEntry;
+use fardisk_engine::root::{VdevEntry, VdevRole};
 use fardisk_slog::{FormatOptions, IntentLog, VdevSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub fn format_log_vdev(
         )
     })?;
     Ok(VdevEntry {
-        role: "log".into(),
+        role: VdevRole::Log,
         mirror: v.mirror,
         guid: cfg.vdev_guid,
         paths: v.paths.clone(),
@@ -61,5 +61,5 @@ pub fn format_cache_device(guid: u128, path: &str, seed: u64) -> Result<VdevEntr
         .map_err(|e| anyhow::anyhow!("cache device: {e}"))?;
     let size = if p.exists() { None } else { Some(CACHE_FILE_BYTES_DEFAULT) };
     l2.add_device(&p, size).map_err(|e| anyhow::anyhow!("cache device {path}: {e}"))?;
-    Ok(VdevEntry { role: "cache".into(), mirror: false, guid: 0, paths: vec![path.to_string()] })
+    Ok(VdevEntry { role: VdevRole::Cache, mirror: false, guid: 0, paths: vec![path.to_string()] })
 }

@@ -7,7 +7,7 @@ use crate::vdev_format::{format_cache_device, format_log_vdev};
 use anyhow::{bail, Result};
 use fardisk_engine::objstore::SimulateSpec;
 use fardisk_engine::pool::CreateOptions;
-use fardisk_engine::root::VdevEntry;
+use fardisk_engine::root::{VdevEntry, VdevRole};
 use fardisk_engine::{Env, Pool};
 use std::collections::BTreeMap;
 
@@ -45,23 +45,25 @@ pub fn format_vdevs(
     let mut out = Vec::new();
     for v in vdevs {
         let seed = env.seed ^ out.len() as u64;
-        out.push(if v.role == "log" {
-            format_log_vdev(pool, guid, v, force, seed)?
-        } else {
-            format_cache_device(guid, &v.paths[0], env.seed ^ 0xcace)?
+        out.push(match v.role {
+            VdevRole::Log => format_log_vdev(pool, guid, v, force, seed)?,
+            VdevRole::Cache => format_cache_device(guid, &v.paths[0], env.seed ^ 0xcace)?,
         });
     }
     Ok(out)
 }
 
+/// `-o PROP=VALUE`s checked against the property table; a size given with a suffix (`16M`) in
+/// bytes, as the root stores it.
 pub fn parse_props(items: &[String]) -> Result<BTreeMap<String, String>> {
     let mut props = BTreeMap::new();
     for p in items {
         let Some((k, v)) = p.split_once('=') else {
             bail!("-o {p}: expected PROP=VALUE, e.g. -o compression=zstd")
         };
-        fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("-o {p}: {e}"))?;
-        props.insert(k.to_string(), v.to_string());
+        let v = fardisk_engine::props::canonical_prop(k, v, false)
+            .map_err(|e| anyhow::anyhow!("-o {p}: {e}"))?;
+        props.insert(k.to_string(), v);
     }
     Ok(props)
 }
@@ -115,4 +117,22 @@ pub async fn run(a: CreateArgs) -> Result<()> {
         a.pool, a.store_url, root.pool_guid
     );
     Ok(())
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_properties_take_size_suffixes() {
+        let props = parse_props(&["arc_max=16M".into(), "compression=zstd".into()]).expect("valid");
+        assert_eq!(props.get("arc_max").map(String::as_str), Some("16777216"));
+        assert_eq!(props.get("compression").map(String::as_str), Some("zstd"));
+        let e = parse_props(&["scrub_rate_max=fast".into()]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("-o scrub_rate_max=fast: scrub_rate_max must be a whole number"),
+            "{e}"
+        );
+        let e = parse_props(&["arc_max".into()]).unwrap_err().to_string();
+        assert!(e.contains("expected PROP=VALUE"), "{e}");
+    }
 }

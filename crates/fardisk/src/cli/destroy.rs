@@ -9,6 +9,7 @@
 use crate::daemon::serve::open_store;
 use crate::paths::{control_socket, load_record, remove_record};
 use anyhow::{bail, Context, Result};
+use fardisk_engine::root::VdevRole;
 use fardisk_engine::{Env, Pool};
 use std::io::{Read, Seek, SeekFrom, Write};
 
@@ -109,7 +110,7 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
     if let Some(r) = &root {
         for v in &r.vdevs {
             for p in &v.paths {
-                match clear_label(p, r.pool_guid, v.role == "log") {
+                match clear_label(p, r.pool_guid, v.role == VdevRole::Log) {
                     Ok(true) => cleared.push(p.clone()),
                     Ok(false) => {}
                     Err(e) => eprintln!("fardisk: warning: cannot clear the label of {p}: {e}; 'fardisk create -f' can still reuse it"),

@@ -377,7 +377,7 @@ pub async fn set(a: SetArgs) -> Result<()> {
     let Some((k, v)) = a.assignment.split_once('=') else {
         bail!("'{}': expected PROP=VALUE, e.g. compression=zstd", a.assignment)
     };
-    fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("{e}"))?;
+    fardisk_engine::props::validate_prop(k, v).map_err(|e| anyhow::anyhow!("{e}"))?;
     let pool = a.target.split('/').next().unwrap_or(&a.target);
     call(pool, "set", json!({"property": k, "value": v})).await?;
     Ok(())

@@ -52,7 +52,7 @@ pub async fn add(a: AddArgs) -> Result<()> {
             }
             return Err(e);
         }
-        let kind = if v.mirror { "log mirror" } else { v.role.as_str() };
+        let kind = if v.mirror { "log mirror" } else { v.role.name() };
         println!("added {kind} {} to pool '{}'", v.paths.join(" "), a.pool);
     }
     Ok(())

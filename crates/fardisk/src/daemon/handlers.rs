@@ -2,7 +2,7 @@
 
 use super::control::Reply;
 use super::control::Request;
-use fardisk_engine::pool::POOL_PROPS;
+use fardisk_engine::props::{prop_rows, ARC_MAX};
 use fardisk_engine::Pool;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -108,8 +108,7 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
         "status" => Ok(status_json(st)),
         "arcstat" => Ok(arcstat_json(st)),
         "hotset_save" => {
-            let budget =
-                pool.props().get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30);
+            let budget = ARC_MAX.number_or_default(&pool.props());
             pool.save_hot_set(budget)
                 .await
                 .map(|n| json!({"regions": n}))
@@ -149,17 +148,7 @@ async fn dispatch(st: &DaemonState, req: &Request) -> Result<Value, String> {
             pool.sync_txg().await.map_err(|e| e.to_string())?;
             Ok(Value::Null)
         }
-        "get" => {
-            let set = pool.props();
-            let rows: Vec<Value> = POOL_PROPS
-                .iter()
-                .map(|(k, default)| match set.get(*k) {
-                    Some(v) => json!({"property": k, "value": v, "source": "local"}),
-                    None => json!({"property": k, "value": default, "source": "default"}),
-                })
-                .collect();
-            Ok(json!(rows))
-        }
+        "get" => Ok(json!(prop_rows(&pool.props()))),
         "set" => {
             pool.set_prop(arg_str(a, "property")?, arg_str(a, "value")?)
                 .map_err(|e| e.to_string())?;

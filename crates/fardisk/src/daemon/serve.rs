@@ -11,6 +11,8 @@ use fardisk_engine::objstore::{
     open_store_url, EncryptedStore, EncryptionKey, SimulateSpec, SimulatedStore, Store,
 };
 use fardisk_engine::pool::ImportOptions;
+use fardisk_engine::props::{ARC_MAX, L2ARC_WRITE_MAX};
+use fardisk_engine::root::VdevRole;
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -314,7 +316,7 @@ async fn save_hot_set_periodically(pool: Pool, budget_bytes: u64) {
 }
 
 fn arc_max_bytes(root: &fardisk_engine::root::Root) -> u64 {
-    root.props.get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30)
+    ARC_MAX.number_or_default(&root.props)
 }
 
 /// The ARC sized by the pool's `arc_max`, with the L2ARC over its cache devices. A cache device
@@ -325,16 +327,16 @@ fn build_cache(root: &fardisk_engine::root::Root, env: &Env, with_devices: bool)
     let paths: Vec<PathBuf> = if with_devices {
         root.vdevs
             .iter()
-            .filter(|v| v.role == "cache")
+            .filter(|v| v.role == VdevRole::Cache)
             .flat_map(|v| v.paths.iter().map(PathBuf::from))
             .collect()
     } else {
         Vec::new()
     };
-    let mut cfg = L2ArcConfig::default();
-    if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
-        cfg.write_max_bytes_per_s = rate;
-    }
+    let cfg = L2ArcConfig {
+        write_max_bytes_per_s: L2ARC_WRITE_MAX.number_or_default(&root.props),
+        ..L2ArcConfig::default()
+    };
     let l2 = if paths.is_empty() {
         None
     } else {

@@ -4,6 +4,7 @@
 use super::handlers::{arg_str, DaemonState};
 use crate::cli::VdevArg;
 use crate::vdev_format::{check_absolute, format_log_vdev, CACHE_FILE_BYTES_DEFAULT};
+use fardisk_engine::root::VdevRole;
 use serde_json::{json, Value};
 
 fn arg_bool(args: &Value, key: &str) -> bool {
@@ -11,7 +12,7 @@ fn arg_bool(args: &Value, key: &str) -> bool {
 }
 
 pub async fn add(st: &DaemonState, a: &Value) -> Result<Value, String> {
-    let role = arg_str(a, "role")?.to_string();
+    let role = arg_str(a, "role")?;
     let paths: Vec<String> = a
         .get("paths")
         .and_then(|v| v.as_array())
@@ -25,9 +26,9 @@ pub async fn add(st: &DaemonState, a: &Value) -> Result<Value, String> {
         st.pool.check_device_unused(p).map_err(|e| e.to_string())?;
     }
     let force = arg_bool(a, "force");
-    match role.as_str() {
+    match role {
         "log" => {
-            let v = VdevArg { role, mirror: arg_bool(a, "mirror"), paths };
+            let v = VdevArg { role: VdevRole::Log, mirror: arg_bool(a, "mirror"), paths };
             let (name, guid) = (st.pool.name().to_string(), st.pool.guid());
             let seed = fardisk_engine::rng::Rng::from_entropy().next_u64();
             let entry =
@@ -57,7 +58,7 @@ pub async fn add(st: &DaemonState, a: &Value) -> Result<Value, String> {
 pub async fn remove(st: &DaemonState, a: &Value) -> Result<Value, String> {
     let path = arg_str(a, "path")?;
     let removed = st.pool.remove_device(path).await.map_err(|e| e.to_string())?;
-    if removed.role == "cache" {
+    if removed.role == VdevRole::Cache {
         st.cache.remove_device(std::path::Path::new(path))?;
     }
     Ok(json!({"role": removed.role, "paths": removed.paths, "log_left": st.pool.log().is_some()}))
