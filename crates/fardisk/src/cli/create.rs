@@ -1,9 +1,11 @@
 //! `fardisk create`: a new pool in an object store, with its log and cache devices.
 
 use super::vdev_spec::parse_vdevs;
-use crate::daemon::serve::open_store;
-use crate::paths::{save_record, PoolRecord};
-use crate::vdev_format::{format_cache_device, format_log_vdev};
+use crate::config::Config;
+use crate::control::command_line;
+use crate::paths::PoolRecord;
+use crate::store::open_store;
+use crate::vdev_format::{format_cache_device, format_log_vdev, VdevArg};
 use anyhow::{bail, Result};
 use fardisk_engine::objstore::SimulateSpec;
 use fardisk_engine::pool::CreateOptions;
@@ -38,7 +40,7 @@ pub struct CreateArgs {
 pub fn format_vdevs(
     pool: &str,
     guid: u128,
-    vdevs: &[super::vdev_spec::VdevArg],
+    vdevs: &[VdevArg],
     force: bool,
 ) -> Result<Vec<VdevEntry>> {
     let env = Env::system();
@@ -68,7 +70,7 @@ pub fn parse_props(items: &[String]) -> Result<BTreeMap<String, String>> {
     Ok(props)
 }
 
-pub async fn run(a: CreateArgs) -> Result<()> {
+pub async fn run(a: CreateArgs, cfg: &Config) -> Result<()> {
     let props = parse_props(&a.props)?;
     let vdevs = parse_vdevs(&a.vdevs)?;
     let simulate = a
@@ -84,9 +86,9 @@ pub async fn run(a: CreateArgs) -> Result<()> {
             key: crate::keys::load_or_generate(p)?,
             file: Some(p.clone()),
         }),
-        None => crate::keys::resolve(None, None)?,
+        None => crate::keys::resolve(cfg, None, None)?,
     };
-    let store = open_store(&a.store_url, &simulate, &env, true, key.as_ref().map(|k| &k.key))?;
+    let store = open_store(cfg, &a.store_url, &simulate, &env, true, key.as_ref().map(|k| &k.key))?;
     let guid = fardisk_engine::rng::Rng::from_entropy().next_u128();
     let entries = format_vdevs(&a.pool, guid, &vdevs, a.force)?;
     let opts = CreateOptions { props, vdevs: entries, pool_guid: Some(guid) };
@@ -97,13 +99,13 @@ pub async fn run(a: CreateArgs) -> Result<()> {
         time_ms: env.clock.wall_ms(),
         txg: root.txg,
         host: fardisk_engine::pool::this_host(),
-        event: crate::daemon::control::command_line(),
+        event: command_line(),
     };
     if let Err(e) = fardisk_engine::pool::write_history_event(&store, &event, guid as u32).await {
         tracing::warn!(error = %e, "could not record the create in the pool history");
     }
     let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
-    save_record(&PoolRecord {
+    cfg.paths.save_record(&PoolRecord {
         name: a.pool.clone(),
         store_url: a.store_url.clone(),
         simulate: a.simulate.clone(),
@@ -118,6 +120,7 @@ pub async fn run(a: CreateArgs) -> Result<()> {
     );
     Ok(())
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

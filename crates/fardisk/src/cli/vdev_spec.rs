@@ -1,14 +1,8 @@
 //! The device grammar of `create` and `add`: `log [mirror] DEV... | cache DEV...`, repeated.
 
+use crate::vdev_format::VdevArg;
 use anyhow::{bail, Result};
 use fardisk_engine::root::VdevRole;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VdevArg {
-    pub role: VdevRole,
-    pub mirror: bool,
-    pub paths: Vec<String>,
-}
 
 pub fn parse_vdevs(words: &[String]) -> Result<Vec<VdevArg>> {
     let mut out: Vec<VdevArg> = Vec::new();
