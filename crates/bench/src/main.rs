@@ -312,11 +312,7 @@ fn say(what: &str, s: &Sample, write: bool) {
 
 /// The ARC size a pool gets by default (the `arc_max` property), as the daemon would use.
 fn arc_max_bytes() -> u64 {
-    fardisk_engine::pool::POOL_PROPS
-        .iter()
-        .find(|(name, _)| *name == "arc_max")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(1 << 30)
+    fardisk_engine::props::ARC_MAX.default_number()
 }
 
 async fn cleanup(url: &str) -> Result<()> {

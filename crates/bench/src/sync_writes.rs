@@ -168,7 +168,7 @@ pub(crate) async fn bench_pool(
         )
         .map_err(|e| anyhow!("{e}"))?;
         vdevs.push(VdevEntry {
-            role: "log".into(),
+            role: fardisk_engine::root::VdevRole::Log,
             mirror: false,
             guid: cfg.vdev_guid,
             paths: vec![leg.display().to_string()],

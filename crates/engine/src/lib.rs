@@ -14,9 +14,11 @@ pub mod error;
 pub mod fence;
 pub mod objstore;
 pub mod pool;
+pub mod props;
 pub mod rng;
 pub mod root;
 pub mod segment;
+pub mod size;
 pub mod space;
 
 pub use error::{Error, ErrorKind, Result};

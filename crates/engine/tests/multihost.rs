@@ -85,7 +85,7 @@ async fn hosts(name: &str, multihost: bool) -> Hosts {
     let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
         .expect("format the log");
     let vdev = VdevEntry {
-        role: "log".into(),
+        role: fardisk_engine::root::VdevRole::Log,
         mirror: true,
         guid: cfg.vdev_guid,
         paths: legs.iter().map(|p| p.display().to_string()).collect(),

@@ -8,6 +8,7 @@ mod faulty;
 mod instrumented;
 mod power_cut;
 mod retry;
+mod settings;
 mod simulate;
 mod url;
 
@@ -17,8 +18,9 @@ pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};
 pub use power_cut::{PowerCutCounts, PowerCutStore};
 pub use retry::{RetryPolicy, RetryingStore};
+pub use settings::{is_store_var, StoreSettings};
 pub use simulate::{SimulateSpec, SimulatedStore};
-pub use url::{open_store_url, FILE_STORE_FSYNC};
+pub use url::{open_store_url, open_store_url_with, FILE_STORE_FSYNC};
 
 use bytes::Bytes;
 use std::ops::Range;

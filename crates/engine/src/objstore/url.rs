@@ -1,9 +1,10 @@
 //! Opens a store from a URL: `file://DIR` (the embedded default), `memory://NAME` (tests; shared
 //! within a process by name so a test can "restart" on the same bytes), `s3://BUCKET/PREFIX`,
-//! `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX`. Credentials come from the standard environment
-//! variables of each cloud and are never printed: `describe()` shows the URL only.
+//! `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX`. Credentials come from the store settings (the
+//! standard variables of each cloud, `settings.rs`) and are never printed: `describe()` shows the
+//! URL only.
 
-use super::{DynStore, ObjectStoreBackend};
+use super::{DynStore, ObjectStoreBackend, StoreSettings};
 use crate::error::{Error, Result};
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
@@ -26,8 +27,14 @@ fn bucket_and_prefix(rest: &str) -> (String, String) {
     }
 }
 
-/// `create` makes a missing local directory; import refuses one (a typo must not create a pool).
+/// `open_store_url_with` the settings of this process's environment.
 pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
+    open_store_url_with(url, create, &StoreSettings::from_env())
+}
+
+/// `create` makes a missing local directory; import refuses one (a typo must not create a pool).
+/// A cloud store takes its credentials, region and endpoint from `settings`.
+pub fn open_store_url_with(url: &str, create: bool, settings: &StoreSettings) -> Result<DynStore> {
     let bad = |why: &str| Error::BadInput(format!("store URL '{url}': {why}"));
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         bad("expected file://DIR, s3://BUCKET/PREFIX, gs://, az:// or memory://NAME")
@@ -67,11 +74,17 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
         }
         "s3" => {
             let (bucket, prefix) = bucket_and_prefix(rest);
-            let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-            if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
+            let mut b = object_store::aws::AmazonS3Builder::new();
+            for (key, value) in settings.config_keys("AWS_") {
+                if let Ok(key) = key.parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            b = b.with_bucket_name(bucket);
+            if let Some(endpoint) = settings.get("AWS_ENDPOINT_URL") {
                 b = b.with_allow_http(endpoint.starts_with("http://")).with_endpoint(endpoint);
             }
-            if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err()
+            if settings.get("AWS_REGION").is_none() && settings.get("AWS_DEFAULT_REGION").is_none()
             {
                 b = b.with_region("us-east-1");
             }
@@ -80,16 +93,30 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
         }
         "gs" => {
             let (bucket, prefix) = bucket_and_prefix(rest);
-            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_bucket_name(bucket)
-                .with_retry(client_retry());
+            let mut b = object_store::gcp::GoogleCloudStorageBuilder::new();
+            if let Some(path) = settings.get("SERVICE_ACCOUNT") {
+                b = b.with_service_account_path(path);
+            }
+            for (key, value) in settings.config_keys("GOOGLE_") {
+                if let Ok(key) = key.parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            let b = b.with_bucket_name(bucket).with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         "az" | "azure" => {
             let (container, prefix) = bucket_and_prefix(rest);
-            let b = object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_container_name(container)
-                .with_retry(client_retry());
+            let mut b = object_store::azure::MicrosoftAzureBuilder::new();
+            for (key, value) in settings.config_keys("AZURE_") {
+                if let Ok(key) = key.parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            if let Some(endpoint) = settings.get("IDENTITY_ENDPOINT") {
+                b = b.with_msi_endpoint(endpoint);
+            }
+            let b = b.with_container_name(container).with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         other => return Err(bad(&format!("unknown scheme '{other}'"))),

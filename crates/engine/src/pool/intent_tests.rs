@@ -36,7 +36,7 @@ async fn fixture(store: DynStore) -> Fixture {
     let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
         .expect("format the log");
     let vdev = VdevEntry {
-        role: "log".into(),
+        role: crate::root::VdevRole::Log,
         mirror: true,
         guid: cfg.vdev_guid,
         paths: legs.iter().map(|p| p.display().to_string()).collect(),

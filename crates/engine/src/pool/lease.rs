@@ -34,7 +34,7 @@ pub const LEASE_VERSION: u32 = 1;
 /// `flags` bit: the holder exported the pool; an importer need not wait.
 pub const LEASE_RELEASED: u32 = 1;
 /// The lease length when the pool does not set `multihost_lease_ms`.
-pub const LEASE_MS_DEFAULT: u64 = 20_000;
+pub const LEASE_MS_DEFAULT: u64 = crate::props::MULTIHOST_LEASE_MS.default_number();
 /// Taken off the writer's validity and added to the importer's wait (clock-rate differences).
 pub const LEASE_MARGIN_MS: u64 = 2_000;
 /// Leases kept behind the newest (older ones are deleted as the writer renews).

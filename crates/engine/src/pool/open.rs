@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fence::{check_conditional_writes, find_latest_root, publish_root, scan_roots};
 use crate::objstore::{DynStore, InstrumentedStore, RetryingStore};
 use crate::rng::Rng;
-use crate::root::{Holder, Root, VdevEntry};
+use crate::root::{Holder, Root, VdevEntry, VdevRole};
 use crate::space::{SpaceTotals, SPACE_TREE_ID};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -121,8 +121,10 @@ impl Pool {
         env: &Env,
     ) -> Result<Root> {
         check_pool_name(name)?;
+        // Sizes given with a suffix (`-o arc_max=16M`) are stored in bytes.
+        let mut props = BTreeMap::new();
         for (k, v) in &opts.props {
-            super::validate_prop(k, v)?;
+            props.insert(k.clone(), crate::props::canonical_prop(k, v, false)?);
         }
         let (store, _) = wrap_store(store, &PoolConfig::default(), env);
         let rng = Rng::new(env.seed);
@@ -148,7 +150,7 @@ impl Pool {
             space: TreeRef::empty(SPACE_TREE_ID, u64::MAX),
             totals: SpaceTotals::default(),
             space_carry: Vec::new(),
-            props: opts.props,
+            props,
             vdevs: opts.vdevs,
             volumes: Vec::new(),
             snapshots: Vec::new(),
@@ -422,7 +424,7 @@ fn process_is_live_fardisk(pid: u32) -> bool {
 pub fn log_configs(root: &Root) -> Vec<fardisk_slog::VdevConfig> {
     root.vdevs
         .iter()
-        .filter(|v| v.role == "log")
+        .filter(|v| v.role == VdevRole::Log)
         .map(|v| fardisk_slog::VdevConfig {
             vdev_guid: v.guid,
             kind: if v.mirror {

@@ -40,7 +40,7 @@ const GAP_BYTES_MAX: u64 = 256 << 10;
 /// Errors listed one by one (all are counted).
 const ERRORS_LISTED_MAX: usize = 64;
 /// Default of the `scrub_rate_max` property: bytes per second read from the store.
-pub const SCRUB_RATE_MAX_DEFAULT: u64 = 64 << 20;
+pub const SCRUB_RATE_MAX_DEFAULT: u64 = crate::props::SCRUB_RATE_MAX.default_number();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -13,7 +13,7 @@
 
 use super::{sync, Pool};
 use crate::error::{Error, Result};
-use crate::root::VdevEntry;
+use crate::root::{VdevEntry, VdevRole};
 use fardisk_slog::{IntentLog, OpenOptions, RemoveOutcome, VdevConfig, VdevKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ const REMOVE_DRAIN_SYNCS_MAX: usize = 8;
 /// What `Pool::remove_device` took out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemovedVdev {
-    pub role: String,
+    pub role: VdevRole,
     pub paths: Vec<String>,
 }
 
@@ -91,8 +91,9 @@ impl Pool {
         };
         if let Err(e) = added {
             // Not in use: take it out of the root again (best effort; it is empty either way).
-            let _ =
-                self.publish_vdevs(|v| v.retain(|x| x.guid != entry.guid || x.role != "log")).await;
+            let _ = self
+                .publish_vdevs(|v| v.retain(|x| x.guid != entry.guid || x.role != VdevRole::Log))
+                .await;
             return Err(e);
         }
         tracing::info!(paths = ?entry.paths, "log vdev added");
@@ -114,7 +115,7 @@ impl Pool {
     pub async fn add_cache_vdev(&self, path: &str) -> Result<()> {
         self.check_device_unused(path)?;
         let entry = VdevEntry {
-            role: "cache".into(),
+            role: VdevRole::Cache,
             mirror: false,
             guid: 0,
             paths: vec![path.to_string()],
@@ -136,10 +137,12 @@ impl Pool {
                 ))
                 },
             )?;
-        let removed = RemovedVdev { role: entry.role.clone(), paths: entry.paths.clone() };
-        if entry.role == "cache" {
-            self.publish_vdevs(|v| v.retain(|x| !(x.role == "cache" && x.paths == entry.paths)))
-                .await?;
+        let removed = RemovedVdev { role: entry.role, paths: entry.paths.clone() };
+        if entry.role == VdevRole::Cache {
+            self.publish_vdevs(|v| {
+                v.retain(|x| !(x.role == VdevRole::Cache && x.paths == entry.paths))
+            })
+            .await?;
             return Ok(removed);
         }
         let log = self
@@ -165,7 +168,7 @@ impl Pool {
         // This one root both holds every write acknowledged through the log and stops listing
         // it: a crash before it replays the log, a crash after it needs no log.
         let published = self
-            .publish_vdevs(|v| v.retain(|x| !(x.role == "log" && x.guid == entry.guid)))
+            .publish_vdevs(|v| v.retain(|x| !(x.role == VdevRole::Log && x.guid == entry.guid)))
             .await?;
         log.release_through_txg(published);
         let leg = PathBuf::from(&entry.paths[0]);
@@ -199,7 +202,8 @@ impl Pool {
                 )));
             }
         }
-        self.publish_vdevs(|v| v.retain(|x| !(x.role == "log" && x.guid == entry.guid))).await?;
+        self.publish_vdevs(|v| v.retain(|x| !(x.role == VdevRole::Log && x.guid == entry.guid)))
+            .await?;
         Ok(())
     }
 
@@ -209,7 +213,7 @@ impl Pool {
         let entry = self
             .vdevs()
             .into_iter()
-            .find(|v| v.role == "log" && v.paths.iter().any(|p| p == old))
+            .find(|v| v.role == VdevRole::Log && v.paths.iter().any(|p| p == old))
             .ok_or_else(|| {
                 Error::BadInput(format!(
                     "{old} is not a log device of pool '{}' (see 'fardisk status -v')",
@@ -239,7 +243,8 @@ impl Pool {
         let paths: Vec<String> =
             config.legs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
         self.publish_vdevs(|v| {
-            if let Some(x) = v.iter_mut().find(|x| x.role == "log" && x.guid == entry.guid) {
+            if let Some(x) = v.iter_mut().find(|x| x.role == VdevRole::Log && x.guid == entry.guid)
+            {
                 x.paths = paths;
             }
         })

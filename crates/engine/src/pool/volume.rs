@@ -118,10 +118,11 @@ impl Pool {
     }
 
     pub fn volume_set_prop(&self, name: &str, key: &str, value: &str) -> Result<()> {
+        let value = crate::props::canonical_volume_prop(key, value)?;
         let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
         let mut meta = self.inner.meta.write();
         if let Some(v) = meta.volumes.get_mut(&id) {
-            v.props.insert(key.to_string(), value.to_string());
+            v.props.insert(key.to_string(), value);
         }
         self.inner.pending.lock().meta_changed = true;
         Ok(())
@@ -132,14 +133,15 @@ impl Pool {
         self.inner.meta.read().root.props.clone()
     }
 
+    /// Sets a pool property; a size given with a suffix (`16M`) is stored in bytes.
     pub fn set_prop(&self, key: &str, value: &str) -> Result<()> {
-        super::validate_prop(key, value)?;
+        let value = crate::props::canonical_prop(key, value, true)?;
         self.check_writable()?;
         self.inner
             .config
             .write()
-            .apply_props(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
-        self.inner.meta.write().root.props.insert(key.to_string(), value.to_string());
+            .apply_props(&BTreeMap::from([(key.to_string(), value.clone())]))?;
+        self.inner.meta.write().root.props.insert(key.to_string(), value);
         self.inner.pending.lock().meta_changed = true;
         self.inner.kick.notify_one();
         Ok(())

@@ -208,7 +208,12 @@ impl World {
             )
             .expect("format the log");
             let paths = log.legs.iter().map(|p| p.display().to_string()).collect();
-            vdevs.push(VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths });
+            vdevs.push(VdevEntry {
+                role: fardisk_engine::root::VdevRole::Log,
+                mirror: true,
+                guid: cfg.vdev_guid,
+                paths,
+            });
         }
         let store: Arc<dyn Store> = self.faulty.clone();
         Pool::create(

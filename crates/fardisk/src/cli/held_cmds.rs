@@ -2,6 +2,7 @@
 //! (crates/engine/src/pool/held.rs). The files live in `$FARDISK_HOME/held/` until an operator
 //! discards them; nothing here touches a pool or its store.
 
+use crate::config::Config;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use fardisk_engine::pool::{list_held_files, HeldRecords};
@@ -26,17 +27,13 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-/// Where the daemon writes held records files (`PoolConfig::held_records_dir`).
-pub fn held_dir() -> PathBuf {
-    crate::paths::home_dir().join("held")
-}
-
-pub fn run(c: HeldCmd) -> Result<()> {
+pub fn run(c: HeldCmd, cfg: &Config) -> Result<()> {
     match c {
         HeldCmd::List => {
-            let files = list_held_files(&held_dir());
+            let dir = cfg.paths.held_dir();
+            let files = list_held_files(&dir);
             if files.is_empty() {
-                println!("no held records in {}", held_dir().display());
+                println!("no held records in {}", dir.display());
             }
             for f in files {
                 match HeldRecords::read(&f) {

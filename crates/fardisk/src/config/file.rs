@@ -1,7 +1,7 @@
 //! The host's config file (`/etc/fardisk/fardisk.conf`, or `FARDISK_CONFIG`): store credentials
 //! and defaults for daemons started by an init system. `key = value` lines, `#` comments. Every
-//! setting stands for an environment variable, and a variable that is already set wins, so a
-//! one-off `AWS_PROFILE=x fardisk import ...` behaves as everywhere else.
+//! setting stands for an environment variable, and a variable that is already set wins
+//! (`Config::resolve`), so a one-off `AWS_PROFILE=x fardisk import ...` behaves as everywhere else.
 //!
 //! A file holding a secret must be owner-only: like ssh with its keys, fardisk refuses to read
 //! credentials others can read, rather than use them and leave them exposed.
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 pub const CONFIG_PATH_DEFAULT: &str = "/etc/fardisk/fardisk.conf";
 
 /// `(key in the file, environment variable, holds a secret)`.
-const SETTINGS: &[(&str, &str, bool)] = &[
+pub(crate) const SETTINGS: &[(&str, &str, bool)] = &[
     ("aws_access_key_id", "AWS_ACCESS_KEY_ID", true),
     ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", true),
     ("aws_session_token", "AWS_SESSION_TOKEN", true),
@@ -79,35 +79,29 @@ pub fn parse(path: &Path, text: &str, mode: u32) -> Result<Vec<(&'static str, St
     Ok(out)
 }
 
-fn config_path() -> (PathBuf, bool) {
-    match std::env::var_os("FARDISK_CONFIG") {
+/// The file named by `FARDISK_CONFIG` (`explicit`: it must exist), or the default one.
+pub fn config_path(from_env: Option<std::ffi::OsString>) -> (PathBuf, bool) {
+    match from_env {
         Some(p) => (PathBuf::from(p), true),
         None => (PathBuf::from(CONFIG_PATH_DEFAULT), false),
     }
 }
 
-/// Reads the config file into the environment (variables already set are kept). A missing
-/// default file is fine; a missing file named by FARDISK_CONFIG is an error. Must run before
-/// any thread starts (it sets environment variables).
-pub fn apply() -> Result<()> {
-    let (path, explicit) = config_path();
-    let meta = match std::fs::metadata(&path) {
+/// The settings of the config file at `path`, in file order. A missing default file has none;
+/// a missing file named by FARDISK_CONFIG is an error.
+pub fn read(path: &Path, explicit: bool) -> Result<Vec<(&'static str, String)>> {
+    let meta = match std::fs::metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(Vec::new()),
         Err(e) => {
             return Err(e).with_context(|| {
                 format!("cannot read config file {} (FARDISK_CONFIG)", path.display())
             })
         }
     };
-    let text = std::fs::read_to_string(&path)
+    let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
-    for (var, value) in parse(&path, &text, meta.permissions().mode())? {
-        if std::env::var_os(var).is_none() {
-            std::env::set_var(var, value);
-        }
-    }
-    Ok(())
+    parse(path, &text, meta.permissions().mode())
 }
 
 #[cfg(test)]
