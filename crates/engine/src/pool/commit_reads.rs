@@ -4,7 +4,7 @@
 //! faults the pool (its in-memory maps already point at the txg's segments), which only a
 //! restart clears: exactly what a transient outage must never cause.
 
-use super::{read, Inner};
+use super::{fetch, Inner};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::BlockSource;
 use crate::error::{ErrorKind, Result};
@@ -24,7 +24,7 @@ impl BlockSource for CommitReads<'_> {
         let mut attempt: u64 = 0;
         let mut wait_ms = 100;
         loop {
-            match read::read_verified(inner, ptr).await {
+            match fetch::read_verified(inner, ptr).await {
                 Ok(b) => {
                     if attempt > 0 {
                         inner.health.lock().resume();

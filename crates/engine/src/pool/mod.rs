@@ -5,11 +5,17 @@
 mod audit;
 mod commit_reads;
 mod config;
+mod counters;
+mod env;
+mod fetch;
 mod gc;
+mod health;
 mod history;
 mod hotset;
 mod intent;
 mod lease;
+mod meta;
+mod names;
 mod open;
 mod orphans;
 mod point_in_time;
@@ -26,64 +32,29 @@ mod write;
 
 pub use audit::SpaceAudit;
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
+pub use env::Env;
+pub use health::PoolHealth;
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
-pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
+pub use names::{check_pool_name, split_snapshot_name};
+pub use open::{log_configs, CreateOptions, ImportOptions, LogDevices};
 pub use point_in_time::{list_root_txgs, PointInTime};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
-pub use snapshot::{split_snapshot_name, SnapshotInfo};
-pub use status::{PoolHealth, PoolStatus, VolumeInfo};
+pub use snapshot::SnapshotInfo;
+pub use status::{PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
 
 use crate::blkptr::BlockPtr;
-use crate::blockmap::{BlockSource, PageCache};
+use crate::blockmap::PageCache;
 use crate::cache::BlockCache;
-use crate::clock::Clock;
 use crate::dirty::DirtySet;
 use crate::error::{Error, Result};
 use crate::objstore::{DynStore, StoreStats};
 use crate::rng::Rng;
-use crate::root::{Root, VolumeEntry};
+use crate::root::VolumeEntry;
 use parking_lot::{Mutex, RwLock};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
-
-/// Shared environment: injected time, randomness and threads.
-#[derive(Debug, Clone)]
-pub struct Env {
-    pub clock: Arc<dyn Clock>,
-    pub seed: u64,
-    /// Runs CPU and device work (packing segments, cache-device reads, copying a log leg) on the
-    /// calling task instead of tokio's blocking threads. Only for a simulation on one thread:
-    /// another thread finishing sooner or later would reorder the tasks that run meanwhile, and
-    /// a seed would not replay.
-    pub blocking_inline: bool,
-}
-
-impl Env {
-    pub fn system() -> Env {
-        Env {
-            clock: Arc::new(crate::clock::SystemClock::default()),
-            seed: Rng::from_entropy().next_u64(),
-            blocking_inline: false,
-        }
-    }
-
-    /// Runs `work` off the async workers (or inline, see `blocking_inline`).
-    pub(crate) async fn blocking<R: Send + 'static>(
-        &self,
-        what: &str,
-        work: impl FnOnce() -> R + Send + 'static,
-    ) -> crate::error::Result<R> {
-        if self.blocking_inline {
-            return Ok(work());
-        }
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|e| crate::error::Error::Bug(format!("{what} task failed: {e}")))
-    }
-}
 
 /// Work queued for the next sync that is not user data.
 #[derive(Debug, Default)]
@@ -109,18 +80,6 @@ pub(crate) struct TxgState {
     pub syncing: Option<Arc<DirtySet>>,
 }
 
-/// Everything the in-memory pool knows that the next root will record.
-#[derive(Debug)]
-pub(crate) struct Meta {
-    pub root: Root,
-    /// Volumes by id, as of now (ahead of the last published root).
-    pub volumes: BTreeMap<u32, VolumeEntry>,
-    /// Snapshots by id, as of the last sync (only the sync changes them).
-    pub snapshots: BTreeMap<u32, crate::root::SnapshotEntry>,
-    /// Segments waiting to be deleted: id -> txg that freed them.
-    pub pending_deletes: BTreeMap<u64, u64>,
-}
-
 pub(crate) struct Inner {
     pub store: DynStore,
     pub store_stats: Arc<StoreStats>,
@@ -131,7 +90,7 @@ pub(crate) struct Inner {
     pub guid: u128,
     pub epoch: u64,
     pub import_id: u128,
-    pub meta: RwLock<Meta>,
+    pub meta: RwLock<meta::Meta>,
     pub pending: Mutex<PendingMeta>,
     pub txg: Mutex<TxgState>,
     pub cache: PageCache,
@@ -144,14 +103,11 @@ pub(crate) struct Inner {
     pub kick: Notify,
     /// Wakes writers stalled on the dirty limit.
     pub dirty_freed: Notify,
-    pub health: Mutex<status::HealthState>,
-    pub counters: status::Counters,
-    pub readahead: Mutex<BTreeMap<u32, read::SeqDetector>>,
+    pub health: Mutex<health::HealthState>,
+    pub counters: counters::Counters,
+    pub readahead: read::Readahead,
     pub intent: intent::Intent,
-    /// Blocks being prefetched, by location: a demand read of one waits for it instead of
-    /// fetching it a second time.
-    pub prefetching:
-        Mutex<std::collections::HashMap<(u64, u32), tokio::sync::watch::Receiver<bool>>>,
+    pub prefetching: fetch::Prefetching,
     /// Demand reads per region, for the hot set saved at export (hotset.rs).
     pub hot: hotset::HotTracker,
     pub warmup: hotset::WarmupCounters,
@@ -165,30 +121,6 @@ pub(crate) struct Inner {
     pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     #[cfg(test)]
     pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
-}
-
-impl Inner {
-    fn prop(&self, volume_id: Option<u32>, key: &str) -> Option<String> {
-        let meta = self.meta.read();
-        if let Some(v) =
-            volume_id.and_then(|id| meta.volumes.get(&id)).and_then(|v| v.props.get(key))
-        {
-            return Some(v.clone());
-        }
-        meta.root.props.get(key).cloned()
-    }
-    /// `sync=always`: every write is a sync request.
-    pub fn sync_always(&self) -> bool {
-        self.prop(None, "sync").as_deref() == Some("always")
-    }
-    /// `sync=disabled`: sync requests return at once (unsafe, as in ZFS; for benchmarks only).
-    pub fn sync_disabled(&self) -> bool {
-        self.prop(None, "sync").as_deref() == Some("disabled")
-    }
-    /// `logbias=throughput` on the volume (or the pool): big writes skip the log.
-    pub fn logbias_throughput(&self, volume_id: u32) -> bool {
-        self.prop(Some(volume_id), "logbias").as_deref() == Some("throughput")
-    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -248,7 +180,7 @@ impl Pool {
     /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the
     /// call is durable — on the intent log when the pool has a healthy one, else in the store.
     pub async fn sync_request(&self) -> Result<()> {
-        if self.inner.sync_disabled() {
+        if self.inner.meta.read().sync_disabled() {
             return Ok(());
         }
         intent::sync_request(&self.inner).await?;
@@ -304,14 +236,6 @@ impl Pool {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.inner.health.lock().check_writable()
-    }
-}
-
-/// Reads blocks for the block map through the block cache.
-#[async_trait::async_trait]
-impl BlockSource for Inner {
-    async fn read_block(&self, ptr: &BlockPtr) -> Result<bytes::Bytes> {
-        read::read_verified(self, ptr).await
     }
 }
 

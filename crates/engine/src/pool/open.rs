@@ -2,7 +2,8 @@
 //! listing data, the holder check, and claiming the pool with a new epoch (which fences any
 //! previous writer).
 
-use super::{Env, Inner, Meta, Pool, PoolConfig, TxgState};
+use super::meta::Meta;
+use super::{Env, Inner, Pool, PoolConfig, TxgState};
 use crate::blockmap::{PageCache, TreeRef};
 use crate::cache::BlockCache;
 use crate::dirty::DirtySet;
@@ -97,20 +98,6 @@ pub(super) fn wrap_store(
     (Arc::new(retrying), stats)
 }
 
-pub fn check_pool_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::BadInput(format!(
-            "invalid name '{name}': use 1-64 letters, digits, '-', '_', '.', ':' starting with a letter"
-        )))
-    }
-}
-
 impl Pool {
     /// Writes txg 0 of a new pool. Refuses a store that already holds a pool or lacks conditional
     /// writes; nothing is written in either case.
@@ -120,7 +107,7 @@ impl Pool {
         opts: CreateOptions,
         env: &Env,
     ) -> Result<Root> {
-        check_pool_name(name)?;
+        super::names::check_pool_name(name)?;
         for (k, v) in &opts.props {
             super::validate_prop(k, v)?;
         }
@@ -338,8 +325,6 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         env,
         blocks,
     } = p;
-    let volumes = claim.volumes.iter().map(|v| (v.id, v.clone())).collect();
-    let snapshots = claim.snapshots.iter().map(|s| (s.id, s.clone())).collect();
     let (published, _) = tokio::sync::watch::channel(claim.txg);
     Arc::new(Inner {
         store,
@@ -351,12 +336,7 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         epoch: claim.epoch,
         import_id,
         cache: PageCache::new(config.map_cache_bytes),
-        meta: parking_lot::RwLock::new(Meta {
-            root: claim.clone(),
-            volumes,
-            snapshots,
-            pending_deletes: BTreeMap::new(),
-        }),
+        meta: parking_lot::RwLock::new(Meta::new(claim)),
         pending: Default::default(),
         txg: parking_lot::Mutex::new(TxgState {
             open: DirtySet::default(),

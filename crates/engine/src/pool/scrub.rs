@@ -212,6 +212,8 @@ impl Pool {
 
 fn rate_max(inner: &Inner) -> u64 {
     inner
+        .meta
+        .read()
         .prop(None, "scrub_rate_max")
         .and_then(|v| v.parse().ok())
         .unwrap_or(SCRUB_RATE_MAX_DEFAULT)

@@ -3,8 +3,9 @@
 //! id. Every change is queued for the next txg sync, which moves the space with it
 //! (snapshot_space.rs), and the call returns once that txg's root is published.
 
+use super::names::check_volume_name;
 use super::snapshot_space::{self, SnapshotOp};
-use super::volume::{check_volume_name, no_volume};
+use super::volume::no_volume;
 use super::{bad, sync, Pool};
 use crate::blockmap::TreeRef;
 use crate::dirty::BLOCK_BYTES;
@@ -26,14 +27,6 @@ pub struct SnapshotInfo {
     pub referenced_bytes: u64,
     /// Volumes cloned from it (it cannot be destroyed while any exists).
     pub clones: Vec<String>,
-}
-
-/// Splits `VOLUME@SNAPSHOT`.
-pub fn split_snapshot_name(full: &str) -> Result<(&str, &str)> {
-    match full.split_once('@') {
-        Some((v, s)) if !v.is_empty() && !s.is_empty() => Ok((v, s)),
-        _ => Err(bad(format!("'{full}' is not a snapshot name: use VOLUME@SNAPSHOT"))),
-    }
 }
 
 impl Pool {
@@ -249,16 +242,6 @@ impl Pool {
         };
         self.inner.kick.notify_one();
         sync::wait_published(&self.inner, target).await
-    }
-
-    /// Snapshot names of a volume (volume destroy refuses while any exists).
-    pub(crate) fn snapshot_names_of(&self, volume_id: u32) -> Vec<String> {
-        let meta = self.inner.meta.read();
-        meta.snapshots
-            .values()
-            .filter(|s| s.volume_id == volume_id)
-            .map(|s| s.name.clone())
-            .collect()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Volumes: thin-provisioned block devices of a fixed virtual size with 4 KiB logical blocks
 //! (like zvols). Changes are visible at once and recorded by the next txg's root.
 
+use super::names::check_volume_name;
 use super::{bad, Pool};
 use crate::blockmap::TreeRef;
 use crate::dirty::BLOCK_BYTES;
@@ -10,10 +11,6 @@ use std::collections::BTreeMap;
 
 /// 16 TiB: the size the issue asks for, and what a 4-level map of 4 KiB blocks addresses.
 pub const VOLUME_BYTES_MAX: u64 = 16 << 40;
-
-pub fn check_volume_name(name: &str) -> Result<()> {
-    super::open::check_pool_name(name)
-}
 
 fn check_size(size_bytes: u64) -> Result<()> {
     if size_bytes == 0 || !size_bytes.is_multiple_of(BLOCK_BYTES) || size_bytes > VOLUME_BYTES_MAX {
@@ -75,7 +72,7 @@ impl Pool {
     pub fn volume_destroy(&self, name: &str) -> Result<()> {
         self.check_writable()?;
         let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
-        let snaps = self.snapshot_names_of(id);
+        let snaps = self.inner.meta.read().snapshot_names_of(id);
         if !snaps.is_empty() {
             return Err(bad(format!(
                 "volume '{name}' has {} snapshot(s) ({}); destroy them first, or use -r",

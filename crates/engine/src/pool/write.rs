@@ -38,7 +38,7 @@ impl Pool {
     /// durable when this returns.
     pub async fn write(&self, volume_id: u32, offset: u64, data: Bytes) -> Result<u64> {
         let txg = self.write_inner(volume_id, offset, data, true).await?;
-        if self.inner.sync_always() {
+        if self.inner.meta.read().sync_always() {
             self.sync_request().await?;
         }
         Ok(txg)
@@ -132,7 +132,7 @@ impl Pool {
         let first = offset / BLOCK_BYTES;
         let end = offset + data.len() as u64;
         let last = (end - 1) / BLOCK_BYTES;
-        let logbias_throughput = log && self.inner.logbias_throughput(volume_id);
+        let logbias_throughput = log && self.inner.meta.read().logbias_throughput(volume_id);
         let pending_max = self.inner.config.read().dirty_bytes_max;
         let mut t = self.inner.txg.lock();
         let txg = t.open_txg;
