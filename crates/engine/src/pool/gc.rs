@@ -2,7 +2,7 @@
 //! deferred deletion of freed segments and old roots. Nothing is deleted that a kept root (the
 //! newest `roots_kept`) can still reference.
 
-use super::{sync, Inner, Pool};
+use super::{syncer, Inner, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeWalk;
 use crate::error::{Error, Result};
@@ -53,7 +53,7 @@ async fn syncer_loop(inner: Arc<Inner>) {
             _ = inner.kick.notified() => {}
             _ = inner.env.clock.sleep(timeout) => {}
         }
-        match sync::sync_once(&inner).await {
+        match syncer::sync_once(&inner).await {
             Ok(Some(_)) => since_compact += 1,
             Ok(None) => probe_if_unreachable(&inner).await,
             Err(e) => {
@@ -147,7 +147,7 @@ impl Pool {
     /// number of segments whose live blocks were queued for moving.
     pub async fn compact_now(&self) -> Result<usize> {
         let n = compact_step(&self.inner).await?;
-        sync::sync_until_clean(&self.inner).await?;
+        syncer::sync_until_clean(&self.inner).await?;
         Ok(n)
     }
 }
@@ -188,7 +188,7 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
     // A block a snapshot or clone shares stays where it is (snapshot_space.rs).
     let holds = {
         let meta = inner.meta.read();
-        super::snapshot_space::holds(&meta.volumes, &meta.snapshots)
+        super::txg::snapshot_space::holds(&meta.volumes, &meta.snapshots)
     };
     let held = |tree_id: u32, p: &BlockPtr| {
         tree_id != SPACE_TREE_ID && p.birth_txg <= holds.get(&tree_id).copied().unwrap_or(0)

@@ -3,7 +3,7 @@
 //! `fardisk-slog`) and returns only when every write acknowledged before it is durable. Without a
 //! healthy log, a sync request waits for a txg to be published in the store instead.
 
-use super::{sync, Inner};
+use super::{syncer, Inner};
 use crate::error::{Error, Result};
 use fardisk_slog::{IntentLog, LogError, LogRecord, RecordKind};
 use parking_lot::Mutex;
@@ -236,7 +236,7 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
     let intent = &inner.intent;
     intent.sync_requests.fetch_add(1, Ordering::Relaxed);
     let Some(log) = intent.log() else {
-        return sync::wait_for_open_writes(inner).await;
+        return syncer::wait_for_open_writes(inner).await;
     };
     let published = *inner.published.borrow();
     let (ticket, newest_txg, unlogged_txg, queued) = {
@@ -268,11 +268,11 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
             if !matches!(e, LogError::LogFull { .. } | LogError::AwaitingRelease { .. }) {
                 tracing::warn!(error = %e, "intent log commit failed; waiting for the txg instead");
             }
-            sync::wait_published(inner, newest_txg).await
+            syncer::wait_published(inner, newest_txg).await
         }
     };
     let outcome = match (outcome, unlogged_txg) {
-        (Ok(()), t) if t > 0 => sync::wait_published(inner, t).await,
+        (Ok(()), t) if t > 0 => syncer::wait_published(inner, t).await,
         (o, _) => o,
     };
     if outcome.is_err() {
@@ -288,7 +288,7 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
     // in the store (or fail with the reason it is not).
     let failed_txg = intent.state.lock().failed_txg;
     if failed_txg > *inner.published.borrow() {
-        sync::wait_published(inner, failed_txg).await?;
+        syncer::wait_published(inner, failed_txg).await?;
     }
     Ok(())
 }
@@ -324,7 +324,7 @@ pub(crate) async fn replay(
     // Txg numbers must move past every replayed record's, or releasing would keep them forever.
     for _ in 0..8 {
         inner.pending.lock().meta_changed = true;
-        let published = sync::sync_until_clean(inner).await?;
+        let published = syncer::sync_until_clean(inner).await?;
         if published >= replay.txg_max {
             break;
         }

@@ -3,7 +3,6 @@
 //! turns the syncing txg into segments and a root, `gc.rs` compacts and deletes.
 
 mod audit;
-mod commit_reads;
 mod config;
 mod counters;
 mod env;
@@ -23,9 +22,9 @@ mod read;
 mod rewind;
 mod scrub;
 mod snapshot;
-mod snapshot_space;
 mod status;
-mod sync;
+mod syncer;
+mod txg;
 mod vdevs;
 mod volume;
 mod write;
@@ -68,7 +67,7 @@ pub(crate) struct PendingMeta {
     /// Deleted segments whose space slots the next sync clears.
     pub deleted_segments: Vec<u64>,
     /// Snapshot creates, destroys, rollbacks and promotes, in request order.
-    pub snapshot_ops: Vec<snapshot_space::SnapshotOp>,
+    pub snapshot_ops: Vec<txg::snapshot_space::SnapshotOp>,
     /// Set when only metadata changed (properties, volume create/resize) so a root is due.
     pub meta_changed: bool,
 }
@@ -174,7 +173,7 @@ impl Pool {
     /// Syncs the open txg now and waits until its root is published. Returns the newest published
     /// txg. A pool with nothing dirty returns at once.
     pub async fn sync_txg(&self) -> Result<u64> {
-        sync::sync_through_open(&self.inner).await
+        syncer::sync_through_open(&self.inner).await
     }
 
     /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the
@@ -221,8 +220,8 @@ impl Pool {
             }
             return Ok(());
         }
-        sync::sync_until_clean(&self.inner).await?;
-        sync::publish_export(&self.inner).await?;
+        syncer::sync_until_clean(&self.inner).await?;
+        txg::publish_export(&self.inner).await?;
         if let Some(lease) = self.inner.lease.get() {
             if let Err(e) = lease.release(self.inner.store.as_ref(), &self.inner.env).await {
                 tracing::warn!(error = %e, "could not release the multihost lease; the next import waits it out");

@@ -4,9 +4,9 @@
 //! (snapshot_space.rs), and the call returns once that txg's root is published.
 
 use super::names::check_volume_name;
-use super::snapshot_space::{self, SnapshotOp};
+use super::txg::snapshot_space::{self, SnapshotOp};
 use super::volume::no_volume;
-use super::{bad, sync, Pool};
+use super::{bad, syncer, Pool};
 use crate::blockmap::TreeRef;
 use crate::dirty::BLOCK_BYTES;
 use crate::error::Result;
@@ -141,7 +141,7 @@ impl Pool {
         };
         let target = self.open_txg();
         self.inner.kick.notify_one();
-        sync::wait_published(&self.inner, target).await?;
+        syncer::wait_published(&self.inner, target).await?;
         Ok(id)
     }
 
@@ -241,7 +241,7 @@ impl Pool {
             self.inner.txg.lock().open_txg
         };
         self.inner.kick.notify_one();
-        sync::wait_published(&self.inner, target).await
+        syncer::wait_published(&self.inner, target).await
     }
 }
 

@@ -11,7 +11,7 @@
 //! Cache devices hold nothing the store does not; the root lists them so the next import opens
 //! them again.
 
-use super::{sync, Pool};
+use super::{syncer, Pool};
 use crate::error::{Error, Result};
 use crate::root::VdevEntry;
 use fardisk_slog::{IntentLog, OpenOptions, RemoveOutcome, VdevConfig, VdevKind};
@@ -72,7 +72,7 @@ impl Pool {
             self.inner.txg.lock().open_txg
         };
         // The txg that carries the change, not a clean pool: writers may keep it dirty forever.
-        sync::wait_published(&self.inner, target).await?;
+        syncer::wait_published(&self.inner, target).await?;
         Ok(*self.inner.published.borrow())
     }
 
@@ -187,7 +187,7 @@ impl Pool {
                     break;
                 }
                 self.inner.pending.lock().meta_changed = true;
-                let published = sync::sync_until_clean(&self.inner).await?;
+                let published = syncer::sync_until_clean(&self.inner).await?;
                 if published >= release_through_txg {
                     log.release_through_txg(published);
                 }

@@ -10,10 +10,11 @@
 //! costs what changed, not the volume's size. Compaction never moves a held block (gc.rs): it
 //! would have to rewrite every snapshot that shares it.
 
-use super::{Inner, PendingMeta};
+use super::retry::CommitReads;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
 use crate::error::{Error, Result};
+use crate::pool::{Inner, PendingMeta};
 use crate::root::{SnapshotEntry, VolumeEntry};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -110,29 +111,16 @@ pub(crate) async fn unique_blocks(
         }
         let next_slots = match next {
             Some(n) => {
-                if n.page_location(
-                    &inner.cache,
-                    &super::commit_reads::CommitReads(inner),
-                    level,
-                    index,
-                )
-                .await?
-                    == ptr
-                {
+                if n.page_location(&inner.cache, &CommitReads(inner), level, index).await? == ptr {
                     continue; // The whole subtree is shared.
                 }
-                n.page_slots(&inner.cache, &super::commit_reads::CommitReads(inner), level, index)
-                    .await?
+                n.page_slots(&inner.cache, &CommitReads(inner), level, index).await?
             }
             None => None,
         };
         out.push(ptr);
-        let slots = decode_page(
-            &super::commit_reads::CommitReads(inner).read_block(&ptr).await?,
-            tree.page_tag,
-            level,
-            index,
-        )?;
+        let slots =
+            decode_page(&CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
         for (pos, s) in slots.iter().enumerate() {
             let child = BlockPtr::from_bytes(s)?;
             if child.is_hole() || child.birth_txg <= after_txg {

@@ -4,10 +4,10 @@
 //! faults the pool (its in-memory maps already point at the txg's segments), which only a
 //! restart clears: exactly what a transient outage must never cause.
 
-use super::{fetch, Inner};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::BlockSource;
 use crate::error::{ErrorKind, Result};
+use crate::pool::{fetch, Inner};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,14 +3,15 @@
 //! crash at any instant leaves the previous root intact; uploads and the publish are retried until
 //! they succeed (the pool shows SUSPENDED meanwhile) or the pool is fenced.
 
-use super::commit_reads::CommitReads;
-use super::{snapshot_space, Inner, PendingMeta};
+use super::retry::CommitReads;
+use super::snapshot_space;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeWalk;
 use crate::dirty::{Dirty, DirtySet, BLOCK_BYTES};
 use crate::error::{Error, Result};
 use crate::fence::publish_root;
 use crate::objstore::{PutMode, StoreError, StoreErrorKind};
+use crate::pool::{Inner, PendingMeta};
 use crate::root::Root;
 use crate::segment::{segment_id, segment_key, BlockOwner, SegmentBuilder};
 use crate::space::{SegmentSpace, SPACE_TREE_ID};
@@ -21,112 +22,6 @@ use std::time::Duration;
 
 /// Backoff ceiling while the store is unreachable during a sync.
 const SUSPENDED_RETRY_MS_MAX: u64 = 5_000;
-/// Rounds `sync_until_clean` runs before reporting that writers keep the pool dirty.
-const CLEAN_ROUNDS_MAX: u32 = 64;
-
-/// Syncs until nothing is dirty (export, explicit sync). Returns the newest published txg.
-pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
-    for _ in 0..CLEAN_ROUNDS_MAX {
-        if sync_once(inner).await?.is_none() {
-            return Ok(*inner.published.borrow());
-        }
-    }
-    Err(Error::Unavailable(
-        "the pool stayed dirty through 64 txg syncs; stop writers and retry".into(),
-    ))
-}
-
-/// Syncs until every write and metadata change made before the call is in a published txg
-/// (`fardisk sync`, `add`, `replace`). Unlike `sync_until_clean`, writers that keep the pool
-/// dirty cannot make it give up: later writes are not waited for.
-pub(crate) async fn sync_through_open(inner: &Arc<Inner>) -> Result<u64> {
-    let target = {
-        let pending = inner.pending.lock();
-        let t = inner.txg.lock();
-        if !t.open.is_empty() || !pending_is_empty(&pending) {
-            t.open_txg
-        } else if t.syncing.is_some() {
-            t.open_txg - 1
-        } else {
-            return Ok(*inner.published.borrow());
-        }
-    };
-    wait_published(inner, target).await?;
-    Ok(*inner.published.borrow())
-}
-
-/// The sync path without a usable log: waits until every write acknowledged before the call is in
-/// a published txg.
-pub(crate) async fn wait_for_open_writes(inner: &Arc<Inner>) -> Result<()> {
-    let target = {
-        let t = inner.txg.lock();
-        if !t.open.is_empty() {
-            t.open_txg
-        } else if t.syncing.is_some() {
-            t.open_txg - 1
-        } else {
-            return Ok(());
-        }
-    };
-    wait_published(inner, target).await
-}
-
-/// Returns once txg `target` (or a later one) is published.
-pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
-    for _ in 0..CLEAN_ROUNDS_MAX {
-        if *inner.published.borrow() >= target {
-            return Ok(());
-        }
-        sync_once(inner).await?;
-    }
-    Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
-}
-
-/// Whether queued metadata work needs a txg of its own. Clearing the slots of deleted segments does
-/// not: it rides along with the next txg that has real work, or an idle pool would churn forever
-/// (each sync rewrites space pages, which frees and later deletes the previous meta segment).
-fn pending_is_empty(p: &PendingMeta) -> bool {
-    !p.meta_changed
-        && p.destroyed.is_empty()
-        && p.relocations.is_empty()
-        && p.page_moves.is_empty()
-        && p.snapshot_ops.is_empty()
-}
-
-/// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
-/// idle pool issues no requests at all).
-pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
-    let _guard = inner.sync_lock.lock().await;
-    inner.health.lock().check_not_fenced()?;
-    let (txg, set, pending) = {
-        let mut pending = inner.pending.lock();
-        let mut t = inner.txg.lock();
-        if t.open.is_empty() && pending_is_empty(&pending) {
-            return Ok(None);
-        }
-        let set = Arc::new(std::mem::take(&mut t.open));
-        t.syncing = Some(set.clone());
-        let txg = t.open_txg;
-        t.open_txg += 1;
-        (txg, set, std::mem::take(&mut *pending))
-    };
-    let started_us = inner.env.clock.mono_us();
-    let result = build_and_publish(inner, txg, &set, pending).await;
-    inner.txg.lock().syncing = None;
-    inner.dirty_freed.notify_waiters();
-    match &result {
-        Ok(()) => {
-            inner.counters.record_txg(set.bytes, inner.env.clock.mono_us() - started_us);
-            Ok(Some(txg))
-        }
-        Err(e) => {
-            // The in-memory map already points at this txg's segments: the pool cannot go on.
-            inner.health.lock().fault(e);
-            Err(Error::Unavailable(format!("txg {txg} could not be committed: {e}")))
-        }
-    }
-}
-
 /// Space bookkeeping of one sync.
 #[derive(Default)]
 struct SpaceDelta {
@@ -198,12 +93,14 @@ fn finish_segment(b: SegmentBuilder, updates: Vec<(u32, u64, BlockPtr)>) -> Pack
     }
 }
 
-async fn build_and_publish(
+/// Commits txg `txg` (its dirty blocks `set` and queued work `pending`) and publishes its root.
+/// Returns the root's time.
+pub(crate) async fn build_and_publish(
     inner: &Arc<Inner>,
     txg: u64,
     set: &DirtySet,
     pending: PendingMeta,
-) -> Result<()> {
+) -> Result<u64> {
     let cfg = inner.config.read().clone();
     let counter0 = inner.meta.read().root.next_segment_counter;
     let (guid, epoch, algo) = (inner.guid, inner.epoch, cfg.compression);
@@ -352,8 +249,7 @@ async fn build_and_publish(
     }
     let _ = inner.published.send_replace(txg);
     inner.intent.published(txg);
-    super::gc::delete_freed(inner, txg, time_ms).await;
-    Ok(())
+    Ok(time_ms)
 }
 
 /// Compaction's moves: a block still mapped where compaction found it is copied as is.
