@@ -14,8 +14,6 @@ pub(crate) struct Meta {
     pub volumes: BTreeMap<u32, VolumeEntry>,
     /// Snapshots by id, as of the last sync (only the sync changes them).
     pub snapshots: BTreeMap<u32, SnapshotEntry>,
-    /// Segments waiting to be deleted: id -> txg that freed them.
-    pub pending_deletes: BTreeMap<u64, u64>,
 }
 
 impl Meta {
@@ -24,7 +22,6 @@ impl Meta {
             root: root.clone(),
             volumes: root.volumes.iter().map(|v| (v.id, v.clone())).collect(),
             snapshots: root.snapshots.iter().map(|s| (s.id, s.clone())).collect(),
-            pending_deletes: BTreeMap::new(),
         }
     }
 

@@ -7,7 +7,6 @@ mod config;
 mod counters;
 mod env;
 mod fetch;
-mod gc;
 mod health;
 mod history;
 mod hotset;
@@ -16,9 +15,9 @@ mod lease;
 mod meta;
 mod names;
 mod open;
-mod orphans;
 mod point_in_time;
 mod read;
+mod reclaim;
 mod rewind;
 mod scrub;
 mod snapshot;
@@ -112,8 +111,8 @@ pub(crate) struct Inner {
     pub warmup: hotset::WarmupCounters,
     /// The current or last scrub (scrub.rs).
     pub scrub: scrub::ScrubControl,
-    /// Roots in the store and their ages (point_in_time.rs).
-    pub roots: Mutex<point_in_time::RetainedRoots>,
+    /// Retained roots and freed segments waiting for deletion (reclaim/).
+    pub reclaim: reclaim::Reclaim,
     /// Test hook: a partial-block write that finds a semaphore here waits for one permit after
     /// reading its edge blocks and before taking the txg lock (write.rs).
     /// The multihost lease (`multihost=on`), set at import.
@@ -194,7 +193,7 @@ impl Pool {
     /// segments) has ended; until then no freed segment is deleted. The simulation waits for it
     /// so that a seed issues the same store requests in the same order every time.
     pub fn import_settled(&self) -> bool {
-        self.inner.roots.lock().settled
+        self.inner.reclaim.settled()
     }
 
     /// Status and statistics of the log devices (None without a log).
@@ -231,6 +230,20 @@ impl Pool {
             t.abort();
         }
         Ok(())
+    }
+
+    /// Runs one compaction pass now and syncs its moves (tests, `fardisk compact`). Returns the
+    /// number of segments whose live blocks were queued for moving.
+    pub async fn compact_now(&self) -> Result<usize> {
+        let n = reclaim::compact_step(&self.inner).await?;
+        syncer::sync_until_clean(&self.inner).await?;
+        Ok(n)
+    }
+
+    /// Runs one orphan collection pass now (tests; a running pool also collects after import and
+    /// every hour). Returns the number of segments deleted.
+    pub async fn collect_orphans_now(&self) -> Result<u64> {
+        reclaim::collect_orphans(&self.inner).await
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {

@@ -288,7 +288,9 @@ impl Pool {
             tracing::info!(records = replayed, "intent log replayed");
         }
         rewind.report(&inner, replayed).await;
-        super::gc::start_background(&pool, config.txg_timeout.is_some());
+        for task in super::syncer::background(&inner, config.txg_timeout.is_some()) {
+            pool.spawn(task);
+        }
         if let Some(lease) = inner.lease.get().cloned() {
             pool.spawn(super::lease::renew_loop(inner.clone(), lease));
         }
@@ -356,7 +358,7 @@ pub(super) fn new_inner(p: InnerParts<'_>) -> Arc<Inner> {
         hot: Default::default(),
         warmup: Default::default(),
         scrub: Default::default(),
-        roots: Default::default(),
+        reclaim: Default::default(),
         lease: Default::default(),
         #[cfg(test)]
         pause_before_write_lock: Default::default(),

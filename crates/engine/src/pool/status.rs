@@ -187,7 +187,7 @@ impl Pool {
             compacted_segments: c.compacted_segments,
             deleted_segments: c.deleted_segments,
             orphans_deleted: c.orphans_deleted,
-            pending_deletes: meta.pending_deletes.len() as u64,
+            pending_deletes: i.reclaim.pending_deletes(),
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),
             log: log_json(i),

@@ -1,10 +1,17 @@
 //! The syncer: one txg at a time, the commit (txg/) and then the reclaim of what its publish
-//! made deletable (gc.rs). Every path that needs a txg in the store comes through here: the
-//! background loop, sync requests without a log, `fardisk sync`, export.
+//! made deletable (reclaim/). Every path that needs a txg in the store comes through here: the
+//! background loop (which also runs compaction every few txgs), sync requests without a log,
+//! `fardisk sync`, export.
 
-use super::{gc, txg, Inner, PendingMeta};
+use super::{reclaim, txg, Inner, PendingMeta};
 use crate::error::{Error, Result};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Compaction looks for sparse segments every this many txgs.
+const COMPACT_EVERY_TXGS: u64 = 12;
 
 /// Rounds `sync_until_clean` runs before reporting that writers keep the pool dirty.
 const CLEAN_ROUNDS_MAX: u32 = 64;
@@ -97,8 +104,8 @@ pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
     };
     let started_us = inner.env.clock.mono_us();
     let result = txg::build_and_publish(inner, txg, &set, pending).await;
-    if let Ok(time_ms) = result {
-        reclaim_after(inner, txg, time_ms).await;
+    if let Ok(published) = &result {
+        reclaim::after_publish(inner, txg, published.time_ms, &published.freed).await;
     }
     inner.txg.lock().syncing = None;
     inner.dirty_freed.notify_waiters();
@@ -115,7 +122,70 @@ pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
     }
 }
 
-/// After txg `published` (root time `time_ms`): deletes what no retained root can reference.
-async fn reclaim_after(inner: &Arc<Inner>, published: u64, time_ms: u64) {
-    gc::delete_freed(inner, published, time_ms).await;
+/// A background task of an imported pool (the pool spawns and aborts them).
+pub(super) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The background work of an imported pool, to spawn in this order: the import-time reclaim
+/// work, and with `syncer` the hourly orphan pass and the txg syncer loop.
+pub(super) fn background(inner: &Arc<Inner>, syncer: bool) -> Vec<Task> {
+    let mut tasks: Vec<Task> = Vec::new();
+    let settle = inner.clone();
+    tasks.push(Box::pin(async move { reclaim::settle_after_import(&settle).await }));
+    if !syncer {
+        return tasks;
+    }
+    let orphans = inner.clone();
+    tasks.push(Box::pin(async move {
+        loop {
+            orphans.env.clock.sleep(Duration::from_secs(reclaim::ORPHAN_PASS_EVERY_S)).await;
+            if let Err(e) = reclaim::collect_orphans(&orphans).await {
+                tracing::warn!(error = %e, "could not collect orphaned segments; will retry in an hour");
+            }
+        }
+    }));
+    let looping = inner.clone();
+    tasks.push(Box::pin(async move { syncer_loop(looping).await }));
+    tasks
+}
+
+/// The syncer: a txg every `txg_timeout`, or sooner when kicked (dirty threshold, sync request,
+/// queued work); each is committed then reclaimed (`sync_once`), and every `COMPACT_EVERY_TXGS`
+/// txgs compaction queues work for the next ones.
+async fn syncer_loop(inner: Arc<Inner>) {
+    let mut since_compact = 0u64;
+    loop {
+        let timeout = inner.config.read().txg_timeout.unwrap_or(Duration::from_secs(5));
+        tokio::select! {
+            _ = inner.kick.notified() => {}
+            _ = inner.env.clock.sleep(timeout) => {}
+        }
+        match sync_once(&inner).await {
+            Ok(Some(_)) => since_compact += 1,
+            Ok(None) => probe_if_unreachable(&inner).await,
+            Err(e) => {
+                tracing::error!(error = %e, "txg sync failed; the pool stops committing");
+                return;
+            }
+        }
+        if since_compact >= COMPACT_EVERY_TXGS {
+            since_compact = 0;
+            if let Err(e) = reclaim::compact_step(&inner).await {
+                tracing::warn!(error = %e, "compaction step failed; will retry");
+            }
+        }
+    }
+}
+
+/// An idle pool asks the store nothing, so a store that went away while it was busy would be
+/// reported away forever: one small request (the newest root's size) finds out whether it is
+/// back, and its answer clears SUSPENDED.
+async fn probe_if_unreachable(inner: &Arc<Inner>) {
+    if inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    let key = crate::root::root_key(inner.meta.read().root.txg);
+    match inner.store.head(&key).await {
+        Ok(_) => inner.health.lock().resume(),
+        Err(e) => tracing::debug!(error = %e, "the store is still away"),
+    }
 }

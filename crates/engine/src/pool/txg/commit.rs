@@ -4,7 +4,7 @@
 //! they succeed (the pool shows SUSPENDED meanwhile) or the pool is fenced.
 
 use super::retry::CommitReads;
-use super::snapshot_space;
+use super::{snapshot_space, FreedSegment, Published};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeWalk;
 use crate::dirty::{Dirty, DirtySet, BLOCK_BYTES};
@@ -94,13 +94,13 @@ fn finish_segment(b: SegmentBuilder, updates: Vec<(u32, u64, BlockPtr)>) -> Pack
 }
 
 /// Commits txg `txg` (its dirty blocks `set` and queued work `pending`) and publishes its root.
-/// Returns the root's time.
+/// Returns what reclaim needs to know of it.
 pub(crate) async fn build_and_publish(
     inner: &Arc<Inner>,
     txg: u64,
     set: &DirtySet,
     pending: PendingMeta,
-) -> Result<u64> {
+) -> Result<Published> {
     let cfg = inner.config.read().clone();
     let counter0 = inner.meta.read().root.next_segment_counter;
     let (guid, epoch, algo) = (inner.guid, inner.epoch, cfg.compression);
@@ -206,7 +206,7 @@ pub(crate) async fn build_and_publish(
     let meta_id = builder.segment_id();
     let meta_written: u64 = builder_live_bytes(&builder);
     written.insert(meta_id, meta_written);
-    let (mut root, deletes) =
+    let (mut root, freed) =
         update_space(inner, txg, &mut builder, &written, delta, &pending, &volumes).await?;
     root.time_ms = time_ms;
     root.snapshots = snaps.values().cloned().collect();
@@ -240,7 +240,6 @@ pub(crate) async fn build_and_publish(
         meta.root.next_volume_id = next_volume_id;
         (meta.root.props, meta.root.vdevs) = (props, vdevs);
         meta.snapshots = snaps;
-        meta.pending_deletes.extend(deletes);
     }
     inner.cache.finish_txg();
     // Readers that walked the old map of a rolled-back volume may have cached its pages.
@@ -249,7 +248,7 @@ pub(crate) async fn build_and_publish(
     }
     let _ = inner.published.send_replace(txg);
     inner.intent.published(txg);
-    Ok(time_ms)
+    Ok(Published { time_ms, freed })
 }
 
 /// Compaction's moves: a block still mapped where compaction found it is copied as is.
@@ -353,7 +352,7 @@ fn builder_live_bytes(b: &SegmentBuilder) -> u64 {
 }
 
 /// Applies this txg's space changes to the space table, writes its dirty pages into the meta
-/// segment, and assembles the root. Returns segments that became free.
+/// segment, and assembles the root. Returns the root and the segments that became free.
 async fn update_space(
     inner: &Arc<Inner>,
     txg: u64,
@@ -362,7 +361,7 @@ async fn update_space(
     mut delta: SpaceDelta,
     pending: &PendingMeta,
     volumes: &BTreeMap<u32, crate::root::VolumeEntry>,
-) -> Result<(Root, Vec<(u64, u64)>)> {
+) -> Result<(Root, Vec<FreedSegment>)> {
     let mut root = inner.meta.read().root.clone();
     let mut space = root.space;
     let mut totals = root.totals;
@@ -400,7 +399,7 @@ async fn update_space(
         if live == 0 && s.freed_txg == 0 {
             s.freed_txg = txg;
             totals.physical_bytes = totals.physical_bytes.saturating_sub(s.written_bytes);
-            freed.push((seg, txg));
+            freed.push(FreedSegment { segment_id: seg, freed_txg: txg });
         }
         space.update(&inner.cache, &CommitReads(inner), seg, s.to_slot()).await?;
     }

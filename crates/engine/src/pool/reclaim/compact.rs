@@ -1,0 +1,103 @@
+//! Compaction: segments whose live bytes fell below `compact_live_percent` are read, and the
+//! blocks and map pages the current maps still reference in them are queued for the next txg to
+//! rewrite (`PendingMeta::relocations`, `page_moves`). The segment then holds nothing live, is
+//! freed by that txg and deleted like any other (delete.rs). A block a snapshot or clone shares
+//! stays where it is: moving it would mean rewriting every map that references it.
+
+use super::delete;
+use crate::blkptr::BlockPtr;
+use crate::error::{Error, Result};
+use crate::pool::txg::snapshot_space;
+use crate::pool::Inner;
+use crate::segment::{parse_segment, segment_key, BlockOwner};
+use crate::space::{SegmentSpace, SPACE_TREE_ID};
+use std::sync::Arc;
+
+/// Picks sparse segments and queues their live blocks and pages to move in the next txg.
+pub(crate) async fn compact_step(inner: &Arc<Inner>) -> Result<usize> {
+    let (pct, budget) = {
+        let c = inner.config.read();
+        (c.compact_live_percent, c.compact_bytes_per_txg)
+    };
+    let newest = inner.meta.read().root.txg;
+    let mut candidates: Vec<(u64, SegmentSpace)> = delete::catalog(inner, false)
+        .await?
+        .into_iter()
+        .filter(|(_, s)| s.live_bytes * 100 < s.written_bytes * pct && s.created_txg < newest)
+        .collect();
+    candidates.sort_by_key(|(_, s)| s.live_bytes * 1000 / s.written_bytes.max(1));
+    let mut moved_bytes = 0u64;
+    let mut count = 0;
+    for (seg, s) in candidates {
+        if moved_bytes + s.live_bytes > budget && count > 0 {
+            break;
+        }
+        moved_bytes += queue_live_blocks(inner, seg).await?;
+        count += 1;
+        inner.counters.add_compacted();
+    }
+    if count > 0 {
+        inner.kick.notify_one();
+    }
+    Ok(count)
+}
+
+/// Reads a segment and queues every block the current maps still reference.
+async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
+    let bytes = inner.store.get(&segment_key(seg)).await?;
+    let index = parse_segment(&bytes, inner.guid, seg)?;
+    // A block a snapshot or clone shares stays where it is (snapshot_space.rs).
+    let holds = {
+        let meta = inner.meta.read();
+        snapshot_space::holds(&meta.volumes, &meta.snapshots)
+    };
+    let held = |tree_id: u32, p: &BlockPtr| {
+        tree_id != SPACE_TREE_ID && p.birth_txg <= holds.get(&tree_id).copied().unwrap_or(0)
+    };
+    let mut moved = 0u64;
+    for e in index.entries {
+        match e.owner {
+            BlockOwner::Data { tree_id, block } => {
+                let Some(tree) = inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) else {
+                    continue;
+                };
+                let current = BlockPtr::from_bytes(
+                    &tree.lookup(&inner.cache, &**inner, block, inner.cache.generation()).await?,
+                )?;
+                if current == e.ptr && !held(tree_id, &e.ptr) {
+                    let r = e.ptr.range();
+                    // A copy: a slice would keep the whole segment (16 MiB) in memory until the
+                    // next txg for each of its live blocks, and compaction reads the sparsest ones.
+                    let phys =
+                        bytes::Bytes::copy_from_slice(&bytes[r.start as usize..r.end as usize]);
+                    if crate::codec::checksum64(&phys) != e.ptr.checksum {
+                        return Err(Error::Checksum {
+                            what: format!("segment {seg:016x} during compaction"),
+                            expected: e.ptr.checksum,
+                            found: crate::codec::checksum64(&phys),
+                        });
+                    }
+                    moved += phys.len() as u64;
+                    inner.pending.lock().relocations.push((tree_id, block, e.ptr, phys));
+                }
+            }
+            BlockOwner::Page { tree_id, level, index } => {
+                let tree = if tree_id == SPACE_TREE_ID {
+                    inner.meta.read().root.space
+                } else {
+                    match inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) {
+                        Some(t) => t,
+                        None => continue,
+                    }
+                };
+                if tree.page_location(&inner.cache, &**inner, level, index).await? == e.ptr
+                    && !held(tree_id, &e.ptr)
+                {
+                    moved += e.ptr.physical_bytes as u64;
+                    inner.pending.lock().page_moves.push((tree_id, level, index, e.ptr));
+                }
+            }
+        }
+    }
+    Ok(moved)
+}
