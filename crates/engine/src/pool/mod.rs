@@ -15,10 +15,8 @@ mod lease;
 mod meta;
 mod names;
 mod open;
-mod point_in_time;
 mod read;
 mod reclaim;
-mod rewind;
 mod scrub;
 mod snapshot;
 mod status;
@@ -28,15 +26,16 @@ mod vdevs;
 mod volume;
 mod write;
 
+pub use crate::fence::list_root_txgs;
 pub use audit::SpaceAudit;
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use env::Env;
 pub use health::PoolHealth;
 pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
+pub use intent::LogDevices;
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
 pub use names::{check_pool_name, split_snapshot_name};
-pub use open::{log_configs, CreateOptions, ImportOptions, LogDevices};
-pub use point_in_time::{list_root_txgs, PointInTime};
+pub use open::{log_configs, CreateOptions, ImportOptions, PointInTime};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
 pub use snapshot::SnapshotInfo;
 pub use status::{PoolStatus, VolumeInfo};
@@ -49,7 +48,7 @@ use crate::dirty::DirtySet;
 use crate::error::{Error, Result};
 use crate::objstore::{DynStore, StoreStats};
 use crate::rng::Rng;
-use crate::root::VolumeEntry;
+use crate::root::{Root, VolumeEntry};
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
@@ -119,6 +118,78 @@ pub(crate) struct Inner {
     pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     #[cfg(test)]
     pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+}
+
+/// What a new in-memory pool is made of (shared by import and read-only import).
+pub(crate) struct InnerParts<'a> {
+    pub store: DynStore,
+    pub store_stats: Arc<crate::objstore::StoreStats>,
+    pub rng: Rng,
+    pub config: PoolConfig,
+    pub name: &'a str,
+    pub root: &'a Root,
+    pub import_id: u128,
+    pub log: Option<Arc<fardisk_slog::IntentLog>>,
+    pub log_devices: LogDevices,
+    pub env: Env,
+    pub blocks: Arc<dyn BlockCache>,
+}
+
+impl Inner {
+    /// A new in-memory pool at root `p.root` (the claim root of an import, or the root a
+    /// read-only import opens).
+    pub(crate) fn new(p: InnerParts<'_>) -> Arc<Inner> {
+        let InnerParts {
+            store,
+            store_stats,
+            rng,
+            config,
+            name,
+            root: claim,
+            import_id,
+            log,
+            log_devices,
+            env,
+            blocks,
+        } = p;
+        let (published, _) = tokio::sync::watch::channel(claim.txg);
+        Arc::new(Inner {
+            store,
+            store_stats,
+            rng,
+            config: parking_lot::RwLock::new(config.clone()),
+            name: name.to_string(),
+            guid: claim.pool_guid,
+            epoch: claim.epoch,
+            import_id,
+            cache: PageCache::new(config.map_cache_bytes),
+            meta: parking_lot::RwLock::new(meta::Meta::new(claim)),
+            pending: Default::default(),
+            txg: parking_lot::Mutex::new(TxgState {
+                open: DirtySet::default(),
+                open_txg: claim.txg + 1,
+                syncing: None,
+            }),
+            blocks,
+            sync_lock: tokio::sync::Mutex::new(()),
+            published,
+            kick: Default::default(),
+            dirty_freed: Default::default(),
+            health: Default::default(),
+            counters: Default::default(),
+            readahead: Default::default(),
+            intent: intent::Intent::new(log, log_devices),
+            prefetching: Default::default(),
+            hot: Default::default(),
+            warmup: Default::default(),
+            scrub: Default::default(),
+            reclaim: Default::default(),
+            lease: Default::default(),
+            #[cfg(test)]
+            pause_before_write_lock: Default::default(),
+            env,
+        })
+    }
 }
 
 impl std::fmt::Debug for Inner {

@@ -1,13 +1,13 @@
 //! Point-in-time: every txg publishes a root, so a pool can be opened read-only as it was at any
-//! root still in the store (which ones stay is the writer's choice: reclaim/retention.rs).
+//! root still in the store (which ones stay is the writer's choice: reclaim/retention.rs). No
+//! claim, no log, no background work, nothing written.
 
-use super::open::{new_inner, no_pool, wrap_store, InnerParts};
-use super::Pool;
+use super::{no_pool, wrap_store};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-pub use crate::fence::list_root_txgs;
-use crate::fence::{find_latest_root, read_root};
+use crate::fence::{find_latest_root, list_root_txgs, read_root};
 use crate::objstore::{DynStore, Store};
+use crate::pool::{Env, Inner, InnerParts, Pool, PoolConfig};
 use crate::rng::Rng;
 use crate::root::Root;
 use std::sync::Arc;
@@ -74,8 +74,8 @@ impl Pool {
         name: &str,
         local_name: &str,
         at: PointInTime,
-        config: super::PoolConfig,
-        env: super::Env,
+        config: PoolConfig,
+        env: Env,
         blocks: Arc<dyn BlockCache>,
     ) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &config, &env);
@@ -91,7 +91,7 @@ impl Pool {
         config.apply_props(&root.props)?;
         let rng = Rng::new(env.seed);
         let import_id = rng.next_u128();
-        let inner = new_inner(InnerParts {
+        let inner = Inner::new(InnerParts {
             store,
             store_stats,
             rng,
