@@ -27,7 +27,7 @@ impl Pool {
     /// Runs the audit; `Err(Error::Corrupt ..)` describes the first mismatches.
     pub async fn audit_space(&self) -> Result<SpaceAudit> {
         let inner = &self.inner;
-        let _guard = inner.sync_lock.lock().await;
+        let _guard = inner.txg.sync_lock.lock().await;
         let (trees, space, carry) = {
             let meta = inner.meta.read();
             let mut trees: Vec<TreeRef> = meta.volumes.values().map(|v| v.tree).collect();

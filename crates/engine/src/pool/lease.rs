@@ -318,8 +318,8 @@ pub(crate) async fn renew_loop(inner: Arc<Inner>, lease: Arc<Lease>) {
         match lease.renew(inner.store.as_ref(), &inner.env).await {
             Ok(()) => {}
             Err(Error::Fenced(why)) => {
-                let published = *inner.published.borrow();
-                let open = inner.txg.lock().open_txg;
+                let published = inner.txg.published_txg();
+                let open = inner.txg.open_txg();
                 let log_bytes = inner.intent.log().map(|l| l.space_used_bytes()).unwrap_or(0);
                 tracing::error!(
                     "{why}; this writer stops. Writes it acknowledged from its intent log after txg {published} (txgs {}..={open}, {log_bytes} bytes of log in use) are not in the store: the log keeps them unreleased until the device is reformatted",

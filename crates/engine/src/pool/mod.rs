@@ -41,41 +41,14 @@ pub use snapshot::SnapshotInfo;
 pub use status::{PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
 
-use crate::blkptr::BlockPtr;
 use crate::blockmap::PageCache;
 use crate::cache::BlockCache;
-use crate::dirty::DirtySet;
 use crate::error::{Error, Result};
 use crate::objstore::{DynStore, StoreStats};
 use crate::rng::Rng;
-use crate::root::{Root, VolumeEntry};
+use crate::root::Root;
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
-use tokio::sync::{watch, Notify};
-
-/// Work queued for the next sync that is not user data.
-#[derive(Debug, Default)]
-pub(crate) struct PendingMeta {
-    /// Volumes destroyed since the last sync: their trees are freed by the sync.
-    pub destroyed: Vec<VolumeEntry>,
-    /// Compaction: blocks to move out of sparse segments, (tree, block, old pointer, physical bytes).
-    pub relocations: Vec<(u32, u64, BlockPtr, bytes::Bytes)>,
-    /// Compaction: pages to rewrite, (tree, level, index, old pointer).
-    pub page_moves: Vec<(u32, u8, u64, BlockPtr)>,
-    /// Deleted segments whose space slots the next sync clears.
-    pub deleted_segments: Vec<u64>,
-    /// Snapshot creates, destroys, rollbacks and promotes, in request order.
-    pub snapshot_ops: Vec<txg::snapshot_space::SnapshotOp>,
-    /// Set when only metadata changed (properties, volume create/resize) so a root is due.
-    pub meta_changed: bool,
-}
-
-#[derive(Debug)]
-pub(crate) struct TxgState {
-    pub open: DirtySet,
-    pub open_txg: u64,
-    pub syncing: Option<Arc<DirtySet>>,
-}
 
 pub(crate) struct Inner {
     pub store: DynStore,
@@ -88,18 +61,9 @@ pub(crate) struct Inner {
     pub epoch: u64,
     pub import_id: u128,
     pub meta: RwLock<meta::Meta>,
-    pub pending: Mutex<PendingMeta>,
-    pub txg: Mutex<TxgState>,
+    pub txg: txg::Txgs,
     pub cache: PageCache,
     pub blocks: Arc<dyn BlockCache>,
-    /// One sync at a time; held for the whole sync.
-    pub sync_lock: tokio::sync::Mutex<()>,
-    /// Newest published txg.
-    pub published: watch::Sender<u64>,
-    /// Wakes the syncer early (dirty threshold, sync request).
-    pub kick: Notify,
-    /// Wakes writers stalled on the dirty limit.
-    pub dirty_freed: Notify,
     pub health: Mutex<health::HealthState>,
     pub counters: counters::Counters,
     pub readahead: read::Readahead,
@@ -152,7 +116,6 @@ impl Inner {
             env,
             blocks,
         } = p;
-        let (published, _) = tokio::sync::watch::channel(claim.txg);
         Arc::new(Inner {
             store,
             store_stats,
@@ -164,17 +127,8 @@ impl Inner {
             import_id,
             cache: PageCache::new(config.map_cache_bytes),
             meta: parking_lot::RwLock::new(meta::Meta::new(claim)),
-            pending: Default::default(),
-            txg: parking_lot::Mutex::new(TxgState {
-                open: DirtySet::default(),
-                open_txg: claim.txg + 1,
-                syncing: None,
-            }),
+            txg: txg::Txgs::new(claim.txg),
             blocks,
-            sync_lock: tokio::sync::Mutex::new(()),
-            published,
-            kick: Default::default(),
-            dirty_freed: Default::default(),
             health: Default::default(),
             counters: Default::default(),
             readahead: Default::default(),
@@ -232,12 +186,12 @@ impl Pool {
 
     /// The newest published txg.
     pub fn published_txg(&self) -> u64 {
-        *self.inner.published.borrow()
+        self.inner.txg.published_txg()
     }
 
     /// The txg that writes issued now land in.
     pub fn open_txg(&self) -> u64 {
-        self.inner.txg.lock().open_txg
+        self.inner.txg.open_txg()
     }
 
     /// Syncs the open txg now and waits until its root is published. Returns the newest published

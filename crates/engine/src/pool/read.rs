@@ -58,8 +58,9 @@ impl Pool {
                 // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
                     looked_again += 1;
-                    let _ = tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.sync_lock.lock())
-                        .await;
+                    let _ =
+                        tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.txg.sync_lock.lock())
+                            .await;
                     tree = self.readable_tree(volume_id)?.1;
                 }
                 other => break other?,
@@ -126,7 +127,7 @@ impl Pool {
     ) -> Result<Vec<Source>> {
         let mut out: Vec<Option<Source>> = Vec::with_capacity((last - first + 1) as usize);
         {
-            let t = self.inner.txg.lock();
+            let t = self.inner.txg.state.lock();
             for b in first..=last {
                 let d = t
                     .open

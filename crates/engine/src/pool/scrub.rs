@@ -18,6 +18,7 @@
 //! Progress lives in memory: pause keeps the task and its position; a restart of the daemon
 //! forgets a paused scrub (the last result stays in the pool's history).
 
+use super::txg::Relocation;
 use super::{Inner, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{TreeRef, TreeWalk};
@@ -402,8 +403,13 @@ async fn report_bad(inner: &Arc<Inner>, name: &str, item: &Item, kind: &str) {
         if let Some(phys) =
             inner.blocks.get(&item.ptr, false).filter(|b| checksum64(b) == item.ptr.checksum)
         {
-            inner.pending.lock().relocations.push((item.tree.tree_id, block, item.ptr, phys));
-            inner.kick.notify_one();
+            inner.txg.pending.lock().relocations.push(Relocation {
+                tree_id: item.tree.tree_id,
+                block,
+                old: item.ptr,
+                physical: phys,
+            });
+            inner.txg.kick();
             with_progress(inner, |p| p.repaired_bytes += u64::from(item.ptr.physical_bytes));
             repaired = true;
         }

@@ -67,7 +67,7 @@ impl Pool {
             self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
         let id = {
             let mut meta = self.inner.meta.write();
-            let pending = self.inner.pending.lock();
+            let pending = self.inner.txg.pending.lock();
             let queued = pending.snapshot_ops.iter().any(|op| matches!(op, SnapshotOp::Create { volume_id: v, name: n, .. } if *v == volume_id && n == name));
             if queued || meta.snapshots.values().any(|s| s.volume_id == volume_id && s.name == name)
             {
@@ -136,11 +136,11 @@ impl Pool {
                     origin: Some(snap.id),
                 },
             );
-            self.inner.pending.lock().meta_changed = true;
+            self.inner.txg.queue_meta_change();
             id
         };
         let target = self.open_txg();
-        self.inner.kick.notify_one();
+        self.inner.txg.kick();
         syncer::wait_published(&self.inner, target).await?;
         Ok(id)
     }
@@ -209,7 +209,7 @@ impl Pool {
         }
         let volume_id =
             self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
-        self.inner.txg.lock().open.drop_volume(volume_id);
+        self.inner.txg.state.lock().open.drop_volume(volume_id);
         self.queue_and_wait(SnapshotOp::Rollback { volume_id, snapshot_id: s.id }).await
     }
 
@@ -235,12 +235,12 @@ impl Pool {
     /// Queues `op` for the open txg and waits until that txg's root is published.
     async fn queue_and_wait(&self, op: SnapshotOp) -> Result<()> {
         let target = {
-            let mut pending = self.inner.pending.lock();
+            let mut pending = self.inner.txg.pending.lock();
             pending.snapshot_ops.push(op);
             // Same lock order as the sync's freeze: the txg that takes `pending` is this one.
-            self.inner.txg.lock().open_txg
+            self.inner.txg.state.lock().open_txg
         };
-        self.inner.kick.notify_one();
+        self.inner.txg.kick();
         syncer::wait_published(&self.inner, target).await
     }
 }

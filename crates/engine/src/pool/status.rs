@@ -141,7 +141,7 @@ impl Pool {
         let c = i.counters.snapshot();
         let meta = i.meta.read();
         let (open_txg, syncing) = {
-            let t = i.txg.lock();
+            let t = i.txg.state.lock();
             (t.open_txg, t.syncing.is_some())
         };
         let txgs = c.txgs;

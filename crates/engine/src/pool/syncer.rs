@@ -3,7 +3,7 @@
 //! background loop (which also runs compaction every few txgs), sync requests without a log,
 //! `fardisk sync`, export.
 
-use super::{reclaim, txg, Inner, PendingMeta};
+use super::{reclaim, txg, Inner};
 use crate::error::{Error, Result};
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +20,7 @@ const CLEAN_ROUNDS_MAX: u32 = 64;
 pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
     for _ in 0..CLEAN_ROUNDS_MAX {
         if sync_once(inner).await?.is_none() {
-            return Ok(*inner.published.borrow());
+            return Ok(inner.txg.published_txg());
         }
     }
     Err(Error::Unavailable(
@@ -32,41 +32,25 @@ pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
 /// (`fardisk sync`, `add`, `replace`). Unlike `sync_until_clean`, writers that keep the pool
 /// dirty cannot make it give up: later writes are not waited for.
 pub(crate) async fn sync_through_open(inner: &Arc<Inner>) -> Result<u64> {
-    let target = {
-        let pending = inner.pending.lock();
-        let t = inner.txg.lock();
-        if !t.open.is_empty() || !pending_is_empty(&pending) {
-            t.open_txg
-        } else if t.syncing.is_some() {
-            t.open_txg - 1
-        } else {
-            return Ok(*inner.published.borrow());
-        }
-    };
-    wait_published(inner, target).await?;
-    Ok(*inner.published.borrow())
+    if let Some(target) = inner.txg.txg_holding_all(true) {
+        wait_published(inner, target).await?;
+    }
+    Ok(inner.txg.published_txg())
 }
 
 /// The sync path without a usable log: waits until every write acknowledged before the call is in
 /// a published txg.
 pub(crate) async fn wait_for_open_writes(inner: &Arc<Inner>) -> Result<()> {
-    let target = {
-        let t = inner.txg.lock();
-        if !t.open.is_empty() {
-            t.open_txg
-        } else if t.syncing.is_some() {
-            t.open_txg - 1
-        } else {
-            return Ok(());
-        }
-    };
-    wait_published(inner, target).await
+    match inner.txg.txg_holding_all(false) {
+        Some(target) => wait_published(inner, target).await,
+        None => Ok(()),
+    }
 }
 
 /// Returns once txg `target` (or a later one) is published.
 pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
     for _ in 0..CLEAN_ROUNDS_MAX {
-        if *inner.published.borrow() >= target {
+        if inner.txg.published_txg() >= target {
             return Ok(());
         }
         sync_once(inner).await?;
@@ -74,50 +58,28 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
     Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
 }
 
-/// Whether queued metadata work needs a txg of its own. Clearing the slots of deleted segments does
-/// not: it rides along with the next txg that has real work, or an idle pool would churn forever
-/// (each sync rewrites space pages, which frees and later deletes the previous meta segment).
-fn pending_is_empty(p: &PendingMeta) -> bool {
-    !p.meta_changed
-        && p.destroyed.is_empty()
-        && p.relocations.is_empty()
-        && p.page_moves.is_empty()
-        && p.snapshot_ops.is_empty()
-}
-
-/// Syncs the open txg if it holds anything. Returns the txg published, or None when idle (an
-/// idle pool issues no requests at all).
+/// Syncs the open txg if it holds anything: commits it, then reclaims what its publish made
+/// deletable. Returns the txg published, or None when idle (an idle pool issues no requests at
+/// all).
 pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
-    let _guard = inner.sync_lock.lock().await;
+    let _guard = inner.txg.sync_lock.lock().await;
     inner.health.lock().check_not_fenced()?;
-    let (txg, set, pending) = {
-        let mut pending = inner.pending.lock();
-        let mut t = inner.txg.lock();
-        if t.open.is_empty() && pending_is_empty(&pending) {
-            return Ok(None);
-        }
-        let set = Arc::new(std::mem::take(&mut t.open));
-        t.syncing = Some(set.clone());
-        let txg = t.open_txg;
-        t.open_txg += 1;
-        (txg, set, std::mem::take(&mut *pending))
-    };
+    let Some(frozen) = inner.txg.freeze() else { return Ok(None) };
     let started_us = inner.env.clock.mono_us();
-    let result = txg::build_and_publish(inner, txg, &set, pending).await;
+    let result = txg::build_and_publish(inner, frozen.txg, &frozen.set, frozen.pending).await;
     if let Ok(published) = &result {
-        reclaim::after_publish(inner, txg, published.time_ms, &published.freed).await;
+        reclaim::after_publish(inner, frozen.txg, published.time_ms, &published.freed).await;
     }
-    inner.txg.lock().syncing = None;
-    inner.dirty_freed.notify_waiters();
+    inner.txg.end_sync();
     match &result {
         Ok(_) => {
-            inner.counters.record_txg(set.bytes, inner.env.clock.mono_us() - started_us);
-            Ok(Some(txg))
+            inner.counters.record_txg(frozen.set.bytes, inner.env.clock.mono_us() - started_us);
+            Ok(Some(frozen.txg))
         }
         Err(e) => {
             // The in-memory map already points at this txg's segments: the pool cannot go on.
             inner.health.lock().fault(e);
-            Err(Error::Unavailable(format!("txg {txg} could not be committed: {e}")))
+            Err(Error::Unavailable(format!("txg {} could not be committed: {e}", frozen.txg)))
         }
     }
 }
@@ -156,7 +118,7 @@ async fn syncer_loop(inner: Arc<Inner>) {
     loop {
         let timeout = inner.config.read().txg_timeout.unwrap_or(Duration::from_secs(5));
         tokio::select! {
-            _ = inner.kick.notified() => {}
+            _ = inner.txg.kicked() => {}
             _ = inner.env.clock.sleep(timeout) => {}
         }
         match sync_once(&inner).await {

@@ -64,7 +64,7 @@ impl Pool {
             origin: None,
         };
         meta.volumes.insert(id, entry);
-        self.inner.pending.lock().meta_changed = true;
+        self.inner.txg.queue_meta_change();
         Ok(id)
     }
 
@@ -87,8 +87,8 @@ impl Pool {
             .volumes
             .remove(&id)
             .ok_or_else(|| Error::Bug("volume vanished".into()))?;
-        self.inner.txg.lock().open.drop_volume(id);
-        let mut p = self.inner.pending.lock();
+        self.inner.txg.state.lock().open.drop_volume(id);
+        let mut p = self.inner.txg.pending.lock();
         p.destroyed.push(entry);
         p.meta_changed = true;
         Ok(())
@@ -103,14 +103,14 @@ impl Pool {
         let v = meta.volumes.get_mut(&id).ok_or_else(|| no_volume(&self.inner.name, name))?;
         if size_bytes < v.size_bytes {
             // The blocks past the new end are trimmed, so a later grow reads zeros there.
-            self.inner.txg.lock().open.trim(
+            self.inner.txg.state.lock().open.trim(
                 id,
                 size_bytes / BLOCK_BYTES,
                 v.size_bytes / BLOCK_BYTES,
             );
         }
         v.size_bytes = size_bytes;
-        self.inner.pending.lock().meta_changed = true;
+        self.inner.txg.queue_meta_change();
         Ok(())
     }
 
@@ -120,7 +120,7 @@ impl Pool {
         if let Some(v) = meta.volumes.get_mut(&id) {
             v.props.insert(key.to_string(), value.to_string());
         }
-        self.inner.pending.lock().meta_changed = true;
+        self.inner.txg.queue_meta_change();
         Ok(())
     }
 
@@ -137,8 +137,8 @@ impl Pool {
             .write()
             .apply_props(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
         self.inner.meta.write().root.props.insert(key.to_string(), value.to_string());
-        self.inner.pending.lock().meta_changed = true;
-        self.inner.kick.notify_one();
+        self.inner.txg.queue_meta_change();
+        self.inner.txg.kick();
         Ok(())
     }
 }

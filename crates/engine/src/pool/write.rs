@@ -134,7 +134,7 @@ impl Pool {
         let last = (end - 1) / BLOCK_BYTES;
         let logbias_throughput = log && self.inner.meta.read().logbias_throughput(volume_id);
         let pending_max = self.inner.config.read().dirty_bytes_max;
-        let mut t = self.inner.txg.lock();
+        let mut t = self.inner.txg.state.lock();
         let txg = t.open_txg;
         let partial = |block: u64| {
             let b_start = block * BLOCK_BYTES;
@@ -185,7 +185,7 @@ impl Pool {
                 pending_max,
             );
         if gave_up || t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
-            self.inner.kick.notify_one();
+            self.inner.txg.kick();
         }
         Ok(Some(txg))
     }
@@ -241,7 +241,7 @@ impl Pool {
             .await?;
         }
         let txg = {
-            let mut t = self.inner.txg.lock();
+            let mut t = self.inner.txg.state.lock();
             t.open.trim(volume_id, first_full, end_full);
             if log
                 && self.inner.intent.record_zero(
@@ -252,7 +252,7 @@ impl Pool {
                     pending_max,
                 )
             {
-                self.inner.kick.notify_one();
+                self.inner.txg.kick();
             }
             t.open_txg
         };
@@ -286,16 +286,15 @@ impl Pool {
                 return Ok(());
             }
             self.inner.counters.add_stall();
-            self.inner.kick.notify_one();
-            let freed = self.inner.dirty_freed.notified();
+            self.inner.txg.kick();
+            let freed = self.inner.txg.dirty_freed();
             let _ = tokio::time::timeout(Duration::from_millis(STALL_WAIT_MS), freed).await;
             self.check_writable()?;
         }
     }
 
     pub fn dirty_bytes(&self) -> u64 {
-        let t = self.inner.txg.lock();
-        t.open.bytes + t.syncing.as_ref().map(|s| s.bytes).unwrap_or(0)
+        self.inner.txg.dirty_bytes()
     }
 }
 

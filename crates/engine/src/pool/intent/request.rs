@@ -15,7 +15,7 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
     let Some(log) = intent.log() else {
         return syncer::wait_for_open_writes(inner).await;
     };
-    let published = *inner.published.borrow();
+    let published = inner.txg.published_txg();
     let (ticket, newest_txg, unlogged_txg, queued) = {
         let _order = intent.order.lock().await;
         let (ticket, records, unlogged_txg) = {
@@ -64,7 +64,7 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
     // they were written before this request returns, so it may return Ok only once their txg is
     // in the store (or fail with the reason it is not).
     let failed_txg = intent.state.lock().failed_txg;
-    if failed_txg > *inner.published.borrow() {
+    if failed_txg > inner.txg.published_txg() {
         syncer::wait_published(inner, failed_txg).await?;
     }
     Ok(())

@@ -33,12 +33,12 @@ pub(super) async fn replay(inner: &Arc<Inner>, pool: &Pool, after_txg: u64) -> R
     }
     // Txg numbers must move past every replayed record's, or releasing would keep them forever.
     for _ in 0..8 {
-        inner.pending.lock().meta_changed = true;
+        inner.txg.queue_meta_change();
         let published = syncer::sync_until_clean(inner).await?;
         if published >= replay.txg_max {
             break;
         }
     }
-    inner.intent.published(*inner.published.borrow());
+    inner.intent.published(inner.txg.published_txg());
     Ok(n)
 }

@@ -7,7 +7,7 @@
 use super::delete;
 use crate::blkptr::BlockPtr;
 use crate::error::{Error, Result};
-use crate::pool::txg::snapshot_space;
+use crate::pool::txg::{snapshot_space, PageMove, Relocation};
 use crate::pool::Inner;
 use crate::segment::{parse_segment, segment_key, BlockOwner};
 use crate::space::{SegmentSpace, SPACE_TREE_ID};
@@ -37,7 +37,7 @@ pub(crate) async fn compact_step(inner: &Arc<Inner>) -> Result<usize> {
         inner.counters.add_compacted();
     }
     if count > 0 {
-        inner.kick.notify_one();
+        inner.txg.kick();
     }
     Ok(count)
 }
@@ -78,7 +78,12 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
                         });
                     }
                     moved += phys.len() as u64;
-                    inner.pending.lock().relocations.push((tree_id, block, e.ptr, phys));
+                    inner.txg.pending.lock().relocations.push(Relocation {
+                        tree_id,
+                        block,
+                        old: e.ptr,
+                        physical: phys,
+                    });
                 }
             }
             BlockOwner::Page { tree_id, level, index } => {
@@ -94,7 +99,12 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
                     && !held(tree_id, &e.ptr)
                 {
                     moved += e.ptr.physical_bytes as u64;
-                    inner.pending.lock().page_moves.push((tree_id, level, index, e.ptr));
+                    inner.txg.pending.lock().page_moves.push(PageMove {
+                        tree_id,
+                        level,
+                        index,
+                        old: e.ptr,
+                    });
                 }
             }
         }

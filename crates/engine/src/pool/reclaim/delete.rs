@@ -56,7 +56,7 @@ pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u6
         match inner.store.delete(&segment_key(seg)).await {
             Ok(()) => {
                 inner.reclaim.pending_deletes.lock().remove(&seg);
-                inner.pending.lock().deleted_segments.push(seg);
+                inner.txg.pending.lock().deleted_segments.push(seg);
                 inner.counters.add_deleted();
             }
             Err(e) => {

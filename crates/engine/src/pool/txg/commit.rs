@@ -5,13 +5,14 @@
 
 use super::retry::CommitReads;
 use super::{snapshot_space, FreedSegment, Published};
+use super::{PageMove, PendingMeta, Relocation};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeWalk;
 use crate::dirty::{Dirty, DirtySet, BLOCK_BYTES};
 use crate::error::{Error, Result};
 use crate::fence::publish_root;
 use crate::objstore::{PutMode, StoreError, StoreErrorKind};
-use crate::pool::{Inner, PendingMeta};
+use crate::pool::Inner;
 use crate::root::Root;
 use crate::segment::{segment_id, segment_key, BlockOwner, SegmentBuilder};
 use crate::space::{SegmentSpace, SPACE_TREE_ID};
@@ -177,7 +178,7 @@ pub(crate) async fn build_and_publish(
     for id in &ops.destroyed {
         inner.cache.forget_tree(*id);
     }
-    for (tree_id, level, index, old) in &pending.page_moves {
+    for PageMove { tree_id, level, index, old } in &pending.page_moves {
         if ops.rolled_back.contains(tree_id) {
             continue;
         }
@@ -246,7 +247,7 @@ pub(crate) async fn build_and_publish(
     for id in &ops.rolled_back {
         inner.cache.forget_tree(*id);
     }
-    let _ = inner.published.send_replace(txg);
+    inner.txg.publish(txg);
     inner.intent.published(txg);
     Ok(Published { time_ms, freed })
 }
@@ -260,7 +261,7 @@ async fn relocate(
     updates: &mut Vec<(u32, u64, BlockPtr)>,
     holds: &HashMap<u32, u64>,
 ) -> Result<()> {
-    for (vol, block, old, phys) in &pending.relocations {
+    for Relocation { tree_id: vol, block, old, physical: phys } in &pending.relocations {
         if set.get(*vol, *block).is_some() {
             continue; // Overwritten in this txg: the move is moot.
         }
@@ -518,16 +519,16 @@ where
 
 /// The final root of an export: the holder is marked inactive so the next import needs no force.
 pub(crate) async fn publish_export(inner: &Arc<Inner>) -> Result<()> {
-    let _guard = inner.sync_lock.lock().await;
+    let _guard = inner.txg.sync_lock.lock().await;
     let mut root = inner.meta.read().root.clone();
     root.txg += 1;
     root.put_id = inner.rng.next_u128();
     root.time_ms = inner.env.clock.wall_ms();
     root.holder.active = false;
     publish_until_done(inner, &root).await?;
-    inner.txg.lock().open_txg = root.txg + 1;
+    inner.txg.state.lock().open_txg = root.txg + 1;
     let txg = root.txg;
     inner.meta.write().root = root;
-    let _ = inner.published.send_replace(txg);
+    inner.txg.publish(txg);
     Ok(())
 }

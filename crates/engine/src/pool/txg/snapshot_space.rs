@@ -11,10 +11,11 @@
 //! would have to rewrite every snapshot that shares it.
 
 use super::retry::CommitReads;
+use super::PendingMeta;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
 use crate::error::{Error, Result};
-use crate::pool::{Inner, PendingMeta};
+use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -153,7 +154,7 @@ async fn held_only_by(
 
 /// Physical bytes a snapshot alone holds: what destroying it would free now.
 pub(crate) async fn snapshot_unique_bytes(inner: &Arc<Inner>, id: u32) -> Result<u64> {
-    let _guard = inner.sync_lock.lock().await;
+    let _guard = inner.txg.sync_lock.lock().await;
     let (volumes, snaps) = {
         let meta = inner.meta.read();
         (meta.volumes.clone(), meta.snapshots.clone())
