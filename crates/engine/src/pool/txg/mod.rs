@@ -8,8 +8,11 @@
 //! commit freed to reclaim).
 
 mod commit;
+mod maps;
+mod pack;
 mod retry;
 pub(super) mod snapshot_space;
+mod space;
 
 pub(super) use commit::{build_and_publish, publish_export};
 
