@@ -36,6 +36,19 @@ pub(super) async fn prefetch_sources(inner: &Arc<Inner>, sources: &[Source]) -> 
     fetch_blocks(inner, sources, true).await.map(|_| ())
 }
 
+/// A block a read still needs: `ptr`, for slot `at` of the read's output.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    at: usize,
+    ptr: BlockPtr,
+}
+
+/// A block fetched for slot `at`, verified and decompressed.
+struct Fetched {
+    at: usize,
+    logical: Bytes,
+}
+
 /// Logical bytes for every source, fetching what is needed from the cache or the store.
 pub(super) async fn fetch_blocks(
     inner: &Arc<Inner>,
@@ -44,8 +57,8 @@ pub(super) async fn fetch_blocks(
 ) -> Result<Vec<Bytes>> {
     let zero = Bytes::from(vec![0u8; BLOCK_BYTES as usize]);
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
-    let mut wanted: Vec<(usize, BlockPtr)> = Vec::new();
-    let mut on_device: Vec<(usize, BlockPtr)> = Vec::new();
+    let mut wanted: Vec<Wanted> = Vec::new();
+    let mut on_device: Vec<Wanted> = Vec::new();
     for (i, s) in sources.iter().enumerate() {
         out.push(match s {
             Source::Mem(b) => Some(b.clone()),
@@ -57,10 +70,11 @@ pub(super) async fn fetch_blocks(
             {
                 Some(b) => Some(b),
                 None => {
+                    let want = Wanted { at: i, ptr: *p };
                     if inner.blocks.on_device(p) {
-                        on_device.push((i, *p));
+                        on_device.push(want);
                     } else {
-                        wanted.push((i, *p));
+                        wanted.push(want);
                     }
                     None
                 }
@@ -76,14 +90,14 @@ pub(super) async fn fetch_blocks(
     let max_req = inner.config.read().read_request_bytes_max;
     let concurrency = inner.config.read().read_concurrency;
     let groups = coalesce(&wanted, max_req);
-    let results: Vec<Result<Vec<(usize, Bytes)>>> = futures::stream::iter(groups)
+    let results: Vec<Result<Vec<Fetched>>> = futures::stream::iter(groups)
         .map(|g| fetch_group(inner, g, prefetch))
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
     for r in results {
-        for (i, b) in r? {
-            out[i] = Some(b);
+        for Fetched { at, logical } in r? {
+            out[at] = Some(logical);
         }
     }
     out.into_iter().map(|b| b.ok_or_else(|| Error::Bug("block left unread".into()))).collect()
@@ -94,53 +108,54 @@ pub(super) async fn fetch_blocks(
 /// a bad copy), which go to the store.
 async fn read_from_device(
     inner: &Arc<Inner>,
-    blocks: Vec<(usize, BlockPtr)>,
+    blocks: Vec<Wanted>,
     prefetch: bool,
     out: &mut [Option<Bytes>],
-) -> Vec<(usize, BlockPtr)> {
+) -> Vec<Wanted> {
     let concurrency = inner.config.read().read_concurrency.max(1);
-    let results: Vec<(usize, BlockPtr, Option<Bytes>)> = futures::stream::iter(blocks)
-        .map(|(i, p)| {
+    let results: Vec<(Wanted, Option<Bytes>)> = futures::stream::iter(blocks)
+        .map(|want| {
             let cache = inner.blocks.clone();
             let env = inner.env.clone();
             async move {
+                let p = want.ptr;
                 let got = env
                     .blocking("cache-device read", move || cache.get_device(&p, prefetch))
                     .await
                     .ok()
                     .flatten();
-                (i, p, got)
+                (want, got)
             }
         })
         .buffer_unordered(concurrency)
         .collect()
         .await;
     let mut missed = Vec::new();
-    for (i, p, got) in results {
-        match got.and_then(|phys| verify_decode(inner, &p, &phys).ok()) {
-            Some(b) => out[i] = Some(b),
-            None => missed.push((i, p)),
+    for (want, got) in results {
+        match got.and_then(|phys| verify_decode(inner, &want.ptr, &phys).ok()) {
+            Some(b) => out[want.at] = Some(b),
+            None => missed.push(want),
         }
     }
     missed
 }
 
 /// Groups blocks that sit back to back in one segment into single ranged GETs.
-fn coalesce(wanted: &[(usize, BlockPtr)], max_req: u64) -> Vec<Vec<(usize, BlockPtr)>> {
+fn coalesce(wanted: &[Wanted], max_req: u64) -> Vec<Vec<Wanted>> {
     let mut sorted = wanted.to_vec();
-    sorted.sort_by_key(|(_, p)| (p.segment_id, p.offset_bytes));
-    let mut groups: Vec<Vec<(usize, BlockPtr)>> = Vec::new();
-    for (i, p) in sorted {
+    sorted.sort_by_key(|w| (w.ptr.segment_id, w.ptr.offset_bytes));
+    let mut groups: Vec<Vec<Wanted>> = Vec::new();
+    for want in sorted {
+        let p = want.ptr;
         if let Some(g) = groups.last_mut() {
-            let (_, first) = g[0];
-            let (_, prev) = g[g.len() - 1];
+            let (first, prev) = (g[0].ptr, g[g.len() - 1].ptr);
             let adjacent = prev.segment_id == p.segment_id && prev.range().end == p.range().start;
             if adjacent && p.range().end - first.range().start <= max_req {
-                g.push((i, p));
+                g.push(want);
                 continue;
             }
         }
-        groups.push(vec![(i, p)]);
+        groups.push(vec![want]);
     }
     groups
 }
@@ -149,14 +164,14 @@ fn coalesce(wanted: &[(usize, BlockPtr)], max_req: u64) -> Vec<Vec<(usize, Block
 /// the cache. Returns the blocks still to fetch.
 async fn wait_for_prefetches(
     inner: &Arc<Inner>,
-    wanted: Vec<(usize, BlockPtr)>,
+    wanted: Vec<Wanted>,
     out: &mut [Option<Bytes>],
-) -> Vec<(usize, BlockPtr)> {
+) -> Vec<Wanted> {
     let pending: Vec<watch::Receiver<bool>> = {
         let map = inner.prefetching.0.lock();
         wanted
             .iter()
-            .filter_map(|(_, p)| map.get(&(p.segment_id, p.offset_bytes)).cloned())
+            .filter_map(|w| map.get(&(w.ptr.segment_id, w.ptr.offset_bytes)).cloned())
             .collect()
     };
     if pending.is_empty() {
@@ -167,20 +182,19 @@ async fn wait_for_prefetches(
             .await;
     }
     let mut still = Vec::new();
-    for (i, p) in wanted {
-        match inner.blocks.get(&p, false).and_then(|phys| verify_decode(inner, &p, &phys).ok()) {
-            Some(b) => out[i] = Some(b),
-            None => still.push((i, p)),
+    for want in wanted {
+        let p = &want.ptr;
+        match inner.blocks.get(p, false).and_then(|phys| verify_decode(inner, p, &phys).ok()) {
+            Some(b) => out[want.at] = Some(b),
+            None => still.push(want),
         }
     }
     still
 }
 
-async fn fetch_group(
-    inner: &Arc<Inner>,
-    g: Vec<(usize, BlockPtr)>,
-    prefetch: bool,
-) -> Result<Vec<(usize, Bytes)>> {
+/// One coalesced GET; a prefetch registers its blocks first so that demand reads of them wait
+/// for it instead of repeating it.
+async fn fetch_group(inner: &Arc<Inner>, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
     if !prefetch {
         return fetch_group_now(inner, g, false).await;
     }
@@ -189,8 +203,8 @@ async fn fetch_group(
     let keys: Vec<(u64, u32)> = {
         let mut map = inner.prefetching.0.lock();
         let mut mine = Vec::new();
-        for (_, p) in &g {
-            let k = (p.segment_id, p.offset_bytes);
+        for w in &g {
+            let k = (w.ptr.segment_id, w.ptr.offset_bytes);
             if let std::collections::hash_map::Entry::Vacant(e) = map.entry(k) {
                 e.insert(rx.clone());
                 mine.push(k);
@@ -211,22 +225,22 @@ async fn fetch_group(
 
 async fn fetch_group_now(
     inner: &Arc<Inner>,
-    g: Vec<(usize, BlockPtr)>,
+    g: Vec<Wanted>,
     prefetch: bool,
-) -> Result<Vec<(usize, Bytes)>> {
-    let start = g[0].1.range().start;
-    let end = g[g.len() - 1].1.range().end;
-    let bytes = get_segment_range(inner, g[0].1.segment_id, start..end).await?;
+) -> Result<Vec<Fetched>> {
+    let start = g[0].ptr.range().start;
+    let end = g[g.len() - 1].ptr.range().end;
+    let bytes = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
     let mut out = Vec::with_capacity(g.len());
-    for (i, p) in g {
+    for Wanted { at, ptr: p } in g {
         let r = p.range();
         let phys = &bytes[(r.start - start) as usize..(r.end - start) as usize];
         let logical = verify_decode(inner, &p, phys)?;
-        // A copy, as in sync.rs's cache_written: a slice would keep the whole GET buffer (up to
+        // A copy, as in txg/pack.rs's cache_written: a slice would keep the whole GET buffer (up to
         // `read_request_bytes_max` of coalesced blocks, or a decrypted chunk run) alive for as
         // long as any one of its blocks stays cached, and the ARC only counts the block.
         inner.blocks.insert(&p, Bytes::copy_from_slice(phys), prefetch);
-        out.push((i, logical));
+        out.push(Fetched { at, logical });
     }
     Ok(out)
 }

@@ -6,11 +6,13 @@
 
 use super::delete;
 use crate::blkptr::BlockPtr;
+use crate::codec::checksum64;
 use crate::error::{Error, Result};
 use crate::pool::txg::{snapshot_space, PageMove, Relocation};
 use crate::pool::Inner;
 use crate::segment::{parse_segment, segment_key, BlockOwner};
 use crate::space::{SegmentSpace, SPACE_TREE_ID};
+use bytes::Bytes;
 use std::sync::Arc;
 
 /// Picks sparse segments and queues their live blocks and pages to move in the next txg.
@@ -56,58 +58,78 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
     };
     let mut moved = 0u64;
     for e in index.entries {
-        match e.owner {
+        moved += match e.owner {
             BlockOwner::Data { tree_id, block } => {
-                let Some(tree) = inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) else {
-                    continue;
-                };
-                let current = BlockPtr::from_bytes(
-                    &tree.lookup(&inner.cache, &**inner, block, inner.cache.generation()).await?,
-                )?;
-                if current == e.ptr && !held(tree_id, &e.ptr) {
-                    let r = e.ptr.range();
-                    // A copy: a slice would keep the whole segment (16 MiB) in memory until the
-                    // next txg for each of its live blocks, and compaction reads the sparsest ones.
-                    let phys =
-                        bytes::Bytes::copy_from_slice(&bytes[r.start as usize..r.end as usize]);
-                    if crate::codec::checksum64(&phys) != e.ptr.checksum {
-                        return Err(Error::Checksum {
-                            what: format!("segment {seg:016x} during compaction"),
-                            expected: e.ptr.checksum,
-                            found: crate::codec::checksum64(&phys),
-                        });
-                    }
-                    moved += phys.len() as u64;
-                    inner.txg.pending.lock().relocations.push(Relocation {
-                        tree_id,
-                        block,
-                        old: e.ptr,
-                        physical: phys,
-                    });
-                }
+                let found = LiveBlock { seg, tree_id, ptr: e.ptr, held: held(tree_id, &e.ptr) };
+                queue_block(inner, &bytes, found, block).await?
             }
             BlockOwner::Page { tree_id, level, index } => {
-                let tree = if tree_id == SPACE_TREE_ID {
-                    inner.meta.read().root.space
-                } else {
-                    match inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) {
-                        Some(t) => t,
-                        None => continue,
-                    }
-                };
-                if tree.page_location(&inner.cache, &**inner, level, index).await? == e.ptr
-                    && !held(tree_id, &e.ptr)
-                {
-                    moved += e.ptr.physical_bytes as u64;
-                    inner.txg.pending.lock().page_moves.push(PageMove {
-                        tree_id,
-                        level,
-                        index,
-                        old: e.ptr,
-                    });
-                }
+                let found = LiveBlock { seg, tree_id, ptr: e.ptr, held: held(tree_id, &e.ptr) };
+                queue_page(inner, found, level, index).await?
             }
-        }
+        };
     }
     Ok(moved)
+}
+
+/// A block or page found in segment `seg`, owned by tree `tree_id`.
+struct LiveBlock {
+    seg: u64,
+    tree_id: u32,
+    ptr: BlockPtr,
+    /// A snapshot or clone shares it: it stays.
+    held: bool,
+}
+
+/// Queues data block `block` of the segment (bytes `segment`) to move if its volume's map still
+/// points at it. Returns the bytes queued.
+async fn queue_block(
+    inner: &Arc<Inner>,
+    segment: &[u8],
+    found: LiveBlock,
+    block: u64,
+) -> Result<u64> {
+    let LiveBlock { seg, tree_id, ptr, held } = found;
+    let Some(tree) = inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) else {
+        return Ok(0);
+    };
+    let gen = inner.cache.generation();
+    let current = BlockPtr::from_bytes(&tree.lookup(&inner.cache, &**inner, block, gen).await?)?;
+    if current != ptr || held {
+        return Ok(0);
+    }
+    let r = ptr.range();
+    // A copy: a slice would keep the whole segment (16 MiB) in memory until the next txg for
+    // each of its live blocks, and compaction reads the sparsest ones.
+    let physical = Bytes::copy_from_slice(&segment[r.start as usize..r.end as usize]);
+    let found = checksum64(&physical);
+    if found != ptr.checksum {
+        return Err(Error::Checksum {
+            what: format!("segment {seg:016x} during compaction"),
+            expected: ptr.checksum,
+            found,
+        });
+    }
+    let queued = physical.len() as u64;
+    inner.txg.pending.lock().relocations.push(Relocation { tree_id, block, old: ptr, physical });
+    Ok(queued)
+}
+
+/// Queues map page (`level`, `index`) to be written anew if its tree still has it there.
+/// Returns the bytes queued.
+async fn queue_page(inner: &Arc<Inner>, found: LiveBlock, level: u8, index: u64) -> Result<u64> {
+    let LiveBlock { tree_id, ptr, held, .. } = found;
+    let tree = if tree_id == SPACE_TREE_ID {
+        inner.meta.read().root.space
+    } else {
+        match inner.meta.read().volumes.get(&tree_id).map(|v| v.tree) {
+            Some(t) => t,
+            None => return Ok(0),
+        }
+    };
+    if tree.page_location(&inner.cache, &**inner, level, index).await? != ptr || held {
+        return Ok(0);
+    }
+    inner.txg.pending.lock().page_moves.push(PageMove { tree_id, level, index, old: ptr });
+    Ok(ptr.physical_bytes as u64)
 }
