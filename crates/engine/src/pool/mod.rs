@@ -1,30 +1,65 @@
-//! A pool: volumes whose durable home is an object store, committed in atomic transaction groups.
-//! `open.rs` creates and imports (fencing), `write.rs`/`read.rs` are the data paths, `sync.rs`
-//! turns the syncing txg into segments and a root, `gc.rs` compacts and deletes.
+//! A pool: volumes whose durable home is an object store, committed in atomic transaction
+//! groups. `Pool` is the facade the front ends (crates/fardisk, crates/bench) use; `Inner`, below,
+//! is what an imported pool is: its identity and shared services, then each subsystem's state
+//! behind that subsystem's own lock(s).
+//!
+//! # Layers
+//! A module uses only modules of lower layers, never one above it:
+//!
+//! ```text
+//!  open/     create; import: checks, claim, log replay (replay.rs), rewind; read-only import
+//!    |
+//!  the facade: mod.rs and write, read, volume, snapshot, vdevs, scrub, hotset, audit, status,
+//!    |         lease (the Pool methods live here, by topic; nothing below sees Pool)
+//!    v
+//!  intent/   sync requests: records made durable on the intent log, or a txg waited for
+//!    v
+//!  syncer    one txg at a time: the commit, then reclaim; its loop adds compaction
+//!    |-----------------.
+//!    v                 |
+//!  reclaim/            |  retained roots, deferred deletes, compaction, orphans (queues work
+//!    |                 |  for the next txg, so it sits above txg/ and below the syncer)
+//!    v                 v
+//!  txg/      the open and syncing txg, queued work, and the commit: pack (segments and
+//!    |       uploads), maps (block maps), space (space table), retry (waiting out outages)
+//!    v
+//!  fetch     verified block reads through the ARC, the cache device and the store
+//!    v
+//!  meta, health, counters, history, names, env, config   (leaves: nothing in the pool)
+//! ```
+//!
+//! scripts/check-module-cycles.py checks that no `use`/path reference goes around in a circle.
+//! Access through `Inner`'s fields follows the same order by design: a subsystem reads the state
+//! of those below it (every layer reads `meta`, `health`, `config`), and calls nothing above.
+//! `Inner` itself lives here, not in a module of its own: it names every subsystem's state, so
+//! any module holding it would depend on all the others.
 
+// The facade, by topic.
 mod audit;
-mod config;
-mod counters;
-mod env;
-mod fetch;
-mod health;
-mod history;
 mod hotset;
-mod intent;
 mod lease;
-mod meta;
-mod names;
 mod open;
 mod read;
-mod reclaim;
 mod scrub;
 mod snapshot;
 mod status;
-mod syncer;
-mod txg;
 mod vdevs;
 mod volume;
 mod write;
+// Subsystems (their layers: the module doc above).
+mod fetch;
+mod intent;
+mod reclaim;
+mod syncer;
+mod txg;
+// Leaves.
+mod config;
+mod counters;
+mod env;
+mod health;
+mod history;
+mod meta;
+mod names;
 
 pub use crate::fence::list_root_txgs;
 pub use audit::SpaceAudit;
@@ -50,36 +85,61 @@ use crate::root::Root;
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
 
+/// An imported pool, shared by every handle and background task.
+///
+/// Lock order, outermost first: a lock may be taken while holding only locks listed before it.
+/// 1. `txg.sync_lock` (one commit at a time) and the intent log's `order` (sync requests
+///    queueing in the log): async, held across awaits, never held together;
+/// 2. `readahead` (read.rs);
+/// 3. `meta`;
+/// 4. `txg.pending`, then `txg.state` (txg/mod.rs);
+/// 5. the intent log's `state`, then its `log` slot (intent/mod.rs);
+/// 6. leaves, under which nothing else is taken: `config`, `health`, reclaim's `roots` and
+///    `pending_deletes`, `scrub`'s progress, `prefetching`, `hot`, the lease's state, the page
+///    cache's and the block cache's own locks, and the test hooks.
+///
+/// Every lock from 2 on is a blocking lock held for in-memory work only, never across an await.
 pub(crate) struct Inner {
+    // Identity, fixed at import.
+    pub name: String,
+    pub guid: u128,
+    /// This writer's epoch (segment ids carry it).
+    pub epoch: u64,
+    pub import_id: u128,
+    // Services every layer uses.
     pub store: DynStore,
     pub store_stats: Arc<StoreStats>,
     pub env: Env,
     pub rng: Rng,
     pub config: RwLock<PoolConfig>,
-    pub name: String,
-    pub guid: u128,
-    pub epoch: u64,
-    pub import_id: u128,
-    pub meta: RwLock<meta::Meta>,
-    pub txg: txg::Txgs,
+    /// Block-map pages (blockmap/): a leaf, with its own locks.
     pub cache: PageCache,
+    /// The ARC and L2ARC: a leaf, with its own locks.
     pub blocks: Arc<dyn BlockCache>,
     pub health: Mutex<health::HealthState>,
     pub counters: counters::Counters,
-    pub readahead: read::Readahead,
-    pub intent: intent::Intent,
-    pub prefetching: fetch::Prefetching,
-    /// Demand reads per region, for the hot set saved at export (hotset.rs).
-    pub hot: hotset::HotTracker,
-    pub warmup: hotset::WarmupCounters,
+    // Each subsystem's own state, top to bottom.
+    /// The multihost lease (`multihost=on`), set at import (lease.rs).
+    pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     /// The current or last scrub (scrub.rs).
     pub scrub: scrub::ScrubControl,
+    /// Demand reads per region, for the hot set saved at export, and warm-up progress (hotset.rs).
+    pub hot: hotset::HotTracker,
+    pub warmup: hotset::WarmupCounters,
+    /// Sequential streams per volume (read.rs).
+    pub readahead: read::Readahead,
+    /// The intent log and the records waiting for a sync request (intent/).
+    pub intent: intent::Intent,
     /// Retained roots and freed segments waiting for deletion (reclaim/).
     pub reclaim: reclaim::Reclaim,
+    /// The open, syncing and published txgs and the work queued for the next (txg/).
+    pub txg: txg::Txgs,
+    /// Prefetches in flight (fetch.rs).
+    pub prefetching: fetch::Prefetching,
+    /// The root the next txg records: volumes, snapshots, properties, vdevs (meta.rs).
+    pub meta: RwLock<meta::Meta>,
     /// Test hook: a partial-block write that finds a semaphore here waits for one permit after
     /// reading its edge blocks and before taking the txg lock (write.rs).
-    /// The multihost lease (`multihost=on`), set at import.
-    pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     #[cfg(test)]
     pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }
@@ -87,7 +147,7 @@ pub(crate) struct Inner {
 /// What a new in-memory pool is made of (shared by import and read-only import).
 pub(crate) struct InnerParts<'a> {
     pub store: DynStore,
-    pub store_stats: Arc<crate::objstore::StoreStats>,
+    pub store_stats: Arc<StoreStats>,
     pub rng: Rng,
     pub config: PoolConfig,
     pub name: &'a str,
@@ -269,6 +329,16 @@ impl Pool {
     /// every hour). Returns the number of segments deleted.
     pub async fn collect_orphans_now(&self) -> Result<u64> {
         reclaim::collect_orphans(&self.inner).await
+    }
+
+    /// Records one event (the command line of a command that changed the pool).
+    pub async fn log_history(&self, event: &str) {
+        history::record(&self.inner, event).await
+    }
+
+    /// The newest `limit` events, oldest first.
+    pub async fn history(&self, limit: usize) -> Result<Vec<HistoryEvent>> {
+        read_history(self.inner.store.as_ref(), limit).await
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {

@@ -130,6 +130,9 @@ impl Pool {
         // Scrub repairs by rewriting blocks; a read-only import cannot.
         self.check_writable()?;
         let ctl = &self.inner.scrub;
+        // Read before `progress` is locked: it is a leaf (lock order: pool/mod.rs).
+        let live = self.inner.meta.read().root.totals.live_bytes;
+        let rate = rate_max(&self.inner);
         {
             let mut p = ctl.progress.lock();
             match p.state {
@@ -146,12 +149,11 @@ impl Pool {
                 }
                 _ => {}
             }
-            let live = self.inner.meta.read().root.totals.live_bytes;
             *p = ScrubProgress {
                 state: ScrubState::Scanning,
                 started_ms: self.inner.env.clock.wall_ms(),
                 to_examine_bytes: live,
-                rate_bytes_per_s_max: rate_max(&self.inner),
+                rate_bytes_per_s_max: rate,
                 ..Default::default()
             };
         }
@@ -160,25 +162,7 @@ impl Pool {
         let inner = self.inner.clone();
         self.spawn(async move {
             let outcome = run(&inner).await;
-            let event = {
-                let mut p = inner.scrub.progress.lock();
-                p.finished_ms = inner.env.clock.wall_ms();
-                p.state = match outcome {
-                    Ok(true) => ScrubState::Finished,
-                    Ok(false) => ScrubState::Canceled,
-                    Err(e) => {
-                        p.failure = Some(e.to_string());
-                        ScrubState::Failed
-                    }
-                };
-                tracing::info!(state = ?p.state, examined_bytes = p.examined_bytes, errors = p.errors_total(), repaired = p.repaired_blocks, "scrub ended");
-                format!(
-                    "scrub {}: examined {} blocks ({} bytes) in {} s, {} errors, {} repaired{}",
-                    format!("{:?}", p.state).to_ascii_lowercase(), p.examined_blocks, p.examined_bytes,
-                    p.finished_ms.saturating_sub(p.started_ms) / 1000, p.errors_total(), p.repaired_blocks,
-                    p.failure.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
-                )
-            };
+            let event = finish(&inner, outcome);
             super::history::record(&inner, &event).await;
         });
         Ok(())
@@ -209,6 +193,31 @@ impl Pool {
     pub fn scrub_progress(&self) -> ScrubProgress {
         self.inner.scrub.progress.lock().clone()
     }
+}
+
+/// Records how a scrub ended; returns the line for the pool's history.
+fn finish(inner: &Inner, outcome: Result<bool>) -> String {
+    let mut p = inner.scrub.progress.lock();
+    p.finished_ms = inner.env.clock.wall_ms();
+    p.state = match outcome {
+        Ok(true) => ScrubState::Finished,
+        Ok(false) => ScrubState::Canceled,
+        Err(e) => {
+            p.failure = Some(e.to_string());
+            ScrubState::Failed
+        }
+    };
+    tracing::info!(state = ?p.state, examined_bytes = p.examined_bytes, errors = p.errors_total(), repaired = p.repaired_blocks, "scrub ended");
+    format!(
+        "scrub {}: examined {} blocks ({} bytes) in {} s, {} errors, {} repaired{}",
+        format!("{:?}", p.state).to_ascii_lowercase(),
+        p.examined_blocks,
+        p.examined_bytes,
+        p.finished_ms.saturating_sub(p.started_ms) / 1000,
+        p.errors_total(),
+        p.repaired_blocks,
+        p.failure.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
+    )
 }
 
 fn rate_max(inner: &Inner) -> u64 {

@@ -139,7 +139,23 @@ impl Pool {
     pub fn status(&self) -> PoolStatus {
         let i = &self.inner;
         let c = i.counters.snapshot();
-        let meta = i.meta.read();
+        // The root's part in one look, and `meta` released before anything else is asked: other
+        // subsystems' locks are not taken under it here (lock order: pool/mod.rs).
+        let (root, volumes) = {
+            let meta = i.meta.read();
+            let volumes: Vec<VolumeInfo> = meta
+                .volumes
+                .values()
+                .map(|v| VolumeInfo {
+                    name: v.name.clone(),
+                    id: v.id,
+                    size_bytes: v.size_bytes,
+                    allocated_bytes: v.allocated_blocks * 4096,
+                })
+                .collect();
+            ((meta.root.txg, meta.root.time_ms, meta.root.totals), volumes)
+        };
+        let (published_txg, published_time_ms, totals) = root;
         let (open_txg, syncing) = {
             let t = i.txg.state.lock();
             (t.open_txg, t.syncing.is_some())
@@ -152,26 +168,17 @@ impl Pool {
             store: i.store.describe(),
             epoch: i.epoch,
             import_id: format!("{:032x}", i.import_id),
-            published_txg: meta.root.txg,
+            published_txg,
             read_only_txg: i.health.lock().read_only_txg,
-            published_time_ms: meta.root.time_ms,
+            published_time_ms,
             open_txg,
             dirty_bytes: self.dirty_bytes(),
             dirty_bytes_max: i.config.read().dirty_bytes_max,
             syncing,
-            space: meta.root.totals,
-            garbage_bytes: meta.root.totals.garbage_bytes(),
-            compress_ratio: meta.root.totals.compress_ratio(),
-            volumes: meta
-                .volumes
-                .values()
-                .map(|v| VolumeInfo {
-                    name: v.name.clone(),
-                    id: v.id,
-                    size_bytes: v.size_bytes,
-                    allocated_bytes: v.allocated_blocks * 4096,
-                })
-                .collect(),
+            space: totals,
+            garbage_bytes: totals.garbage_bytes(),
+            compress_ratio: totals.compress_ratio(),
+            volumes,
             txgs_synced: txgs,
             txg_sync_ms_avg: if txgs == 0 {
                 0.0
