@@ -154,23 +154,9 @@ impl Pool {
             let d = if hi - lo == BLOCK_BYTES {
                 whole_block(piece)
             } else {
-                // Patch onto the newest version: the open txg's if another writer got there first.
-                let base = match t.open.get(volume_id, block) {
-                    Some(Dirty::Data(b)) => b,
-                    Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
-                    None if block == first => edges
-                        .head
-                        .clone()
-                        .ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
-                    None => edges
-                        .tail
-                        .clone()
-                        .ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
-                };
-                let mut buf = BytesMut::from(&base[..]);
-                let within = (lo - b_start) as usize;
-                buf[within..within + piece.len()].copy_from_slice(&piece);
-                whole_block(buf.freeze())
+                let edge =
+                    if block == first { (&edges.head, "head") } else { (&edges.tail, "tail") };
+                patch(t.open.get(volume_id, block), edge, (lo - b_start) as usize, &piece)?
             };
             t.open.insert(volume_id, block, d);
         }
@@ -296,6 +282,28 @@ impl Pool {
     pub fn dirty_bytes(&self) -> u64 {
         self.inner.txg.dirty_bytes()
     }
+}
+
+/// A block the write covers only in part, `piece` at byte `within`: patched onto the newest
+/// version, the open txg's (`dirty`) if another writer got there first, else the edge block
+/// read before the txg lock (`edge`: its bytes, and which edge it is).
+fn patch(
+    dirty: Option<Dirty>,
+    edge: (&Option<Bytes>, &str),
+    within: usize,
+    piece: &[u8],
+) -> Result<Dirty> {
+    let base = match dirty {
+        Some(Dirty::Data(b)) => b,
+        Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
+        None => {
+            let (read, which) = edge;
+            read.clone().ok_or_else(|| crate::Error::Bug(format!("{which} block not read")))?
+        }
+    };
+    let mut buf = BytesMut::from(&base[..]);
+    buf[within..within + piece.len()].copy_from_slice(piece);
+    Ok(whole_block(buf.freeze()))
 }
 
 fn whole_block(b: Bytes) -> Dirty {

@@ -186,61 +186,88 @@ pub(crate) async fn apply_ops(
 ) -> Result<OpsOutcome> {
     let mut out = OpsOutcome::default();
     for op in &pending.snapshot_ops {
-        match op {
+        match *op {
             SnapshotOp::Create { .. } => {}
-            SnapshotOp::Destroy { id } => {
-                let Some(s) = snaps.get(id).cloned() else { continue };
-                if volumes.values().any(|v| v.origin == Some(*id)) {
-                    return Err(Error::Bug(format!(
-                        "snapshot {id} destroyed while a clone needs it"
-                    )));
-                }
-                out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
-                snaps.remove(id);
-                out.destroyed.push(*id);
-            }
+            SnapshotOp::Destroy { id } => destroy(inner, id, volumes, snaps, &mut out).await?,
             SnapshotOp::Rollback { volume_id, snapshot_id } => {
-                let (Some(s), Some(v)) =
-                    (snaps.get(snapshot_id).cloned(), volumes.get(volume_id).cloned())
-                else {
-                    continue;
-                };
-                if snaps.values().any(|o| o.volume_id == *volume_id && o.txg > s.txg) {
-                    return Err(Error::Bug(format!(
-                        "rollback of volume {volume_id} past a newer snapshot"
-                    )));
-                }
-                out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
-                let v = volumes.get_mut(volume_id).expect("checked above");
-                v.tree = TreeRef {
-                    tree_id: v.id,
-                    levels: s.tree.levels,
-                    top: s.tree.top,
-                    page_tag: s.tree.page_tag,
-                };
-                v.size_bytes = s.size_bytes;
-                v.allocated_blocks = s.allocated_blocks;
-                inner.cache.forget_tree(v.id);
-                out.rolled_back.push(*volume_id);
+                rollback(inner, volume_id, snapshot_id, volumes, snaps, &mut out).await?
             }
-            SnapshotOp::Promote { clone_id } => {
-                let Some(origin) = volumes.get(clone_id).and_then(|c| c.origin) else { continue };
-                let Some(o) = snaps.get(&origin).cloned() else { continue };
-                let parent_id = o.volume_id;
-                let parent_origin = volumes.get(&parent_id).and_then(|p| p.origin);
-                for s in snaps.values_mut().filter(|s| s.volume_id == parent_id && s.txg <= o.txg) {
-                    s.volume_id = *clone_id;
-                }
-                if let Some(p) = volumes.get_mut(&parent_id) {
-                    p.origin = Some(origin);
-                }
-                if let Some(c) = volumes.get_mut(clone_id) {
-                    c.origin = parent_origin;
-                }
-            }
+            SnapshotOp::Promote { clone_id } => promote(clone_id, volumes, snaps),
         }
     }
     Ok(out)
+}
+
+/// Destroys snapshot `id`: what it alone held is freed.
+async fn destroy(
+    inner: &Arc<Inner>,
+    id: u32,
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &mut BTreeMap<u32, SnapshotEntry>,
+    out: &mut OpsOutcome,
+) -> Result<()> {
+    let Some(s) = snaps.get(&id).cloned() else { return Ok(()) };
+    if volumes.values().any(|v| v.origin == Some(id)) {
+        return Err(Error::Bug(format!("snapshot {id} destroyed while a clone needs it")));
+    }
+    out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
+    snaps.remove(&id);
+    out.destroyed.push(id);
+    Ok(())
+}
+
+/// Points volume `volume_id`'s map back at snapshot `snapshot_id`'s (its newest): what the
+/// volume wrote since is freed.
+async fn rollback(
+    inner: &Arc<Inner>,
+    volume_id: u32,
+    snapshot_id: u32,
+    volumes: &mut BTreeMap<u32, VolumeEntry>,
+    snaps: &BTreeMap<u32, SnapshotEntry>,
+    out: &mut OpsOutcome,
+) -> Result<()> {
+    let (Some(s), Some(v)) = (snaps.get(&snapshot_id).cloned(), volumes.get(&volume_id).cloned())
+    else {
+        return Ok(());
+    };
+    if snaps.values().any(|o| o.volume_id == volume_id && o.txg > s.txg) {
+        return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
+    }
+    out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
+    let v = volumes.get_mut(&volume_id).expect("checked above");
+    v.tree = TreeRef {
+        tree_id: v.id,
+        levels: s.tree.levels,
+        top: s.tree.top,
+        page_tag: s.tree.page_tag,
+    };
+    v.size_bytes = s.size_bytes;
+    v.allocated_blocks = s.allocated_blocks;
+    inner.cache.forget_tree(v.id);
+    out.rolled_back.push(volume_id);
+    Ok(())
+}
+
+/// Clone `clone_id` takes over its origin's snapshots up to the origin; the former parent
+/// becomes a clone of that snapshot.
+fn promote(
+    clone_id: u32,
+    volumes: &mut BTreeMap<u32, VolumeEntry>,
+    snaps: &mut BTreeMap<u32, SnapshotEntry>,
+) {
+    let Some(origin) = volumes.get(&clone_id).and_then(|c| c.origin) else { return };
+    let Some(o) = snaps.get(&origin).cloned() else { return };
+    let parent_id = o.volume_id;
+    let parent_origin = volumes.get(&parent_id).and_then(|p| p.origin);
+    for s in snaps.values_mut().filter(|s| s.volume_id == parent_id && s.txg <= o.txg) {
+        s.volume_id = clone_id;
+    }
+    if let Some(p) = volumes.get_mut(&parent_id) {
+        p.origin = Some(origin);
+    }
+    if let Some(c) = volumes.get_mut(&clone_id) {
+        c.origin = parent_origin;
+    }
 }
 
 /// Records this txg's new snapshots from the maps as the txg leaves them.
