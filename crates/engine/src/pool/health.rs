@@ -21,7 +21,7 @@ pub enum PoolHealth {
 #[derive(Debug)]
 pub(crate) struct HealthState {
     pub health: PoolHealth,
-    /// Imported read-only at this txg (point_in_time.rs): every change is refused.
+    /// Imported read-only at this txg (open/read_only.rs): every change is refused.
     pub read_only_txg: Option<u64>,
 }
 

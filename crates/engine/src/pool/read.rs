@@ -49,11 +49,11 @@ impl Pool {
                 // A segment the store does not have, for one of two reasons that are no damage:
                 // - it left the store while this read waited between resolving its pointers and
                 //   fetching them: an overwrite or compaction freed it and the collector deleted
-                //   it roots_kept txgs later (gc.rs does not wait for reads in flight; under load
-                //   that is a second or two), and the map now points elsewhere;
+                //   it roots_kept txgs later (reclaim/ does not wait for reads in flight; under
+                //   load that is a second or two), and the map now points elsewhere;
                 // - it is the running sync's, not uploaded yet: compaction's moves (and scrub's
                 //   repairs) reach the map before their segment reaches the store, and no dirty
-                //   data stands in for them as it does for written blocks (sync.rs).
+                //   data stands in for them as it does for written blocks (txg/).
                 // So wait for the sync in progress to end, then look again, as scrub does. A
                 // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {

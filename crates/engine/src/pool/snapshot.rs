@@ -1,7 +1,7 @@
 //! Snapshots, clones, rollback and promote of volumes. A snapshot is a volume's block map frozen
 //! at one txg: O(1) to take (one root entry, no data copied) and readable like a volume by its own
 //! id. Every change is queued for the next txg sync, which moves the space with it
-//! (snapshot_space.rs), and the call returns once that txg's root is published.
+//! (txg/snapshot_space.rs), and the call returns once that txg's root is published.
 
 use super::names::check_volume_name;
 use super::txg::snapshot_space::{self, SnapshotOp};

@@ -1,4 +1,6 @@
-//! Health and counters of an imported pool: what `status`, `iostat` and metrics report.
+//! What `status`, `iostat` and the metrics report of an imported pool: its health (health.rs),
+//! its counters (counters.rs) and each subsystem's state, gathered without holding one
+//! subsystem's lock while asking another.
 
 use super::health::PoolHealth;
 use super::Pool;

@@ -160,7 +160,7 @@ impl Pool {
             };
             t.open.insert(volume_id, block, d);
         }
-        // Records given up for their size (intent.rs) are made durable by the txg: start it.
+        // Records given up for their size (intent/) are made durable by the txg: start it.
         let gave_up = log
             && self.inner.intent.record_write(
                 txg,

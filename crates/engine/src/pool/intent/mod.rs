@@ -1,7 +1,8 @@
 //! The intent log as the pool uses it (ZFS's zil.c role): every acknowledged write leaves a record
 //! in memory; a sync request commits the records to the log devices (group commit happens in
 //! `fardisk-slog`) and returns only when every write acknowledged before it is durable. Without a
-//! healthy log, a sync request waits for a txg to be published in the store instead.
+//! healthy log, a sync request waits for a txg to be published in the store instead
+//! (request.rs, through the syncer). Replaying the log at import is the import's (open/replay.rs).
 
 mod request;
 
@@ -62,6 +63,10 @@ struct State {
     failed_txg: u64,
 }
 
+/// The intent log's side of the pool.
+///
+/// Lock order (the pool's: pool/mod.rs): `order` (async) -> `state` -> `log`. The txg lock may be
+/// held when `state` or `log` is taken (a write records itself under it), never the reverse.
 #[derive(Default)]
 pub(crate) struct Intent {
     /// Swapped only by `fardisk add/remove` (pool/vdevs.rs); read on every write.

@@ -7,8 +7,8 @@
 //! snapshot frees what it alone held: the pages and blocks born after the previous snapshot (or
 //! the origin) that the next snapshot (or the live map) does not reference at the same place. The
 //! walk skips every subtree the two trees share or that is older than the previous snapshot, so it
-//! costs what changed, not the volume's size. Compaction never moves a held block (gc.rs): it
-//! would have to rewrite every snapshot that shares it.
+//! costs what changed, not the volume's size. Compaction never moves a held block
+//! (reclaim/compact.rs): it would have to rewrite every snapshot that shares it.
 
 use super::retry::CommitReads;
 use super::PendingMeta;
