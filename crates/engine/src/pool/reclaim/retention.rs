@@ -57,41 +57,53 @@ pub(super) async fn prune_roots(inner: &Arc<Inner>, published: u64, time_ms: u64
         if count <= kept + 1 || oldest >= published {
             break;
         }
-        let old_enough = if retention_ms == 0 {
-            true
-        } else {
-            let ms = match known_ms {
-                Some(ms) => ms,
-                None => match read_root(inner.store.as_ref(), oldest).await {
-                    Ok(Some(root)) => {
-                        inner.reclaim.roots.lock().roots.insert(oldest, Some(root.time_ms));
-                        root.time_ms
-                    }
-                    Ok(None) => 0, // Already gone: forget it.
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not read root {oldest} to check its age; will retry");
-                        break;
-                    }
-                },
-            };
-            ms < cutoff_ms
+        let old_enough = match retention_ms {
+            0 => true,
+            _ => match published_ms(inner, oldest, known_ms).await {
+                Some(ms) => ms < cutoff_ms,
+                None => break,
+            },
         };
-        if !old_enough {
+        if !old_enough || !delete_root(inner, oldest).await {
             break;
-        }
-        match inner.store.delete(&root_key(oldest)).await {
-            Ok(()) => {
-                inner.reclaim.roots.lock().roots.remove(&oldest);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not delete root {oldest}; will retry");
-                if e.is_transient() {
-                    inner.health.lock().suspend(format!("deleting old roots: {e}"));
-                }
-                break;
-            }
         }
     }
     let r = inner.reclaim.roots.lock();
     r.roots.keys().next().copied()
+}
+
+/// When root `txg` was published: known, or read from the root (0 when it is gone already, so
+/// it is forgotten). None when it cannot be read now.
+async fn published_ms(inner: &Inner, txg: u64, known_ms: Option<u64>) -> Option<u64> {
+    if let Some(ms) = known_ms {
+        return Some(ms);
+    }
+    match read_root(inner.store.as_ref(), txg).await {
+        Ok(Some(root)) => {
+            inner.reclaim.roots.lock().roots.insert(txg, Some(root.time_ms));
+            Some(root.time_ms)
+        }
+        Ok(None) => Some(0), // Already gone: forget it.
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read root {txg} to check its age; will retry");
+            None
+        }
+    }
+}
+
+/// Deletes root `txg` from the store; false when it could not (retried after the next txg).
+async fn delete_root(inner: &Inner, txg: u64) -> bool {
+    match inner.store.delete(&root_key(txg)).await {
+        Ok(()) => {
+            inner.reclaim.roots.lock().roots.remove(&txg);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not delete root {txg}; will retry");
+            if e.is_transient() {
+                inner.health.lock().suspend(format!("deleting old roots: {e}"));
+            }
+            false
+        }
+    }
 }
