@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fardisk's whole test suite: install what is missing, run the Rust tests, then every
-# executable tests/e2e/*.sh in name order. Ends with one line "N passed, M failed"
-# (the fmt and clippy gates, the cargo run and each e2e script count as one each) and exits non-zero if
-# anything failed.
+# executable tests/e2e/*.sh in name order. Ends with one line "N passed, M failed" (the fmt,
+# clippy and module-cycle gates, the cargo run and each e2e script count as one each) and exits
+# non-zero if anything failed.
 #
 # Env: FARDISK_E2E_TIMEOUT_S (default 1200) bounds each e2e script.
 set -uo pipefail
@@ -43,6 +43,12 @@ fd_log "== cargo clippy --workspace --all-targets -- -D warnings"
 t0=$SECONDS
 cargo clippy --workspace --all-targets -- -D warnings 2>&1
 record "cargo clippy -D warnings" $? $((SECONDS - t0))
+
+# Gate: no module cycle in the trees scripts/check-module-cycles.py lists (--list shows them).
+fd_log "== scripts/check-module-cycles.py"
+t0=$SECONDS
+python3 scripts/check-module-cycles.py 2>&1
+record "module cycles" $? $((SECONDS - t0))
 
 fd_log "== cargo test --workspace --no-fail-fast"
 t0=$SECONDS

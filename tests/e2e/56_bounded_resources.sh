@@ -184,8 +184,8 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 # --- bounds ------------------------------------------------------------------------------------
 # Memory (docs/resources.md derives each term): RSS <= arc_max + dirty_bytes_max +
 # map_cache_bytes + overhead, the overhead being
-#   dirty_bytes_max          the syncing txg packed into segments while they upload (sync.rs)
-#   dirty_bytes_max          log records of overwritten or zero blocks (capped: intent.rs)
+#   dirty_bytes_max          the syncing txg packed into segments while they upload (txg/pack.rs)
+#   dirty_bytes_max          log records of overwritten or zero blocks (capped: intent/mod.rs)
 #   2.5 x dirty_bytes_max    map pages the syncing txg pins in the map cache (4160 B of dirty data
 #                            per block, one 10272 B leaf page per block at worst)
 #   arc_max / 8              ARC ghosts (1 per 2 KiB of arc_max, ~100 B) and the L2ARC feed (1/16)

@@ -270,8 +270,8 @@ pub(crate) async fn hold_on_fenced(inner: &Arc<Inner>, why: &str) -> Option<Held
         return Some(s);
     }
     let log = inner.intent.log()?;
-    let published = *inner.published.borrow();
-    let open_txg = inner.txg.lock().open_txg;
+    let published = inner.txg.published_txg();
+    let open_txg = inner.txg.open_txg();
     let replay =
         match inner.env.blocking("reading held log records", move || log.replay(published)).await {
             Ok(Ok(r)) => r,

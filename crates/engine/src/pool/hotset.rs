@@ -200,7 +200,7 @@ impl Pool {
         };
         let last = (first + REGION_BLOCKS).min(blocks) - 1;
         let ok = match self.resolve(volume_id, tree, first, last).await {
-            Ok(sources) => super::read::prefetch_sources(&self.inner, &sources).await.is_ok(),
+            Ok(sources) => super::fetch::prefetch_sources(&self.inner, &sources).await.is_ok(),
             Err(_) => false,
         };
         let counter = if ok { &w.regions_done } else { &w.regions_skipped };

@@ -11,7 +11,7 @@
 //! Cache devices hold nothing the store does not; the root lists them so the next import opens
 //! them again.
 
-use super::{sync, Pool};
+use super::{syncer, Pool};
 use crate::error::{Error, Result};
 use crate::root::{VdevEntry, VdevRole};
 use fardisk_slog::{IntentLog, OpenOptions, RemoveOutcome, VdevConfig, VdevKind};
@@ -66,14 +66,14 @@ impl Pool {
     async fn publish_vdevs(&self, change: impl FnOnce(&mut Vec<VdevEntry>)) -> Result<u64> {
         let target = {
             // Under the sync lock no sync sits between copying the root and installing it.
-            let _sync = self.inner.sync_lock.lock().await;
+            let _sync = self.inner.txg.sync_lock.lock().await;
             change(&mut self.inner.meta.write().root.vdevs);
-            self.inner.pending.lock().meta_changed = true;
-            self.inner.txg.lock().open_txg
+            self.inner.txg.queue_meta_change();
+            self.inner.txg.open_txg()
         };
         // The txg that carries the change, not a clean pool: writers may keep it dirty forever.
-        sync::wait_published(&self.inner, target).await?;
-        Ok(*self.inner.published.borrow())
+        syncer::wait_published(&self.inner, target).await?;
+        Ok(self.inner.txg.published_txg())
     }
 
     /// Adds a log vdev whose devices `fardisk_slog::IntentLog::format` labelled for this pool.
@@ -106,7 +106,7 @@ impl Pool {
         o.writer_epoch = self.inner.epoch;
         let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o)
             .map_err(|e| slog_err("opening the new log", e))?;
-        let txg = self.inner.txg.lock();
+        let txg = self.inner.txg.state.lock();
         self.inner.intent.attach(Arc::new(log), txg.open_txg);
         Ok(())
     }
@@ -162,7 +162,7 @@ impl Pool {
 
     async fn remove_last_log(&self, log: Arc<IntentLog>, entry: &VdevEntry) -> Result<()> {
         {
-            let txg = self.inner.txg.lock();
+            let txg = self.inner.txg.state.lock();
             self.inner.intent.detach(txg.open_txg);
         }
         // This one root both holds every write acknowledged through the log and stops listing
@@ -189,8 +189,8 @@ impl Pool {
                 if !still_listed(log, entry.guid) {
                     break;
                 }
-                self.inner.pending.lock().meta_changed = true;
-                let published = sync::sync_until_clean(&self.inner).await?;
+                self.inner.txg.queue_meta_change();
+                let published = syncer::sync_until_clean(&self.inner).await?;
                 if published >= release_through_txg {
                     log.release_through_txg(published);
                 }

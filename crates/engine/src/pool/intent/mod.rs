@@ -1,14 +1,17 @@
 //! The intent log as the pool uses it (ZFS's zil.c role): every acknowledged write leaves a record
 //! in memory; a sync request commits the records to the log devices (group commit happens in
 //! `fardisk-slog`) and returns only when every write acknowledged before it is durable. Without a
-//! healthy log, a sync request waits for a txg to be published in the store instead.
+//! healthy log, a sync request waits for a txg to be published in the store instead
+//! (request.rs, through the syncer). Replaying the log at import is the import's (open/replay.rs).
 
-use super::{sync, Inner};
-use crate::error::{Error, Result};
-use fardisk_slog::{IntentLog, LogError, LogRecord, RecordKind};
+mod request;
+
+pub(super) use request::sync_request;
+
+use fardisk_slog::{IntentLog, LogRecord, RecordKind};
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -17,6 +20,31 @@ use tokio::sync::Notify;
 pub const THROUGHPUT_WRITE_BYTES_MIN: usize = 128 << 10;
 /// What a pending record costs in memory besides its data (the record itself in the Vec).
 const RECORD_OVERHEAD_BYTES: u64 = 64;
+
+/// Opens log devices: files normally; the simulation passes crash-able in-memory devices so a
+/// power cut, a torn write or a failing leg replays exactly from a seed.
+#[derive(Clone)]
+pub struct LogDevices(pub Arc<dyn fardisk_slog::DeviceProvider>);
+
+impl Default for LogDevices {
+    fn default() -> Self {
+        LogDevices(Arc::new(fardisk_slog::FileProvider::default()))
+    }
+}
+
+impl std::fmt::Debug for LogDevices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogDevices")
+    }
+}
+
+impl LogDevices {
+    /// False only when the device is absent; a device that exists but fails to open is the
+    /// log's to report (it opens DEGRADED without that leg).
+    pub(crate) fn exists(&self, path: &std::path::Path) -> bool {
+        !matches!(self.0.open(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {
@@ -35,12 +63,16 @@ struct State {
     failed_txg: u64,
 }
 
+/// The intent log's side of the pool.
+///
+/// Lock order (the pool's: pool/mod.rs): `order` (async) -> `state` -> `log`. The txg lock may be
+/// held when `state` or `log` is taken (a write records itself under it), never the reverse.
 #[derive(Default)]
 pub(crate) struct Intent {
     /// Swapped only by `fardisk add/remove` (pool/vdevs.rs); read on every write.
     log: parking_lot::RwLock<Option<Arc<IntentLog>>>,
     /// Where a log added at run time opens its devices.
-    pub devices: super::open::LogDevices,
+    pub devices: LogDevices,
     state: Mutex<State>,
     /// Held from taking the pending records until they are queued in the log, so records enter
     /// the log (whose replay applies them by sequence) in the order their writes were applied.
@@ -62,7 +94,7 @@ impl std::fmt::Debug for Intent {
 }
 
 impl Intent {
-    pub fn new(log: Option<Arc<IntentLog>>, devices: super::open::LogDevices) -> Intent {
+    pub fn new(log: Option<Arc<IntentLog>>, devices: LogDevices) -> Intent {
         Intent { log: parking_lot::RwLock::new(log), devices, ..Default::default() }
     }
 
@@ -229,108 +261,6 @@ impl State {
         self.pending_bytes = 0;
         true
     }
-}
-
-/// A sync request: returns once every write acknowledged before the call is durable.
-pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
-    let intent = &inner.intent;
-    intent.sync_requests.fetch_add(1, Ordering::Relaxed);
-    let Some(log) = intent.log() else {
-        return sync::wait_for_open_writes(inner).await;
-    };
-    let published = *inner.published.borrow();
-    let (ticket, newest_txg, unlogged_txg, queued) = {
-        let _order = intent.order.lock().await;
-        let (ticket, records, unlogged_txg) = {
-            let mut st = intent.state.lock();
-            st.next_ticket += 1;
-            let records: Vec<LogRecord> =
-                std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
-            st.pending_bytes = 0;
-            let unlogged = std::mem::take(&mut st.unlogged_txg);
-            (st.next_ticket, records, unlogged)
-        };
-        #[cfg(test)]
-        intent.pause_for_test().await;
-        let newest_txg = records.iter().map(|r| r.txg).max().unwrap_or(0);
-        (ticket, newest_txg, unlogged_txg, log.enqueue(records).await)
-    };
-    let committed = match queued {
-        Ok(q) => q.durable().await,
-        Err(e) => Err(e),
-    };
-    let outcome = match committed {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            // The log cannot take these records (full, every leg failed): they are in the open or
-            // syncing txg, so publishing that txg makes them durable, slowly but surely.
-            intent.fallbacks.fetch_add(1, Ordering::Relaxed);
-            if !matches!(e, LogError::LogFull { .. } | LogError::AwaitingRelease { .. }) {
-                tracing::warn!(error = %e, "intent log commit failed; waiting for the txg instead");
-            }
-            sync::wait_published(inner, newest_txg).await
-        }
-    };
-    let outcome = match (outcome, unlogged_txg) {
-        (Ok(()), t) if t > 0 => sync::wait_published(inner, t).await,
-        (o, _) => o,
-    };
-    if outcome.is_err() {
-        // Not durable, and the records are gone from `pending`: every later request must see it.
-        let mut st = intent.state.lock();
-        st.failed_txg = st.failed_txg.max(newest_txg.max(unlogged_txg));
-    }
-    intent.finish(ticket);
-    outcome?;
-    intent.wait_through(ticket).await;
-    // An earlier request (or one that ran beside this one) failed to make its records durable;
-    // they were written before this request returns, so it may return Ok only once their txg is
-    // in the store (or fail with the reason it is not).
-    let failed_txg = intent.state.lock().failed_txg;
-    if failed_txg > *inner.published.borrow() {
-        sync::wait_published(inner, failed_txg).await?;
-    }
-    Ok(())
-}
-
-/// Replays the log after import: records newer than the last published txg, in order, into the
-/// open txg; then syncs them to the store and releases the log. Returns the records applied.
-pub(crate) async fn replay(
-    inner: &Arc<Inner>,
-    pool: &super::Pool,
-    after_txg: u64,
-) -> Result<usize> {
-    let Some(log) = inner.intent.log() else { return Ok(0) };
-    let replay =
-        log.replay(after_txg).map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
-    if let Some(seq) = replay.gap_at_seq {
-        tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");
-    }
-    let n = replay.records.len();
-    for r in replay.records {
-        let rec = r.record;
-        if pool.volume_size(rec.volume_id).is_none() {
-            continue; // The volume was destroyed in a published txg after the record was written.
-        }
-        match rec.kind {
-            RecordKind::Write => {
-                pool.write_unlogged(rec.volume_id, rec.offset_bytes, rec.data).await?
-            }
-            RecordKind::Trim | RecordKind::WriteZeroes => {
-                pool.zero_unlogged(rec.volume_id, rec.offset_bytes, rec.length_bytes as u64).await?
-            }
-        };
-    }
-    // Txg numbers must move past every replayed record's, or releasing would keep them forever.
-    for _ in 0..8 {
-        inner.pending.lock().meta_changed = true;
-        let published = sync::sync_until_clean(inner).await?;
-        if published >= replay.txg_max {
-            break;
-        }
-    }
-    inner.intent.published(*inner.published.borrow());
-    Ok(n)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! that could have written them, so no segment id of theirs is ever reused. What it discarded and
 //! what the log gave back is logged and written into the pool's history.
 
-use super::Inner;
 use crate::fence::RootScan;
+use crate::pool::{history, Inner};
 use crate::root::Root;
 
 #[derive(Debug, Clone)]
@@ -43,6 +43,6 @@ impl Rewind {
             self.from_txg
         );
         tracing::warn!("{event}");
-        super::history::record(inner, &event).await;
+        history::record(inner, &event).await;
     }
 }

@@ -7,13 +7,15 @@
 //! snapshot frees what it alone held: the pages and blocks born after the previous snapshot (or
 //! the origin) that the next snapshot (or the live map) does not reference at the same place. The
 //! walk skips every subtree the two trees share or that is older than the previous snapshot, so it
-//! costs what changed, not the volume's size. Compaction never moves a held block (gc.rs): it
-//! would have to rewrite every snapshot that shares it.
+//! costs what changed, not the volume's size. Compaction never moves a held block
+//! (reclaim/compact.rs): it would have to rewrite every snapshot that shares it.
 
-use super::{Inner, PendingMeta};
+use super::retry::CommitReads;
+use super::PendingMeta;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
 use crate::error::{Error, Result};
+use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -110,29 +112,16 @@ pub(crate) async fn unique_blocks(
         }
         let next_slots = match next {
             Some(n) => {
-                if n.page_location(
-                    &inner.cache,
-                    &super::commit_reads::CommitReads(inner),
-                    level,
-                    index,
-                )
-                .await?
-                    == ptr
-                {
+                if n.page_location(&inner.cache, &CommitReads(inner), level, index).await? == ptr {
                     continue; // The whole subtree is shared.
                 }
-                n.page_slots(&inner.cache, &super::commit_reads::CommitReads(inner), level, index)
-                    .await?
+                n.page_slots(&inner.cache, &CommitReads(inner), level, index).await?
             }
             None => None,
         };
         out.push(ptr);
-        let slots = decode_page(
-            &super::commit_reads::CommitReads(inner).read_block(&ptr).await?,
-            tree.page_tag,
-            level,
-            index,
-        )?;
+        let slots =
+            decode_page(&CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
         for (pos, s) in slots.iter().enumerate() {
             let child = BlockPtr::from_bytes(s)?;
             if child.is_hole() || child.birth_txg <= after_txg {
@@ -165,7 +154,7 @@ async fn held_only_by(
 
 /// Physical bytes a snapshot alone holds: what destroying it would free now.
 pub(crate) async fn snapshot_unique_bytes(inner: &Arc<Inner>, id: u32) -> Result<u64> {
-    let _guard = inner.sync_lock.lock().await;
+    let _guard = inner.txg.sync_lock.lock().await;
     let (volumes, snaps) = {
         let meta = inner.meta.read();
         (meta.volumes.clone(), meta.snapshots.clone())
@@ -197,61 +186,88 @@ pub(crate) async fn apply_ops(
 ) -> Result<OpsOutcome> {
     let mut out = OpsOutcome::default();
     for op in &pending.snapshot_ops {
-        match op {
+        match *op {
             SnapshotOp::Create { .. } => {}
-            SnapshotOp::Destroy { id } => {
-                let Some(s) = snaps.get(id).cloned() else { continue };
-                if volumes.values().any(|v| v.origin == Some(*id)) {
-                    return Err(Error::Bug(format!(
-                        "snapshot {id} destroyed while a clone needs it"
-                    )));
-                }
-                out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
-                snaps.remove(id);
-                out.destroyed.push(*id);
-            }
+            SnapshotOp::Destroy { id } => destroy(inner, id, volumes, snaps, &mut out).await?,
             SnapshotOp::Rollback { volume_id, snapshot_id } => {
-                let (Some(s), Some(v)) =
-                    (snaps.get(snapshot_id).cloned(), volumes.get(volume_id).cloned())
-                else {
-                    continue;
-                };
-                if snaps.values().any(|o| o.volume_id == *volume_id && o.txg > s.txg) {
-                    return Err(Error::Bug(format!(
-                        "rollback of volume {volume_id} past a newer snapshot"
-                    )));
-                }
-                out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
-                let v = volumes.get_mut(volume_id).expect("checked above");
-                v.tree = TreeRef {
-                    tree_id: v.id,
-                    levels: s.tree.levels,
-                    top: s.tree.top,
-                    page_tag: s.tree.page_tag,
-                };
-                v.size_bytes = s.size_bytes;
-                v.allocated_blocks = s.allocated_blocks;
-                inner.cache.forget_tree(v.id);
-                out.rolled_back.push(*volume_id);
+                rollback(inner, volume_id, snapshot_id, volumes, snaps, &mut out).await?
             }
-            SnapshotOp::Promote { clone_id } => {
-                let Some(origin) = volumes.get(clone_id).and_then(|c| c.origin) else { continue };
-                let Some(o) = snaps.get(&origin).cloned() else { continue };
-                let parent_id = o.volume_id;
-                let parent_origin = volumes.get(&parent_id).and_then(|p| p.origin);
-                for s in snaps.values_mut().filter(|s| s.volume_id == parent_id && s.txg <= o.txg) {
-                    s.volume_id = *clone_id;
-                }
-                if let Some(p) = volumes.get_mut(&parent_id) {
-                    p.origin = Some(origin);
-                }
-                if let Some(c) = volumes.get_mut(clone_id) {
-                    c.origin = parent_origin;
-                }
-            }
+            SnapshotOp::Promote { clone_id } => promote(clone_id, volumes, snaps),
         }
     }
     Ok(out)
+}
+
+/// Destroys snapshot `id`: what it alone held is freed.
+async fn destroy(
+    inner: &Arc<Inner>,
+    id: u32,
+    volumes: &BTreeMap<u32, VolumeEntry>,
+    snaps: &mut BTreeMap<u32, SnapshotEntry>,
+    out: &mut OpsOutcome,
+) -> Result<()> {
+    let Some(s) = snaps.get(&id).cloned() else { return Ok(()) };
+    if volumes.values().any(|v| v.origin == Some(id)) {
+        return Err(Error::Bug(format!("snapshot {id} destroyed while a clone needs it")));
+    }
+    out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
+    snaps.remove(&id);
+    out.destroyed.push(id);
+    Ok(())
+}
+
+/// Points volume `volume_id`'s map back at snapshot `snapshot_id`'s (its newest): what the
+/// volume wrote since is freed.
+async fn rollback(
+    inner: &Arc<Inner>,
+    volume_id: u32,
+    snapshot_id: u32,
+    volumes: &mut BTreeMap<u32, VolumeEntry>,
+    snaps: &BTreeMap<u32, SnapshotEntry>,
+    out: &mut OpsOutcome,
+) -> Result<()> {
+    let (Some(s), Some(v)) = (snaps.get(&snapshot_id).cloned(), volumes.get(&volume_id).cloned())
+    else {
+        return Ok(());
+    };
+    if snaps.values().any(|o| o.volume_id == volume_id && o.txg > s.txg) {
+        return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
+    }
+    out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
+    let v = volumes.get_mut(&volume_id).expect("checked above");
+    v.tree = TreeRef {
+        tree_id: v.id,
+        levels: s.tree.levels,
+        top: s.tree.top,
+        page_tag: s.tree.page_tag,
+    };
+    v.size_bytes = s.size_bytes;
+    v.allocated_blocks = s.allocated_blocks;
+    inner.cache.forget_tree(v.id);
+    out.rolled_back.push(volume_id);
+    Ok(())
+}
+
+/// Clone `clone_id` takes over its origin's snapshots up to the origin; the former parent
+/// becomes a clone of that snapshot.
+fn promote(
+    clone_id: u32,
+    volumes: &mut BTreeMap<u32, VolumeEntry>,
+    snaps: &mut BTreeMap<u32, SnapshotEntry>,
+) {
+    let Some(origin) = volumes.get(&clone_id).and_then(|c| c.origin) else { return };
+    let Some(o) = snaps.get(&origin).cloned() else { return };
+    let parent_id = o.volume_id;
+    let parent_origin = volumes.get(&parent_id).and_then(|p| p.origin);
+    for s in snaps.values_mut().filter(|s| s.volume_id == parent_id && s.txg <= o.txg) {
+        s.volume_id = clone_id;
+    }
+    if let Some(p) = volumes.get_mut(&parent_id) {
+        p.origin = Some(origin);
+    }
+    if let Some(c) = volumes.get_mut(&clone_id) {
+        c.origin = parent_origin;
+    }
 }
 
 /// Records this txg's new snapshots from the maps as the txg leaves them.

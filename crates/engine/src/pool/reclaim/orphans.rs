@@ -11,9 +11,9 @@
 //! (`space_carry`, folded into the table by the next txg). Segments of this writer's own epoch
 //! (txgs in flight) and of newer epochs (a writer that took over from this one) are never touched.
 
-use super::Inner;
 use crate::blockmap::TreeWalk;
 use crate::error::Result;
+use crate::pool::Inner;
 use crate::segment::segment_key;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -68,12 +68,4 @@ pub(crate) async fn collect(inner: &Arc<Inner>) -> Result<u64> {
         );
     }
     Ok(deleted)
-}
-
-impl super::Pool {
-    /// Runs one orphan collection pass now (tests; a running pool also collects after import and
-    /// every `ORPHAN_PASS_EVERY_S`). Returns the number of segments deleted.
-    pub async fn collect_orphans_now(&self) -> Result<u64> {
-        collect(&self.inner).await
-    }
 }

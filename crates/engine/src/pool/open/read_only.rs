@@ -1,18 +1,15 @@
 //! Point-in-time: every txg publishes a root, so a pool can be opened read-only as it was at any
-//! root still in the store. Which roots stay is the writer's choice: the newest `roots_kept`, and
-//! every root younger than `root_retention_s`; a freed segment is deleted only once no retained
-//! root can reference it (one freed in txg F is referenced by no root from F on).
+//! root still in the store (which ones stay is the writer's choice: reclaim/retention.rs). No
+//! claim, no log, no background work, nothing written.
 
-use super::open::{new_inner, no_pool, wrap_store, InnerParts};
-use super::{Inner, Pool};
+use super::{no_pool, wrap_store};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-pub use crate::fence::list_root_txgs;
-use crate::fence::{find_latest_root, read_root};
+use crate::fence::{find_latest_root, list_root_txgs, read_root};
 use crate::objstore::{DynStore, Store};
+use crate::pool::{Env, Inner, InnerParts, Pool, PoolConfig};
 use crate::rng::Rng;
-use crate::root::{root_key, Root};
-use std::collections::BTreeMap;
+use crate::root::Root;
 use std::sync::Arc;
 
 /// Which root a read-only import opens.
@@ -23,92 +20,6 @@ pub enum PointInTime {
     Txg(u64),
     /// The newest root published at or before this wall-clock time (Unix ms).
     TimeMs(u64),
-}
-
-/// Root deletions per txg at most (bounded work after every publish).
-const ROOT_DELETES_PER_TXG_MAX: usize = 64;
-
-/// The roots in the store, oldest first, with their publish times where known.
-#[derive(Debug, Default)]
-pub(crate) struct RetainedRoots {
-    roots: BTreeMap<u64, Option<u64>>,
-    /// Set once the import-time listing is in: until then nothing is deleted, since an older
-    /// retained root might reference what would go.
-    loaded: bool,
-    /// Set when the import-time work (this listing and the space catalog) has ended, whether
-    /// or not it succeeded.
-    pub(crate) settled: bool,
-}
-
-/// Learns the roots in the store (at import, before anything is deleted).
-pub(crate) async fn load_retained(inner: &Arc<Inner>) -> Result<()> {
-    let txgs = list_root_txgs(inner.store.as_ref()).await?;
-    let mut r = inner.roots.lock();
-    for t in txgs {
-        r.roots.entry(t).or_insert(None);
-    }
-    r.loaded = true;
-    Ok(())
-}
-
-/// After txg `published`: forgets roots out of both windows (deleting them) and returns the
-/// oldest root still kept, or None while the listing is not in yet.
-pub(crate) async fn prune_roots(inner: &Arc<Inner>, published: u64, time_ms: u64) -> Option<u64> {
-    let (kept, retention_ms) = {
-        let c = inner.config.read();
-        (c.roots_kept, c.root_retention_s * 1000)
-    };
-    inner.roots.lock().roots.insert(published, Some(time_ms));
-    let cutoff_ms = inner.env.clock.wall_ms().saturating_sub(retention_ms);
-    for _ in 0..ROOT_DELETES_PER_TXG_MAX {
-        let (oldest, known_ms, count, loaded) = {
-            let r = inner.roots.lock();
-            let (t, ms) = r.roots.iter().next()?;
-            (*t, *ms, r.roots.len() as u64, r.loaded)
-        };
-        if !loaded {
-            return None;
-        }
-        if count <= kept + 1 || oldest >= published {
-            break;
-        }
-        let old_enough = if retention_ms == 0 {
-            true
-        } else {
-            let ms = match known_ms {
-                Some(ms) => ms,
-                None => match read_root(inner.store.as_ref(), oldest).await {
-                    Ok(Some(root)) => {
-                        inner.roots.lock().roots.insert(oldest, Some(root.time_ms));
-                        root.time_ms
-                    }
-                    Ok(None) => 0, // Already gone: forget it.
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not read root {oldest} to check its age; will retry");
-                        break;
-                    }
-                },
-            };
-            ms < cutoff_ms
-        };
-        if !old_enough {
-            break;
-        }
-        match inner.store.delete(&root_key(oldest)).await {
-            Ok(()) => {
-                inner.roots.lock().roots.remove(&oldest);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not delete root {oldest}; will retry");
-                if e.is_transient() {
-                    inner.health.lock().suspend(format!("deleting old roots: {e}"));
-                }
-                break;
-            }
-        }
-    }
-    let r = inner.roots.lock();
-    r.roots.keys().next().copied()
 }
 
 /// The root a read-only import opens.
@@ -163,8 +74,8 @@ impl Pool {
         name: &str,
         local_name: &str,
         at: PointInTime,
-        config: super::PoolConfig,
-        env: super::Env,
+        config: PoolConfig,
+        env: Env,
         blocks: Arc<dyn BlockCache>,
     ) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &config, &env);
@@ -180,7 +91,7 @@ impl Pool {
         config.apply_props(&root.props)?;
         let rng = Rng::new(env.seed);
         let import_id = rng.next_u128();
-        let inner = new_inner(InnerParts {
+        let inner = Inner::new(InnerParts {
             store,
             store_stats,
             rng,
