@@ -70,6 +70,10 @@ pub mod init_flags {
 pub mod fopen {
     pub const DIRECT_IO: u32 = 1 << 0;
     pub const KEEP_CACHE: u32 = 1 << 1;
+    /// No FLUSH on close(): nothing is buffered to flush, and a FLUSH is a round trip that
+    /// waits for a server (a process exec'ing with an image open sends one per inherited
+    /// descriptor, which deadlocks if that process is the server about to start).
+    pub const NOFLUSH: u32 = 1 << 5;
     pub const PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
 }
 

@@ -113,18 +113,16 @@ mod tests {
     #[test]
     fn a_descriptor_and_its_message_arrive_together() {
         let (left, right) = UnixStream::pair().expect("socketpair");
-        let mut file = std::fs::File::from(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(
-                    std::env::temp_dir()
-                        .join(format!("fardisk-fuse-handover-{}", std::process::id())),
-                )
-                .expect("temp file"),
-        );
+        let path =
+            std::env::temp_dir().join(format!("fardisk-fuse-handover-{}", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("temp file");
+        let _ = std::fs::remove_file(&path);
         file.write_all(b"shared").expect("write");
         send_fds(&left, b"hello", &[file.as_raw_fd()]).expect("send");
         let (message, fds) = recv_fds(&right).expect("recv");
@@ -135,6 +133,5 @@ mod tests {
         let mut text = String::new();
         received.read_to_string(&mut text).expect("read");
         assert_eq!(text, "shared", "the same open file");
-        file.rewind().expect("seek");
     }
 }
