@@ -25,4 +25,4 @@ pub use init::{InitOptions, KernelInit, Negotiated};
 pub use mount::MountOptions;
 pub use reply::{DirBuf, Reply};
 pub use request::{Operation, Request};
-pub use session::{Session, SessionConfig, SessionStats, Transport};
+pub use session::{Session, SessionConfig, SessionMonitor, SessionStats, Transport};

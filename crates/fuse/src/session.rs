@@ -161,6 +161,30 @@ impl SessionShared {
     }
 }
 
+/// Reads a session's statistics (cheap to clone; shares the session's counters).
+#[derive(Clone)]
+pub struct SessionMonitor(Arc<SessionShared>);
+
+impl SessionMonitor {
+    pub fn stats(&self) -> SessionStats {
+        let (transport, reason, queues) = self
+            .0
+            .transport
+            .lock()
+            .map(|state| state.clone())
+            .unwrap_or((Transport::Device, String::new(), 0));
+        let counters = &self.0.stats;
+        SessionStats {
+            transport,
+            transport_reason: reason,
+            uring_queues: queues,
+            requests_device: counters.requests_device.load(Ordering::Relaxed),
+            requests_uring: counters.requests_uring.load(Ordering::Relaxed),
+            malformed_requests: counters.malformed.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// A connection being served. Dropping it does not unmount: the threads end when the
 /// kernel ends the connection (unmount, or abort); [`Session::join`] waits for that.
 pub struct Session {
@@ -327,21 +351,12 @@ impl Session {
     }
 
     pub fn stats(&self) -> SessionStats {
-        let (transport, reason, queues) = self
-            .shared
-            .transport
-            .lock()
-            .map(|state| state.clone())
-            .unwrap_or((Transport::Device, String::new(), 0));
-        let counters = &self.shared.stats;
-        SessionStats {
-            transport,
-            transport_reason: reason,
-            uring_queues: queues,
-            requests_device: counters.requests_device.load(Ordering::Relaxed),
-            requests_uring: counters.requests_uring.load(Ordering::Relaxed),
-            malformed_requests: counters.malformed.load(Ordering::Relaxed),
-        }
+        self.monitor().stats()
+    }
+
+    /// A handle that reads the session's statistics from anywhere, for as long as it lives.
+    pub fn monitor(&self) -> SessionMonitor {
+        SessionMonitor(Arc::clone(&self.shared))
     }
 
     /// Waits until every thread has ended (the kernel ended the connection).
