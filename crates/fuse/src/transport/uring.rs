@@ -434,6 +434,9 @@ pub(crate) fn serve(
     for buffers in queue.entries {
         buffers.free();
     }
+    // The eventfd read may still be cancelled asynchronously after the ring closes: its
+    // 8-byte buffer is left to the process rather than freed under it.
+    Box::leak(queue.eventfd_buffer);
     tracing::debug!(qid, "fuse: io_uring queue ended");
 }
 
