@@ -50,10 +50,27 @@ t0=$SECONDS
 python3 scripts/check-module-cycles.py 2>&1
 record "module cycles" $? $((SECONDS - t0))
 
+# FUSE over io_uring is tested when the kernel has it: its module switch is machine-wide and
+# off by default, so the test run (not the tests, not fardisk) turns it on, as an operator would.
+URING_SWITCH=/sys/module/fuse/parameters/enable_uring
+if [ -w "$URING_SWITCH" ]; then
+    echo Y >"$URING_SWITCH" && fd_log "FUSE over io_uring on ($URING_SWITCH) for the tests"
+else
+    fd_log "FUSE over io_uring not tested: $URING_SWITCH is missing or not writable (kernel before 6.14 or without CONFIG_FUSE_IO_URING); /dev/fuse is"
+fi
+
 fd_log "== cargo test --workspace --no-fail-fast"
 t0=$SECONDS
 cargo test --workspace --no-fail-fast 2>&1
 record "cargo test --workspace" $? $((SECONDS - t0))
+
+if [ "$(cat "$URING_SWITCH" 2>/dev/null)" = Y ]; then
+    fd_log "== the FUSE tests again, every mount over io_uring"
+    t0=$SECONDS
+    FARDISK_FUSE_TEST_TRANSPORT=uring cargo test -p fardisk --no-fail-fast \
+        --test fuse_io --test fuse_mount --test fuse_fallocate --test fuse_ext4 2>&1
+    record "FUSE tests over io_uring" $? $((SECONDS - t0))
+fi
 
 for script in tests/e2e/*.sh; do
     [ -x "$script" ] || { fd_log "skip $script (not executable)"; continue; }

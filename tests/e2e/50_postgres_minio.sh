@@ -12,7 +12,8 @@
 #      point may be lost; nothing from before the last export may be).
 #
 # Env: FARDISK_BIN=PATH uses that binary instead of building target/debug/fardisk;
-#      E2E50_TPCB_S (default 20) is the length of the first TPC-B run.
+#      E2E50_TPCB_S (default 20) is the length of the first TPC-B run;
+#      E2E_FUSE_URING (default off: /dev/fuse) is import's --fuse-uring (on, auto: io_uring).
 E2E_NAME=50_postgres_minio
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022 # PostgreSQL runs as postgres and must reach what is made here
@@ -89,7 +90,7 @@ wait_clients() {
 # import_pool [ARGS]: import with the FUSE mount and remember the daemon's pid for cleanup.
 import_pool() {
     local pid
-    "$B" import "$POOL" --mount "$MNT" --wait 120 "$@" || return 1
+    "$B" import "$POOL" --mount "$MNT" --fuse-uring "${E2E_FUSE_URING:-off}" --wait 120 "$@" || return 1
     pid="$(daemon_pid)"
     [ -n "$pid" ] || { echo "import: no daemon pid in status" >&2; return 1; }
     DAEMON_PIDS+=("$pid")
@@ -309,7 +310,7 @@ require "SIGKILL the fardisk daemon" kill_daemon
 kill_postgres
 teardown_crashed
 rm -f "$LOGDEV"
-out="$("$B" import "$POOL" --mount "$MNT" --wait 120 2>&1)"
+out="$("$B" import "$POOL" --mount "$MNT" --fuse-uring "${E2E_FUSE_URING:-off}" --wait 120 2>&1)"
 rc=$?
 echo "$out"
 check "import without the log file is refused" test "$rc" -ne 0

@@ -203,10 +203,12 @@ OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 4096 * 130 +
 RSS_LIMIT=$((ARC + DIRTY + MAP + OVERHEAD))
 # Threads: main, the tokio runtime (cli/mod.rs: one worker per CPU, at most 512 blocking threads,
 # tokio's default; NBD connections are tasks, not threads), slog-writer (one per pool),
-# l2arc-writer, l2arc-rebuild (one per cache device, at import), fuser-bg with its two readers,
-# and fardisk-fuse-reap (after a lazy unmount only).
+# l2arc-writer, l2arc-rebuild (one per cache device, at import), the FUSE session's two
+# /dev/fuse workers and, over io_uring (--fuse-uring auto with the kernel's switch on), one queue
+# thread per possible CPU, and fardisk-fuse-reap (after a lazy unmount only).
 WORKERS="$(nproc)"
-THREADS_BOUND=$((1 + WORKERS + 512 + 1 + 1 + 1 + 3 + 1))
+POSSIBLE_CPUS=$(($(sed 's/.*[-,]//' /sys/devices/system/cpu/possible) + 1))
+THREADS_BOUND=$((1 + WORKERS + 512 + 1 + 1 + 1 + 2 + POSSIBLE_CPUS + 1))
 # Store requests in flight (fardisk_store_requests_in_flight_max): PUTs are segment uploads
 # (upload_concurrency 8 per sync, one sync at a time) or the root after them, plus a history
 # event and the hot set; DELETEs run one at a time after a sync, plus the history's and the fence

@@ -64,6 +64,11 @@ pub struct ImportArgs {
     /// import can run beside the writer's
     #[arg(long = "as", value_name = "NAME")]
     pub local_name: Option<String>,
+    /// FUSE over io_uring for --mount: auto (when the kernel offers it, i.e.
+    /// /sys/module/fuse/parameters/enable_uring is Y), on (turn that switch on if it is off;
+    /// refuse on a kernel without it), off (/dev/fuse only)
+    #[arg(long, value_name = "on|off|auto", default_value = "auto")]
+    pub fuse_uring: String,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
@@ -100,7 +105,10 @@ fn resolve(a: &ImportArgs, cfg: &Config) -> Result<(PoolRecord, DaemonOptions)> 
     if a.local_name.is_some() && read_only.is_none() {
         bail!("--as names a read-only import; add --read-only, --txg or --at");
     }
+    let fuse_uring =
+        crate::fuse::UringMode::parse(&a.fuse_uring).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = DaemonOptions {
+        fuse_uring,
         read_only,
         store_pool: a.pool.clone(),
         pool: a.local_name.clone().unwrap_or_else(|| a.pool.clone()),

@@ -270,7 +270,10 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
         v["compress_ratio"].as_f64().unwrap_or(1.0)
     );
     if let Some(m) = v["mount"].as_str() {
-        outln!(out, " mount: {m}");
+        match v["fuse"]["transport"].as_str() {
+            Some(t) => outln!(out, " mount: {m} (FUSE over {t})"),
+            None => outln!(out, " mount: {m}"),
+        }
     }
     if let Some(h) = v.get("held").filter(|h| h.is_object()) {
         outln!(out, "  held: {}", held_text(h));

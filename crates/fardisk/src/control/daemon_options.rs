@@ -53,6 +53,8 @@ pub struct DaemonOptions {
     pub read_only: Option<fardisk_engine::pool::PointInTime>,
     /// The pool's name in its store (`pool` is its name on this host, which `--as` may change).
     pub store_pool: String,
+    /// `--fuse-uring`: whether the FUSE mount uses io_uring (and may turn the kernel's switch on).
+    pub fuse_uring: crate::fuse::UringMode,
 }
 
 /// Port used when `--metrics` gives only a host or nothing (9464 is the Prometheus exporter

@@ -12,6 +12,8 @@ pub struct DaemonState {
     pub pool: Pool,
     pub cache: std::sync::Arc<fardisk_engine::arc_cache::ArcBlockCache>,
     pub mount_dir: Option<PathBuf>,
+    /// The FUSE mount's session, for `status` (which transport serves it).
+    pub fuse: Option<crate::fuse::SessionMonitor>,
     pub stop: watch::Sender<bool>,
     /// Set by the main loop once the export finished: Ok(txg) or the error.
     pub exported: watch::Sender<Option<Result<u64, ControlError>>>,
@@ -24,6 +26,17 @@ pub fn status_json(st: &DaemonState) -> Value {
     let mut v = serde_json::to_value(st.pool.status()).unwrap_or_default();
     v["pid"] = json!(std::process::id());
     v["mount"] = json!(st.mount_dir);
+    if let Some(fuse) = &st.fuse {
+        let s = fuse.stats();
+        v["fuse"] = json!({
+            "transport": s.transport.name(),
+            "transport_reason": s.transport_reason,
+            "uring_queues": s.uring_queues,
+            "requests_device": s.requests_device,
+            "requests_uring": s.requests_uring,
+            "malformed_requests": s.malformed_requests,
+        });
+    }
     v["cache"] = st.cache.stats_json()["l2arc"].clone();
     v
 }

@@ -131,10 +131,10 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
         });
     }
     let mount = match &opts.mount {
-        // Mounting blocks its thread (fusermount3 and the kernel handshake).
-        Some(dir) => {
-            Some(tokio::task::block_in_place(|| mount_fuse(dir, exports.clone(), import_time))?)
-        }
+        // Mounting blocks its thread (mount(2) and the kernel handshake).
+        Some(dir) => Some(tokio::task::block_in_place(|| {
+            mount_fuse(dir, exports.clone(), import_time, opts.fuse_uring)
+        })?),
         None => None,
     };
     let socket = paths.control_socket(&opts.pool);
@@ -144,6 +144,7 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
         pool: pool.clone(),
         cache: cache.clone(),
         mount_dir: opts.mount.clone(),
+        fuse: mount.as_ref().map(|m| m.monitor()),
         stop: stop_tx,
         exported: watch::channel(None).0,
         replied: Default::default(),
@@ -332,22 +333,22 @@ fn mount_fuse(
     dir: &std::path::Path,
     exports: Arc<PoolExports>,
     import_time: std::time::SystemTime,
+    uring: crate::fuse::UringMode,
 ) -> Result<crate::fuse::FuseMount> {
     clear_stale_mount(dir);
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create mount point {}", dir.display()))?;
-    crate::fuse::mount(
+    let uring = crate::fuse::prepare_uring(uring).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mount = crate::fuse::mount(
         dir,
         exports,
         tokio::runtime::Handle::current(),
-        crate::fuse::FuseOptions { timestamp: import_time, ..Default::default() },
+        crate::fuse::FuseOptions { timestamp: import_time, uring, ..Default::default() },
     )
     .with_context(|| {
-        format!(
-            "cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)",
-            dir.display()
-        )
-    })
+        format!("cannot mount FUSE at {} (is /dev/fuse there, and are we root?)", dir.display())
+    })?;
+    Ok(mount)
 }
 
 fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
