@@ -3,6 +3,7 @@
 //! distance, retries, instrumentation, fault injection and client-side encryption.
 
 mod backend;
+mod capability;
 mod encrypted;
 mod faulty;
 mod instrumented;
@@ -12,6 +13,9 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
+pub use capability::{
+    check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
+};
 pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
 pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};

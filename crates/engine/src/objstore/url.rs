@@ -75,7 +75,10 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
             {
                 b = b.with_region("us-east-1");
             }
-            b = b.with_retry(client_retry());
+            // The engine deletes one key at a time: a plain DELETE is core S3 that every
+            // implementation has, where object_store's default sends each one as a bulk
+            // DeleteObjects POST (which older s3proxy releases, for one, refuse).
+            b = b.with_retry(client_retry()).with_disable_bulk_delete(true);
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
         "gs" => {

@@ -7,8 +7,10 @@ use crate::blockmap::{PageCache, TreeRef};
 use crate::cache::BlockCache;
 use crate::dirty::DirtySet;
 use crate::error::{Error, Result};
-use crate::fence::{check_conditional_writes, find_latest_root, publish_root, scan_roots};
-use crate::objstore::{DynStore, InstrumentedStore, RetryingStore};
+use crate::fence::{find_latest_root, publish_root, scan_roots};
+use crate::objstore::{
+    check_store_capabilities, DynStore, InstrumentedStore, RetryingStore, StoreUse,
+};
 use crate::rng::Rng;
 use crate::root::{Holder, Root, VdevEntry};
 use crate::space::{SpaceTotals, SPACE_TREE_ID};
@@ -126,7 +128,7 @@ impl Pool {
         }
         let (store, _) = wrap_store(store, &PoolConfig::default(), env);
         let rng = Rng::new(env.seed);
-        check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
+        check_store_capabilities(store.as_ref(), rng.next_u128(), StoreUse::Create).await?;
         if let Some(existing) = find_latest_root(store.as_ref()).await? {
             return Err(Error::BadInput(format!(
                 "store {} already holds pool '{}' (txg {}); import it, or destroy it first",
@@ -193,7 +195,7 @@ impl Pool {
                 return Err(e);
             }
         }
-        check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
+        check_store_capabilities(store.as_ref(), rng.next_u128(), StoreUse::Import).await?;
         let latest = scan.intact.clone().ok_or_else(|| no_pool(store.as_ref()))?;
         let rewind = super::rewind::Rewind::plan(&scan, &latest);
         // Each import of one process (same env) draws new ids: the holder's import id and the
