@@ -22,7 +22,7 @@ pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENC
 pub use power_cut::{PowerCutCounts, PowerCutStore};
 pub use retry::{RetryPolicy, RetryingStore};
 pub use simulate::{SimulateSpec, SimulatedStore};
-pub use url::{open_store_url, FILE_STORE_FSYNC};
+pub use url::{open_store_url, scheme_settings, SchemeSettings, FILE_STORE_FSYNC};
 
 use bytes::Bytes;
 use std::ops::Range;

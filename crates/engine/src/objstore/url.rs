@@ -38,7 +38,8 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
         // Not echoed: the part before '@' is a secret. Every message and record shows the URL.
         return Err(Error::BadInput(format!(
             "store URL {scheme}://...@...: credentials do not belong in the URL (it is shown in status, logs and the pool's history); \
-             give them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the config file)"
+             give them in {} (or the config file)",
+            scheme_settings(scheme).credentials
         )));
     }
     let (inner, prefix): (Arc<dyn ObjectStore>, String) = match scheme {
@@ -100,6 +101,45 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
     Ok(Arc::new(ObjectStoreBackend::new(inner, &prefix, url.to_string())))
 }
 
+/// What a user of each scheme sets, named in the hints of store errors (backend.rs) and in the
+/// refusal of credentials in a URL: never another cloud's settings. Each variable is also a
+/// config-file key, in lower case (crates/fardisk/src/config_file.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemeSettings {
+    /// Where the credentials go.
+    pub credentials: &'static str,
+    /// Where the endpoint is set, when the store is not the cloud's own.
+    pub endpoint: &'static str,
+    /// What a bucket is called there.
+    pub bucket: &'static str,
+}
+
+/// The settings of the scheme of `url_or_scheme` (`s3`, `gs://b/p`, ...); local schemes get the
+/// S3 ones, which their errors never name.
+pub fn scheme_settings(url_or_scheme: &str) -> SchemeSettings {
+    let scheme = url_or_scheme.split("://").next().unwrap_or(url_or_scheme);
+    match scheme {
+        "gs" => SchemeSettings {
+            credentials: "GOOGLE_SERVICE_ACCOUNT (the path of a service-account JSON file) or \
+                          GOOGLE_SERVICE_ACCOUNT_KEY (its contents), or GOOGLE_APPLICATION_CREDENTIALS",
+            endpoint: "GOOGLE_BASE_URL",
+            bucket: "bucket",
+        },
+        "az" | "azure" => SchemeSettings {
+            credentials: "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or \
+                          AZURE_STORAGE_SAS_KEY",
+            endpoint: "AZURE_STORAGE_ENDPOINT (or AZURE_STORAGE_USE_EMULATOR=true with \
+                       AZURITE_BLOB_STORAGE_URL for the emulator)",
+            bucket: "container",
+        },
+        _ => SchemeSettings {
+            credentials: "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+            endpoint: "AWS_ENDPOINT_URL",
+            bucket: "bucket",
+        },
+    }
+}
+
 /// Whether a `file://` store's PUT is durable when it returns: the staged file is fsynced, linked
 /// or renamed into place, and its directory fsynced. Without it a published root, the `head` hint
 /// or a segment could still sit in the page cache when the txg's log records are released, and a
@@ -132,6 +172,26 @@ const CLIENT_RETRIES_MAX: usize = 2;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_scheme_is_told_its_own_settings_never_another_clouds() {
+        for (url, own, foreign) in [
+            ("gs://user:s3cr3t@bucket", "GOOGLE_SERVICE_ACCOUNT", ["AWS_", "AZURE_"]),
+            ("az://acct:s3cr3t@container/p", "AZURE_STORAGE_ACCOUNT_KEY", ["AWS_", "GOOGLE_"]),
+            ("s3://AKIAXX:s3cr3t@bucket/prefix", "AWS_SECRET_ACCESS_KEY", ["GOOGLE_", "AZURE_"]),
+        ] {
+            let e = open_store_url(url, false).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains(own), "{e}");
+            for f in foreign {
+                assert!(!e.contains(f), "{url}: {e}");
+            }
+            let s = scheme_settings(url);
+            for f in foreign {
+                assert!(!s.credentials.contains(f) && !s.endpoint.contains(f), "{url}: {s:?}");
+            }
+        }
+        assert_eq!(scheme_settings("az").bucket, "container");
+    }
 
     #[test]
     fn credentials_in_a_url_are_refused_without_being_echoed() {
