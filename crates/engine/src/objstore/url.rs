@@ -10,6 +10,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+#[cfg(feature = "cloud")]
 use std::time::Duration;
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
@@ -18,6 +19,7 @@ fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
 }
 
 /// Splits `bucket/some/prefix` into the bucket and the prefix.
+#[cfg(feature = "cloud")]
 fn bucket_and_prefix(rest: &str) -> (String, String) {
     let rest = rest.trim_matches('/');
     match rest.split_once('/') {
@@ -66,6 +68,7 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
             let store = memory_stores().lock().entry(rest.to_string()).or_default().clone();
             (store, String::new())
         }
+        #[cfg(feature = "cloud")]
         "s3" => {
             let (bucket, prefix) = bucket_and_prefix(rest);
             let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
@@ -82,6 +85,7 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
             b = b.with_retry(client_retry()).with_disable_bulk_delete(true);
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
+        #[cfg(feature = "cloud")]
         "gs" => {
             let (bucket, prefix) = bucket_and_prefix(rest);
             let b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
@@ -89,12 +93,20 @@ pub fn open_store_url(url: &str, create: bool) -> Result<DynStore> {
                 .with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
         }
+        #[cfg(feature = "cloud")]
         "az" | "azure" => {
             let (container, prefix) = bucket_and_prefix(rest);
             let b = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(container)
                 .with_retry(client_retry());
             (Arc::new(b.build().map_err(|e| bad(&e.to_string()))?), prefix)
+        }
+        #[cfg(not(feature = "cloud"))]
+        "s3" | "gs" | "az" | "azure" => {
+            return Err(bad(
+                "this fardisk was built without the cloud stores (cargo's --no-default-features, \
+                 as scripts/demo.sh builds it): rebuild with `cargo build --release -p fardisk`",
+            ))
         }
         other => return Err(bad(&format!("unknown scheme '{other}'"))),
     };
@@ -154,6 +166,7 @@ pub const FILE_STORE_FSYNC: bool = true;
 /// (10 retries within 3 minutes) one engine attempt against an unreachable store took minutes,
 /// so a read the engine meant to give up after 30 s hung far longer, and every retry loop above
 /// it was multiplied.
+#[cfg(feature = "cloud")]
 fn client_retry() -> object_store::RetryConfig {
     object_store::RetryConfig {
         backoff: object_store::BackoffConfig {
@@ -167,6 +180,7 @@ fn client_retry() -> object_store::RetryConfig {
 }
 
 /// Retries of one request inside the HTTP client (see `client_retry`).
+#[cfg(feature = "cloud")]
 const CLIENT_RETRIES_MAX: usize = 2;
 
 #[cfg(test)]
