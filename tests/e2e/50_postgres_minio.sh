@@ -14,8 +14,11 @@
 # Env: FARDISK_BIN=PATH uses that binary instead of building target/debug/fardisk;
 #      E2E50_TPCB_S (default 20) is the length of the first TPC-B run;
 #      E2E_FUSE_URING (default off: /dev/fuse) is import's --fuse-uring (on, auto: io_uring).
+#      FARDISK_E2E_STORE=versity|azurite runs it on that server instead of MinIO (lib/stores.sh).
 E2E_NAME=50_postgres_minio
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stores.sh"
+[ "$E2E_STORE" = minio ] || E2E_NAME="50_postgres_$E2E_STORE"
 umask 022 # PostgreSQL runs as postgres and must reach what is made here
 cd "$E2E_ROOT" || exit 1
 
@@ -204,8 +207,7 @@ else
     require "cargo build -p fardisk" cargo build -q -p fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
-require "minio.sh start" "$SCRIPTS/minio.sh" start
-on_exit '"$SCRIPTS/minio.sh" stop'
+require "$E2E_STORE start" store_start
 require "toxiproxy.sh start" "$SCRIPTS/toxiproxy.sh" start
 on_exit '"$SCRIPTS/toxiproxy.sh" stop'
 on_exit cleanup_all
@@ -216,8 +218,8 @@ mkdir -p "$FS"
 # ---- 1. setup and a first TPC-B run ----------------------------------------------------------
 
 t=$SECONDS
-require "create on s3:// with a log and a cache file" \
-    "$B" create "$POOL" "s3://$FARDISK_BUCKET/e2e50" log "$LOGDEV" cache "$CACHEDEV"
+require "create on $(store_url e2e50) with a log and a cache file" \
+    "$B" create "$POOL" "$(store_url e2e50)" log "$LOGDEV" cache "$CACHEDEV"
 require "import --mount" import_pool
 require "volume create 4G" "$B" volume create "$POOL/pg" 4G
 require "losetup --direct-io=on over the image" attach_loop

@@ -3,6 +3,7 @@
 //! distance, retries, instrumentation, fault injection and client-side encryption.
 
 mod backend;
+mod capability;
 mod encrypted;
 mod faulty;
 mod instrumented;
@@ -13,6 +14,9 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
+pub use capability::{
+    check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
+};
 pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
 pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};
@@ -20,7 +24,9 @@ pub use power_cut::{PowerCutCounts, PowerCutStore};
 pub use retry::{RetryPolicy, RetryingStore};
 pub use settings::{is_store_var, StoreSettings};
 pub use simulate::{SimulateSpec, SimulatedStore};
-pub use url::{open_store_url, open_store_url_with, FILE_STORE_FSYNC};
+pub use url::{
+    open_store_url, open_store_url_with, scheme_settings, SchemeSettings, FILE_STORE_FSYNC,
+};
 
 use bytes::Bytes;
 use std::ops::Range;

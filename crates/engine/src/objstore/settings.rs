@@ -51,6 +51,7 @@ impl StoreSettings {
     }
 
     /// The settings whose names start with `prefix`, lower-cased as the builders' config keys.
+    #[cfg_attr(not(feature = "cloud"), allow(dead_code))]
     pub(crate) fn config_keys<'a>(
         &'a self,
         prefix: &'a str,

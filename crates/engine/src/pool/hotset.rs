@@ -46,6 +46,9 @@ const WARM_IN_FLIGHT: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct HotTracker {
     counts: Mutex<HashMap<(u32, u64), u32>>,
+    /// xxh3 of the list this import last stored: an idle pool's periodic save (every 5 minutes
+    /// in the daemon) would otherwise PUT the same bytes 12 times an hour.
+    saved_sum: Mutex<Option<u64>>,
 }
 
 /// Warm-up progress, shown in status.
@@ -137,7 +140,12 @@ impl Pool {
         let regions = self.inner.hot.hottest(max.min(TRACKED_REGIONS_MAX));
         let blob = encode(self.published_txg(), &regions);
         debug_assert!(decode(&blob).is_ok(), "a hot set must decode right before it is written");
+        let sum = xxhash_rust::xxh3::xxh3_64(&blob);
+        if *self.inner.hot.saved_sum.lock() == Some(sum) {
+            return Ok(regions.len()); // What the store holds already: no request.
+        }
         self.inner.store.put(HOT_SET_KEY, Bytes::from(blob), PutMode::Overwrite).await?;
+        *self.inner.hot.saved_sum.lock() = Some(sum);
         Ok(regions.len())
     }
 

@@ -12,17 +12,28 @@ use std::path::{Path, PathBuf};
 
 pub const CONFIG_PATH_DEFAULT: &str = "/etc/fardisk/fardisk.conf";
 
-/// `(key in the file, environment variable, holds a secret)`.
+/// `(key in the file, environment variable, holds a secret)`, by store scheme, then fardisk's own.
+/// The store settings are the variables object_store's builders read for that scheme.
 pub(crate) const SETTINGS: &[(&str, &str, bool)] = &[
+    // s3://
     ("aws_access_key_id", "AWS_ACCESS_KEY_ID", true),
     ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", true),
     ("aws_session_token", "AWS_SESSION_TOKEN", true),
     ("aws_region", "AWS_REGION", false),
     ("aws_endpoint_url", "AWS_ENDPOINT_URL", false),
     ("aws_allow_http", "AWS_ALLOW_HTTP", false),
+    // gs://
     ("google_service_account", "GOOGLE_SERVICE_ACCOUNT", false),
+    ("google_service_account_key", "GOOGLE_SERVICE_ACCOUNT_KEY", true),
+    ("google_application_credentials", "GOOGLE_APPLICATION_CREDENTIALS", false),
+    ("google_base_url", "GOOGLE_BASE_URL", false),
+    // az://
     ("azure_storage_account_name", "AZURE_STORAGE_ACCOUNT_NAME", false),
     ("azure_storage_account_key", "AZURE_STORAGE_ACCOUNT_KEY", true),
+    ("azure_storage_sas_key", "AZURE_STORAGE_SAS_KEY", true),
+    ("azure_storage_endpoint", "AZURE_STORAGE_ENDPOINT", false),
+    ("azure_storage_use_emulator", "AZURE_STORAGE_USE_EMULATOR", false),
+    // fardisk
     ("key_file", "FARDISK_KEY_FILE", false),
     ("home", "FARDISK_HOME", false),
     ("run_dir", "FARDISK_RUN_DIR", false),
@@ -120,6 +131,27 @@ mod tests {
                 ("FARDISK_METRICS", "127.0.0.1:9464".into())
             ]
         );
+    }
+
+    #[test]
+    fn every_setting_of_the_example_file_is_known_gcs_and_azure_included() {
+        let example = include_str!("../../../../contrib/fardisk.conf.example");
+        // The commented-out settings too: a user uncomments the lines of their scheme.
+        let all: String = example
+            .lines()
+            .map(|l| l.strip_prefix("# ").filter(|r| r.contains(" = ")).unwrap_or(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let got = parse(Path::new("example"), &all, 0o600).expect("the example parses");
+        for var in [
+            "GOOGLE_SERVICE_ACCOUNT",
+            "GOOGLE_BASE_URL",
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_SAS_KEY",
+            "AZURE_STORAGE_USE_EMULATOR",
+        ] {
+            assert!(got.iter().any(|(v, _)| *v == var), "{var} missing from the example");
+        }
     }
 
     #[test]

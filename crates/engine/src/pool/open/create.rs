@@ -4,8 +4,8 @@ use super::holder::holder;
 use super::{no_pool, wrap_store, CreateOptions};
 use crate::blockmap::TreeRef;
 use crate::error::{Error, Result};
-use crate::fence::{check_conditional_writes, find_latest_root, publish_root, scan_roots};
-use crate::objstore::DynStore;
+use crate::fence::{find_latest_root, publish_root, scan_roots};
+use crate::objstore::{check_store_capabilities, DynStore, StoreUse};
 use crate::pool::{names, Env, Pool, PoolConfig};
 use crate::rng::Rng;
 use crate::root::Root;
@@ -28,7 +28,7 @@ impl Pool {
         }
         let (store, _) = wrap_store(store, &PoolConfig::default(), env);
         let rng = Rng::new(env.seed);
-        check_conditional_writes(store.as_ref(), rng.next_u128()).await?;
+        check_store_capabilities(store.as_ref(), rng.next_u128(), StoreUse::Create).await?;
         if let Some(existing) = find_latest_root(store.as_ref()).await? {
             return Err(Error::BadInput(format!(
                 "store {} already holds pool '{}' (txg {}); import it, or destroy it first",

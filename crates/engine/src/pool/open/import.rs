@@ -9,7 +9,7 @@ use super::rewind::Rewind;
 use super::{no_pool, wrap_store, ImportOptions};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fence::{check_conditional_writes, publish_root, scan_roots};
+use crate::fence::{publish_root, scan_roots};
 use crate::objstore::{DynStore, Store};
 use crate::pool::lease::{self, Lease, LeaseRecord};
 use crate::pool::{syncer, Env, Inner, InnerParts, Pool};
@@ -104,7 +104,12 @@ async fn importable_root(
             return Err(e);
         }
     }
-    check_conditional_writes(store, rng.next_u128()).await?;
+    crate::objstore::check_store_capabilities(
+        store,
+        rng.next_u128(),
+        crate::objstore::StoreUse::Import,
+    )
+    .await?;
     let latest = scan.intact.clone().ok_or_else(|| no_pool(store))?;
     let rewind = Rewind::plan(&scan, &latest);
     if latest.pool_name != name {

@@ -1,20 +1,28 @@
-//! The pool engine against a real MinIO on loopback, through toxiproxy. Started by
-//! tests/e2e/30_engine_minio.sh (which starts the servers and exports AWS_* and
-//! FARDISK_TOXIPROXY); run by hand with `cargo test -p fardisk-engine --test s3_minio -- --ignored`
-//! after `eval "$(scripts/toxiproxy.sh env)"`.
+//! The pool engine against a real store server on loopback, through toxiproxy: MinIO, the Versity
+//! S3 gateway or Azurite (az://). Started by tests/e2e/30_engine_minio.sh (which starts the servers
+//! and exports the server's variables, FARDISK_STORE_URL_BASE and FARDISK_TOXIPROXY; the store is
+//! chosen by FARDISK_E2E_STORE); by hand: `scripts/minio.sh start`, `scripts/toxiproxy.sh start`,
+//! `eval "$(scripts/toxiproxy.sh env)"`, then
+//! `cargo test -p fardisk-engine --test store_server -- --ignored`.
 
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
-use fardisk_engine::objstore::open_store_url;
+use fardisk_engine::objstore::{
+    check_store_capabilities, open_store_url, PutMode, StoreErrorKind, StoreUse, RACERS,
+};
 use fardisk_engine::pool::{CreateOptions, ImportOptions, PoolHealth};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `s3://BUCKET` or `az://CONTAINER` (FARDISK_STORE_URL_BASE), else `s3://$FARDISK_BUCKET`.
 fn url(prefix: &str) -> String {
-    let bucket = std::env::var("FARDISK_BUCKET")
-        .expect("FARDISK_BUCKET: run through tests/e2e/30_engine_minio.sh");
-    format!("s3://{bucket}/{prefix}-{}", std::process::id())
+    let base = std::env::var("FARDISK_STORE_URL_BASE").unwrap_or_else(|_| {
+        let bucket = std::env::var("FARDISK_BUCKET")
+            .expect("FARDISK_BUCKET: run through tests/e2e/30_engine_minio.sh");
+        format!("s3://{bucket}")
+    });
+    format!("{}/{prefix}-{}", base.trim_end_matches('/'), std::process::id())
 }
 
 fn toxiproxy(args: &[&str]) {
@@ -34,14 +42,14 @@ fn pattern(i: u64, len: usize) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MinIO: run by tests/e2e/30_engine_minio.sh"]
-async fn minio_round_trip_export_import() {
+#[ignore = "needs a store server: run by tests/e2e/30_engine_minio.sh"]
+async fn store_round_trip_export_import() {
     let env = Env::system();
     let u = url("roundtrip");
     let store = open_store_url(&u, true).expect("s3 store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env)
         .await
-        .expect("create in MinIO");
+        .expect("create on the server");
     let pool = Pool::import(
         store.clone(),
         "tank",
@@ -77,8 +85,8 @@ async fn minio_round_trip_export_import() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MinIO: run by tests/e2e/30_engine_minio.sh"]
-async fn minio_fences_a_second_writer() {
+#[ignore = "needs a store server: run by tests/e2e/30_engine_minio.sh"]
+async fn store_fences_a_second_writer() {
     let env = Env::system();
     let store = open_store_url(&url("fence"), true).expect("s3 store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
@@ -115,7 +123,7 @@ async fn minio_fences_a_second_writer() {
     .await
     .expect("forced import");
     a.write(vol, 0, Bytes::from(vec![1u8; 4096])).await.expect("buffered");
-    let err = a.sync_txg().await.expect_err("old writer fenced by MinIO's If-None-Match");
+    let err = a.sync_txg().await.expect_err("old writer fenced by the server's If-None-Match");
     assert!(err.to_string().contains("fenced"), "{err}");
     let vb = b.volume_id("v").expect("v");
     assert!(
@@ -125,8 +133,8 @@ async fn minio_fences_a_second_writer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MinIO: run by tests/e2e/30_engine_minio.sh"]
-async fn minio_outage_in_the_middle_of_a_write_stream() {
+#[ignore = "needs a store server: run by tests/e2e/30_engine_minio.sh"]
+async fn store_outage_in_the_middle_of_a_write_stream() {
     let env = Env::system();
     let store = open_store_url(&url("outage"), true).expect("s3 store");
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
@@ -195,5 +203,35 @@ async fn minio_outage_in_the_middle_of_a_write_stream() {
             again.read(vol, i << 20, 1 << 20).await.expect("read")[..] == pattern(i, 1 << 20)[..],
             "MiB {i}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a store server: run by tests/e2e/30_engine_minio.sh"]
+async fn store_passes_the_capability_check_and_every_race_has_one_winner() {
+    let store = open_store_url(&url("capability"), true).expect("store");
+    check_store_capabilities(store.as_ref(), 0x5eed, StoreUse::Create)
+        .await
+        .expect("the server has every capability");
+    assert!(store.list("").await.expect("list").is_empty(), "the check keeps nothing");
+    // Races straight to the server (no retry layer between): exactly one winner each time, and
+    // the object holds its bytes.
+    for round in 0..10u8 {
+        let key = format!("race/{round}");
+        let payloads: Vec<Bytes> =
+            (0..RACERS as u8).map(|i| Bytes::from(vec![round * 16 + i; 8192])).collect();
+        let answers = futures::future::join_all(
+            payloads.iter().map(|p| store.put(&key, p.clone(), PutMode::Create)),
+        )
+        .await;
+        let winners: Vec<usize> =
+            answers.iter().enumerate().filter(|(_, a)| a.is_ok()).map(|(i, _)| i).collect();
+        for a in answers.iter().filter_map(|a| a.as_ref().err()) {
+            assert_eq!(a.kind, StoreErrorKind::AlreadyExists, "round {round}: {a}");
+        }
+        assert_eq!(winners.len(), 1, "round {round}: one winner of {RACERS}");
+        let kept = store.get(&key).await.expect("get");
+        assert!(kept == payloads[winners[0]], "round {round}: the object is the winner's");
+        store.delete(&key).await.expect("delete");
     }
 }
