@@ -28,7 +28,7 @@ pub use arc::{
     AdaptiveCache, ArcConfig, ArcStats, EvictionFeed, FeedItem, InsertKind,
     ENTRY_OVERHEAD_BYTES_DEFAULT,
 };
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use hot_set::{decode_hot_set, encode_hot_set, HotSetError, HOT_SET_ENTRIES_MAX};
 pub use key::BlockKey;
 // The device decoders for the cargo-fuzz targets in fuzz/ (not an API).

@@ -300,5 +300,5 @@ pub fn decode_head(bytes: &[u8]) -> Result<u64> {
     }
     let _version = r.u32()?;
     let _pad = r.u32()?;
-    r.u64()
+    Ok(r.u64()?)
 }

@@ -9,6 +9,7 @@ use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::clock::ManualClock;
 use fardisk_engine::objstore::{open_store_url, PutMode, Store};
 use fardisk_engine::pool::{CreateOptions, ImportOptions, ScrubProgress, ScrubState};
+use fardisk_engine::rng::Rng;
 use fardisk_engine::segment::{parse_segment, segment_key, BlockOwner};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::sync::Arc;
@@ -19,17 +20,9 @@ const BLOCK: u64 = 4096;
 
 fn data(len: u64, seed: u64) -> Bytes {
     // Incompressible, so every block is stored as is and has its own range.
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    Bytes::from(
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect::<Vec<u8>>(),
-    )
+    let mut bytes = vec![0u8; len as usize];
+    Rng::new(seed).fill(&mut bytes);
+    Bytes::from(bytes)
 }
 
 async fn import(store: &Arc<dyn Store>, env: &Env, arc_bytes: u64) -> Pool {

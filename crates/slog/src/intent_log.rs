@@ -129,7 +129,7 @@ impl IntentLog {
     /// the order their writes were applied) enqueues under its own lock and waits outside it.
     pub async fn enqueue(&self, records: Vec<LogRecord>) -> Result<QueuedCommit<'_>, LogError> {
         let shared = &self.shared;
-        let started_us = shared.clock.now_us();
+        let started_us = shared.clock.mono_us();
         StatsCounters::add(&shared.stats.sync_requests, 1);
         for record in &records {
             record.validate().map_err(LogError::InvalidRecord)?;
@@ -415,7 +415,7 @@ impl QueuedCommit<'_> {
         let result = self.answer.await.map_err(|_| LogError::Closed)?;
         self.shared
             .stats
-            .record_latency_us(self.shared.clock.now_us().saturating_sub(self.started_us));
+            .record_latency_us(self.shared.clock.mono_us().saturating_sub(self.started_us));
         result
     }
 }

@@ -472,7 +472,8 @@ impl World {
     fn feed_cache(&mut self) {
         if let Some(cache) = &self.cache {
             if let Some(l2) = cache.l2() {
-                self.cache_clock.advance_ms(1000);
+                // A second passes: the L2ARC's write-rate budget refills.
+                self.clock.advance(Duration::from_secs(1));
                 l2.write_tick(&cache.arc().feed());
                 l2.flush();
             }
