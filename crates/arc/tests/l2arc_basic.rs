@@ -1,6 +1,9 @@
 //! L2ARC write and read paths: ARC eviction to L2 and back, verification against the
 //! caller's checksum, time-bounded flushing, striping, and the rate cap.
 
+// Real time is the point here: the writer thread under test runs on the system clock.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::sync::Arc;

@@ -24,6 +24,22 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     async fn sleep(&self, duration: Duration);
 }
 
+/// Runs `future` for at most `limit` on `clock`: its output, or `None` if the limit came first
+/// (the future is polled first, as `tokio::time::timeout` does). On the system clock this is
+/// `tokio::time::timeout`; on a [`ManualClock`] the limit passes, like every manual sleep, as
+/// soon as the future is not ready when polled: time skips ahead instead of being waited out.
+pub async fn timeout<F: std::future::Future>(
+    clock: &dyn Clock,
+    limit: Duration,
+    future: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        out = future => Some(out),
+        () = clock.sleep(limit) => None,
+    }
+}
+
 /// The real clock: wall time from the system, monotonic time from an `Instant` taken when the
 /// clock was made. The one place real time enters the library crates.
 #[derive(Debug)]
@@ -136,6 +152,17 @@ mod tests {
         let clock = ManualClock::default();
         rt.block_on(clock.sleep(Duration::from_secs(3600)));
         assert_eq!(clock.mono_us(), 3_600_000_000);
+    }
+
+    #[test]
+    fn timeout_returns_a_ready_output_and_gives_up_on_a_pending_one() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let clock = ManualClock::default();
+        let limit = Duration::from_secs(30);
+        assert_eq!(rt.block_on(timeout(&clock, limit, async { 7 })), Some(7));
+        assert_eq!(clock.mono_us(), 0, "a ready future costs no time");
+        assert_eq!(rt.block_on(timeout(&clock, limit, std::future::pending::<()>())), None);
+        assert_eq!(clock.mono_us(), 30_000_000, "the limit passed on the clock");
     }
 
     #[test]

@@ -15,6 +15,6 @@ pub mod clock;
 pub mod le;
 pub mod rng;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{timeout, Clock, ManualClock, SystemClock};
 pub use le::{checksum64, checksum64_parts, CodecError, Reader, Writer};
 pub use rng::Rng;

@@ -32,8 +32,8 @@ impl Rng {
         let mut seed = [0u8; 8];
         // getrandom(2) cannot fail for 8 bytes once the kernel pool is initialised; fall back
         // to the pid.
-        // SAFETY: the pointer and length describe `seed`, a live, writable 8-byte buffer.
         #[allow(clippy::disallowed_methods)] // The one entropy source of the library crates.
+        // SAFETY: the pointer and length describe `seed`, a live, writable 8-byte buffer.
         let got = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
         if got != 8 {
             seed = u64::from(std::process::id()).to_le_bytes();

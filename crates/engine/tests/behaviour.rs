@@ -2,6 +2,9 @@
 //! request counts per txg and per import, reads that never wait behind uploads, outages that
 //! suspend and resume by themselves, and space reporting with compaction.
 
+// Real time is the point here: some scenarios run on the system clock against a store made slow in real time.
+#![allow(clippy::disallowed_methods)]
+
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::ManualClock;

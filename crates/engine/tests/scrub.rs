@@ -3,6 +3,9 @@
 //! missing segment is reported; a read of a damaged block is an error, never wrong bytes; pause,
 //! resume and stop do what they say.
 
+// Real time is the point here: scrub rate limits and pauses are observed in real time.
+#![allow(clippy::disallowed_methods)]
+
 use bytes::Bytes;
 use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::blkptr::BlockPtr;

@@ -8,6 +8,9 @@
 //! * records replayed once (even if their commit never returned) are replayed again until
 //!   they are published: the engine has applied them, so they must not vanish.
 
+// Real time is the point here: waits for the log writer, a real OS thread.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::collections::{BTreeMap, HashMap};

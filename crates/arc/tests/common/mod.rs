@@ -1,5 +1,7 @@
 //! Helpers shared by the L2ARC integration tests.
 #![allow(dead_code)]
+// Real time is the point here: the rig waits for real writer and rebuild threads.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -146,6 +146,7 @@ impl EncryptedStore {
         let cipher = Aes256GcmSiv::new_from_slice(&key.bytes).expect("32-byte key");
         // The nonce stream mixes the injected seed with fresh entropy: a simulation replays the
         // same plaintexts, and must still never reuse nonces across processes.
+        #[allow(clippy::disallowed_methods)] // Nonces must never repeat, not even on a replay.
         let rng = Rng::new(seed ^ Rng::from_entropy().next_u64());
         EncryptedStore { inner, cipher, fingerprint: key.fingerprint(), rng }
     }

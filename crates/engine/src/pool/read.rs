@@ -6,6 +6,7 @@
 use super::{bad, Inner, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::FANOUT;
+use crate::clock::timeout;
 use crate::codec::checksum64;
 use crate::compress::decompress;
 use crate::dirty::{Dirty, BLOCK_BYTES};
@@ -63,8 +64,8 @@ impl Pool {
                 // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
                     looked_again += 1;
-                    let _ = tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.sync_lock.lock())
-                        .await;
+                    let sync_done = self.inner.sync_lock.lock();
+                    let _ = timeout(&*self.inner.env.clock, MISSING_SEGMENT_WAIT, sync_done).await;
                     tree = self.readable_tree(volume_id)?.1;
                 }
                 other => break other?,
@@ -347,8 +348,8 @@ async fn wait_for_prefetches(
         return wanted;
     }
     for mut rx in pending {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx.wait_for(|done| *done))
-            .await;
+        let done = rx.wait_for(|done| *done);
+        let _ = timeout(&*inner.env.clock, std::time::Duration::from_secs(30), done).await;
     }
     let mut still = Vec::new();
     for (i, p) in wanted {

@@ -443,6 +443,8 @@ impl World {
             if !matches!(pool.scrub_progress().state, ScrubState::Scanning | ScrubState::Paused) {
                 break;
             }
+            // Lets the scrub task run; the simulated time is the ManualClock, not this.
+            #[allow(clippy::disallowed_methods)]
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let p = pool.scrub_progress();
