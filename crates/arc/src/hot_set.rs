@@ -1,5 +1,6 @@
-//! The warm-up blob: a checksummed list of hot block keys that the engine stores at export and
-//! prefetches at import, so a restarted pool does not begin with a cold ARC.
+//! A checksummed list of hot ARC block keys. It was written to warm the ARC after a restart; the
+//! engine chose logical regions instead (its `hotset` object, design note 0003), so nothing
+//! stores this blob today. The format stays pinned (tests/fixtures/hot-set.bin).
 //!
 //! Layout (all little-endian), see docs/format/l2arc.md:
 //! ```text

@@ -12,6 +12,7 @@
 //! injected environment makes the simulation replay).
 
 pub mod clock;
+pub mod golden;
 pub mod le;
 pub mod rng;
 

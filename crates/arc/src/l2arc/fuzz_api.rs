@@ -97,6 +97,15 @@ impl L2LogBlock {
     pub fn data_low(&self) -> u32 {
         self.0.data_low
     }
+    pub fn sequence(&self) -> u64 {
+        self.0.sequence
+    }
+    /// Every entry as (segment_id, offset_bytes, len_bytes, data checksum, data_offset).
+    pub fn entries(&self) -> Vec<(u64, u32, u32, u64, u32)> {
+        let e = self.0.entries.iter();
+        e.map(|e| (e.key.segment_id, e.key.offset_bytes, e.len_bytes, e.checksum, e.data_offset))
+            .collect()
+    }
 }
 
 /// A whole valid log block of `place.block_bytes()` holding `blocks` (key, data) as the writer

@@ -12,7 +12,7 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
-pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
+pub use encrypted::{is_encrypted_object, seal_with_nonces, EncryptedStore, EncryptionKey};
 pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};
 pub use power_cut::{PowerCutCounts, PowerCutStore};

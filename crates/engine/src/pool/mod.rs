@@ -26,7 +26,11 @@ mod write;
 
 pub use audit::SpaceAudit;
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
-pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
+pub use history::{
+    decode_event, encode_event, read_history, this_host, write_history_event, HistoryEvent,
+    HISTORY_KEPT,
+};
+pub use hotset::{decode as decode_hot_set, encode as encode_hot_set, HOT_SET_KEY};
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
 pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
 pub use point_in_time::{list_root_txgs, PointInTime};
