@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fardisk::fuse::FuseOptions;
+use fardisk_nbd::SectorDevice;
 use fardisk_nbd::{BlockDevice, MemDevice};
-use fuse_support::devices::{GatedDevice, SectorDevice};
+use fuse_support::devices::GatedDevice;
 use fuse_support::{open_rw, AlignedBuf, Mounted, Rng, TestProvider};
 
 const MIB: u64 = 1 << 20;
