@@ -5,10 +5,10 @@
 
 use crate::blkptr::BlockPtr;
 use crate::cache::BlockCache;
+use crate::clock::{Clock, SystemClock};
 use bytes::Bytes;
 use fardisk_arc::{
-    AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock,
-    WriterHandle,
+    AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, WriterHandle,
 };
 use parking_lot::{Mutex, RwLock};
 use std::path::Path;
@@ -26,6 +26,8 @@ pub struct ArcBlockCache {
     /// For an L2ARC created at run time: its write rate and guid seed.
     l2_config: L2ArcConfig,
     seed: u64,
+    /// For an L2ARC created at run time: its clock (write-rate budget, health checks).
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for ArcBlockCache {
@@ -54,7 +56,15 @@ impl ArcBlockCache {
     ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
-        ArcBlockCache { arc, l2: RwLock::new(l2), writer: Mutex::new(writer), l2_config, seed }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        ArcBlockCache {
+            arc,
+            l2: RwLock::new(l2),
+            writer: Mutex::new(writer),
+            l2_config,
+            seed,
+            clock,
+        }
     }
 
     /// An ARC and L2ARC with no writer thread: the caller feeds the L2ARC (`l2().write_tick`)
@@ -66,7 +76,16 @@ impl ArcBlockCache {
         seed: u64,
     ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
-        ArcBlockCache { arc, l2: RwLock::new(Some(l2)), writer: Mutex::new(None), l2_config, seed }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let l2 = RwLock::new(Some(l2));
+        ArcBlockCache { arc, l2, writer: Mutex::new(None), l2_config, seed, clock }
+    }
+
+    /// The clock an L2ARC created at run time (`add_device`) runs on; the system clock unless
+    /// set (give it the pool's `Env::clock`).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> ArcBlockCache {
+        self.clock = clock;
+        self
     }
 
     pub fn arc(&self) -> &AdaptiveCache {
@@ -95,13 +114,8 @@ impl ArcBlockCache {
                 .map(|_| ())
                 .map_err(|e| format!("cache device {}: {e}", path.display()));
         }
-        let l2 = L2Arc::new(
-            self.l2_config.clone(),
-            pool_guid,
-            Arc::new(MonotonicClock::new()),
-            self.seed,
-        )
-        .map_err(|e| format!("L2ARC: {e}"))?;
+        let l2 = L2Arc::new(self.l2_config.clone(), pool_guid, self.clock.clone(), self.seed)
+            .map_err(|e| format!("L2ARC: {e}"))?;
         l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
         *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
         *slot = Some(l2);

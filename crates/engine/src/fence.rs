@@ -1,7 +1,7 @@
-//! One writer per pool (rule 6). Roots form a chain `roots/<txg>` written with create-only PUTs: the
-//! writer that creates txg N+1 owns the pool from then on, and a writer whose create of N+1 finds
-//! another writer's root there is fenced and stops. An ambiguous retried PUT is told apart from a
-//! rival's by the random `put_id` each root carries.
+//! One writer per pool (rule 6, docs/design/0000-rules.md). Roots form a chain `roots/<txg>`
+//! written with create-only PUTs: the writer that creates txg N+1 owns the pool from then on, and
+//! a writer whose create of N+1 finds another writer's root there is fenced and stops. An
+//! ambiguous retried PUT is told apart from a rival's by the random `put_id` each root carries.
 
 use crate::error::{Error, Result};
 use crate::objstore::{PutMode, Store, StoreError, StoreErrorKind};

@@ -13,6 +13,7 @@ pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"FDROOT01");
 /// Version 2 added snapshots, clone origins and the trees' page tag; version 1 roots still open.
 pub const ROOT_VERSION: u32 = 2;
 pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDHEAD01");
+pub const HEAD_VERSION: u32 = 1;
 
 pub fn root_key(txg: u64) -> String {
     format!("roots/{txg:016x}")
@@ -331,7 +332,7 @@ impl Root {
 /// stale hint (a crash between the root PUT and the head PUT) costs one extra GET.
 pub fn encode_head(txg: u64) -> Vec<u8> {
     let mut w = Writer::with_capacity(32);
-    w.u64(HEAD_MAGIC).u32(1).u32(0).u64(txg);
+    w.u64(HEAD_MAGIC).u32(HEAD_VERSION).u32(0).u64(txg);
     w.seal();
     w.buf
 }
@@ -342,9 +343,14 @@ pub fn decode_head(bytes: &[u8]) -> Result<u64> {
     if r.u64()? != HEAD_MAGIC {
         return Err(Error::corrupt("head", "bad magic"));
     }
-    let _version = r.u32()?;
+    // Verified like every structure: a hint of an unknown version is not trusted (import then
+    // starts from the newest key under `roots/`, as for a damaged one).
+    let version = r.u32()?;
+    if version != HEAD_VERSION {
+        return Err(Error::corrupt("head", format!("unknown version {version}")));
+    }
     let _pad = r.u32()?;
-    r.u64()
+    Ok(r.u64()?)
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 //! `eval "$(scripts/toxiproxy.sh env)"`, then
 //! `cargo test -p fardisk-engine --test store_server -- --ignored`.
 
+// Real time is the point here: a real MinIO server answers in real time.
+#![allow(clippy::disallowed_methods)]
+
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::objstore::{

@@ -54,6 +54,7 @@ pub fn load_or_generate(path: &Path) -> Result<EncryptionKey> {
         bail!("key file '{}' must be an absolute path", path.display());
     }
     let mut bytes = [0u8; 32];
+    #[allow(clippy::disallowed_methods)] // A key must be unpredictable: entropy, never a seed.
     // SAFETY: a valid buffer of the given length.
     let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
     if got != bytes.len() as isize {

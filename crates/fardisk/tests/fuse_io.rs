@@ -2,6 +2,9 @@
 //! odd offsets and sizes land exactly, fsync reaches (and waits for) the device's flush,
 //! and O_DSYNC writes are durable before they return. Real kernel; needs root and /dev/fuse.
 
+// Real time is the point here: the FUSE mount and its writers are real and take real time.
+#![allow(clippy::disallowed_methods)]
+
 mod fuse_support;
 
 use std::os::unix::fs::FileExt;
@@ -11,8 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fardisk::fuse::FuseOptions;
+use fardisk_nbd::SectorDevice;
 use fardisk_nbd::{BlockDevice, MemDevice};
-use fuse_support::devices::{GatedDevice, SectorDevice};
+use fuse_support::devices::GatedDevice;
 use fuse_support::{open_rw, AlignedBuf, Mounted, Rng, TestProvider};
 
 const MIB: u64 = 1 << 20;

@@ -8,6 +8,9 @@
 //!
 //! harness = false: main() is the test, or an engine when FARDISK_FUSE_TAKEOVER_ROLE says so.
 
+// Real time is the point here: real processes and a real kernel connection, waited on with bounds.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::io::{Read, Write};

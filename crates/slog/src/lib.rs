@@ -64,7 +64,7 @@ mod writer;
 
 pub use admin::RemoveOutcome;
 pub use aligned::AlignedBuf;
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{FormatOptions, MissingPolicy, OpenOptions, VdevConfig, VdevKind, VdevSpec};
 pub use device::crash::{CrashDevice, MemProvider};
 pub use device::file::{FileDevice, FileProvider};

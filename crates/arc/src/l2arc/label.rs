@@ -15,7 +15,7 @@
 //! 64..4096 zero
 //! ```
 
-use crate::codec::{xxh3_parts, LeReader, LeWriter};
+use crate::codec::{checksum64_parts, CodecError, Reader, Writer};
 
 const LABEL_MAGIC: u64 = u64::from_le_bytes(*b"FDL2LABL");
 const LABEL_VERSION: u32 = 1;
@@ -38,19 +38,14 @@ pub(crate) struct Label {
 
 impl Label {
     pub(crate) fn encode(&self) -> [u8; LABEL_BYTES] {
-        let mut buf = [0u8; LABEL_BYTES];
-        let mut w = LeWriter::new(&mut buf);
-        w.u64(LABEL_MAGIC);
-        w.u32(LABEL_VERSION);
-        w.u32(ROLE_CACHE);
-        w.u128(self.pool_guid);
-        w.u64(self.device_guid);
-        w.u32(self.log_block_bytes);
-        w.u32(self.slot_count);
+        let mut w = Writer::with_capacity(LABEL_BYTES);
+        w.u64(LABEL_MAGIC).u32(LABEL_VERSION).u32(ROLE_CACHE).u128(self.pool_guid);
+        w.u64(self.device_guid).u32(self.log_block_bytes).u32(self.slot_count);
         w.u64(RING_OFFSET_BYTES);
-        debug_assert_eq!(w.position(), 56);
-        let checksum = xxh3_parts(&[&buf[..56]]);
-        buf[56..].copy_from_slice(&checksum.to_le_bytes());
+        debug_assert_eq!(w.len(), 56);
+        w.seal(); // xxh3_64 of bytes 0..56
+        let mut buf = [0u8; LABEL_BYTES];
+        buf.copy_from_slice(&w.buf);
         // Pair assertion: verify right before the bytes leave for the device.
         debug_assert_eq!(Label::decode(&buf), Ok(*self));
         buf
@@ -61,23 +56,23 @@ impl Label {
         if buf.len() < LABEL_BYTES {
             return Err(format!("label copy is {} bytes", buf.len()));
         }
-        let mut r = LeReader::new(buf);
-        let magic = r.u64();
+        let mut r = Reader::new(buf, "cache label");
+        let magic = r.u64().map_err(short)?;
         if magic != LABEL_MAGIC {
             return Err(format!("bad magic {magic:#018x}"));
         }
-        let version = r.u32();
+        let version = r.u32().map_err(short)?;
         if version != LABEL_VERSION {
             return Err(format!("unsupported version {version}"));
         }
-        let role = r.u32();
-        let pool_guid = r.u128();
-        let device_guid = r.u64();
-        let log_block_bytes = r.u32();
-        let slot_count = r.u32();
-        let ring_offset = r.u64();
-        let stored = r.u64();
-        let computed = xxh3_parts(&[&buf[..56]]);
+        let role = r.u32().map_err(short)?;
+        let pool_guid = r.u128().map_err(short)?;
+        let device_guid = r.u64().map_err(short)?;
+        let log_block_bytes = r.u32().map_err(short)?;
+        let slot_count = r.u32().map_err(short)?;
+        let ring_offset = r.u64().map_err(short)?;
+        let stored = r.u64().map_err(short)?;
+        let computed = checksum64_parts(&[&buf[..56]]);
         if stored != computed {
             return Err(format!("checksum mismatch ({stored:#x} != {computed:#x})"));
         }
@@ -96,6 +91,11 @@ impl Label {
             Label::decode(second).map_err(|second_err| format!("{first_err}; {second_err}"))
         })
     }
+}
+
+/// Fewer bytes than the label's fields (unreachable after the length check).
+fn short(e: CodecError) -> String {
+    e.to_string()
 }
 
 /// The pool a cache device belongs to, from its first 8 KiB (both label copies); None when

@@ -17,7 +17,7 @@ pub use backend::ObjectStoreBackend;
 pub use capability::{
     check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
 };
-pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
+pub use encrypted::{is_encrypted_object, seal_with_nonces, EncryptedStore, EncryptionKey};
 pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};
 pub use power_cut::{PowerCutCounts, PowerCutStore};

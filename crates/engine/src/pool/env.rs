@@ -20,11 +20,10 @@ pub struct Env {
 
 impl Env {
     pub fn system() -> Env {
-        Env {
-            clock: Arc::new(crate::clock::SystemClock::default()),
-            seed: Rng::from_entropy().next_u64(),
-            blocking_inline: false,
-        }
+        // The production environment is where the system clock and a fresh seed come in.
+        #[allow(clippy::disallowed_methods)]
+        let seed = Rng::from_entropy().next_u64();
+        Env { clock: Arc::new(crate::clock::SystemClock::default()), seed, blocking_inline: false }
     }
 
     /// Runs `work` off the async workers (or inline, see `blocking_inline`).

@@ -178,7 +178,8 @@ async fn wait_for_prefetches(
         return wanted;
     }
     for mut rx in pending {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx.wait_for(|done| *done))
+        let done = rx.wait_for(|done| *done);
+        let _ = crate::clock::timeout(&*inner.env.clock, std::time::Duration::from_secs(30), done)
             .await;
     }
     let mut still = Vec::new();

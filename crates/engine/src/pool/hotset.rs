@@ -87,7 +87,9 @@ impl HotTracker {
     }
 }
 
-fn encode(txg: u64, regions: &[(u32, u64, u32)]) -> Vec<u8> {
+/// The `hotset` object listing `regions` as (volume id, region index, demand reads), taken at
+/// published txg `txg` (exported as `pool::encode_hot_set`).
+pub fn encode(txg: u64, regions: &[(u32, u64, u32)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES + regions.len() * ENTRY_BYTES + 8);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -103,7 +105,8 @@ fn encode(txg: u64, regions: &[(u32, u64, u32)]) -> Vec<u8> {
     out
 }
 
-fn decode(bytes: &[u8]) -> Result<Vec<(u32, u64, u32)>> {
+/// Verifies a `hotset` object; its regions as (volume id, region index, reads).
+pub fn decode(bytes: &[u8]) -> Result<Vec<(u32, u64, u32)>> {
     let corrupt = |why: &str| Error::corrupt("hot set", why);
     if bytes.len() < HEADER_BYTES + 8 || &bytes[..8] != MAGIC {
         return Err(corrupt("bad magic or too short"));

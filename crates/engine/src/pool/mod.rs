@@ -68,7 +68,11 @@ pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use env::Env;
 pub use health::PoolHealth;
 pub use held::{list_held_files, HeldRecord, HeldRecords, HeldSummary, HELD_FILE_SUFFIX};
-pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
+pub use history::{
+    decode_event, encode_event, read_history, this_host, write_history_event, HistoryEvent,
+    HISTORY_KEPT,
+};
+pub use hotset::{decode as decode_hot_set, encode as encode_hot_set, HOT_SET_KEY};
 pub use intent::LogDevices;
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
 pub use names::{check_pool_name, split_snapshot_name};

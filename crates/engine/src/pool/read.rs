@@ -7,6 +7,7 @@ use super::fetch::{fetch_blocks, is_missing_segment, Source};
 use super::{bad, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::FANOUT;
+use crate::clock::timeout;
 use crate::dirty::{Dirty, BLOCK_BYTES};
 use crate::error::Result;
 use bytes::{Bytes, BytesMut};
@@ -58,9 +59,8 @@ impl Pool {
                 // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
                     looked_again += 1;
-                    let _ =
-                        tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.txg.sync_lock.lock())
-                            .await;
+                    let sync_done = self.inner.txg.sync_lock.lock();
+                    let _ = timeout(&*self.inner.env.clock, MISSING_SEGMENT_WAIT, sync_done).await;
                     tree = self.readable_tree(volume_id)?.1;
                 }
                 other => break other?,

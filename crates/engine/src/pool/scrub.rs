@@ -22,6 +22,7 @@ use super::txg::Relocation;
 use super::{Inner, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{TreeRef, TreeWalk};
+use crate::clock::timeout;
 use crate::codec::checksum64;
 use crate::error::{Error, Result};
 use crate::objstore::StoreErrorKind;
@@ -507,7 +508,8 @@ impl Pacer {
             }
             if *self.paused.borrow() {
                 // Woken by resume or cancel (both flip `paused` to false).
-                let _ = tokio::time::timeout(Duration::from_secs(1), self.paused.changed()).await;
+                let _ =
+                    timeout(&*inner.env.clock, Duration::from_secs(1), self.paused.changed()).await;
                 continue;
             }
             let rate = rate_max(inner);

@@ -103,6 +103,7 @@ impl Pool {
     /// The pool had no log: open one over `config` and start recording writes into it.
     fn start_log(&self, config: VdevConfig) -> Result<()> {
         let mut o = OpenOptions::new(self.inner.intent.devices.0.clone());
+        o.clock = self.inner.env.clock.clone();
         o.writer_epoch = self.inner.epoch;
         let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o)
             .map_err(|e| slog_err("opening the new log", e))?;

@@ -3,6 +3,7 @@
 //! throttle delays and finally stalls writers as ZFS's does.
 
 use super::{bad, Pool};
+use crate::clock::timeout;
 use crate::dirty::{is_all_zero, Dirty, BLOCK_BYTES};
 use crate::error::Result;
 use bytes::{Bytes, BytesMut};
@@ -274,7 +275,8 @@ impl Pool {
             self.inner.counters.add_stall();
             self.inner.txg.kick();
             let freed = self.inner.txg.dirty_freed();
-            let _ = tokio::time::timeout(Duration::from_millis(STALL_WAIT_MS), freed).await;
+            let stall = Duration::from_millis(STALL_WAIT_MS);
+            let _ = timeout(&*self.inner.env.clock, stall, freed).await;
             self.check_writable()?;
         }
     }

@@ -3,6 +3,8 @@
 //! FUSE mount, temp dir) even when the test fails half way. These tests use the real
 //! kernel; they need root and /dev/fuse and fail loudly without them.
 #![allow(dead_code)]
+// Real time is the point here: mounts, loop devices and unmounts are real and take real time.
+#![allow(clippy::disallowed_methods)]
 
 pub mod devices;
 

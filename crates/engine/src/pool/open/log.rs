@@ -39,6 +39,7 @@ pub(super) fn open_log(
     let devices = &opts.log_devices;
     let whole_vdev_missing = configs.iter().any(|c| c.legs.iter().all(|p| !devices.exists(p)));
     let mut o = fardisk_slog::OpenOptions::new(devices.0.clone());
+    o.clock = env.clock.clone();
     // After a clean export every acknowledged write is in the store: a missing log loses nothing.
     let clean_export = !root.holder.active;
     if whole_vdev_missing && clean_export {
