@@ -15,7 +15,7 @@ use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::blockmap::{decode_page, FANOUT, PAGE_BYTES};
 use fardisk_engine::compress::{decompress, Compression};
 use fardisk_engine::objstore::{open_store_url, EncryptedStore, PutMode, Store};
-use fardisk_engine::pool::{decode_event, decode_hot_set, LeaseRecord};
+use fardisk_engine::pool::{decode_event, decode_hot_set, HeldRecords, LeaseRecord};
 use fardisk_engine::root::{decode_head, Root};
 use fardisk_engine::segment::{parse_segment, segment_key, BlockOwner};
 use fardisk_engine::space::{SegmentSpace, SPACE_TREE_ID};
@@ -218,6 +218,21 @@ fn space_page_fixture_decodes_to_segment_space() {
     }
     assert!(SegmentSpace::from_slot(&slots[3]).expect("slot").is_empty_slot());
     assert!(decode_page(&bytes, 1, 0, 0).is_err(), "a space page is not a volume's page");
+}
+
+#[test]
+fn held_records_fixture_decodes_and_damaged_files_are_refused() {
+    let held = HeldRecords::decode(&read("held-records.bin")).expect("held records");
+    assert_eq!(held, golden::held_records());
+    for name in [
+        "held-records.flipped-header-bit.bin",
+        "held-records.flipped-data-bit.bin",
+        "held-records.truncated.bin",
+        "held-records.wrong-magic.bin",
+        "held-records.wrong-version.bin",
+    ] {
+        assert!(HeldRecords::decode(&read(name)).is_err(), "{name} accepted");
+    }
 }
 
 #[test]

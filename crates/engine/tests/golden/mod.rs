@@ -9,13 +9,16 @@ use fardisk_engine::blockmap::{encode_page, Slot, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::codec::Writer;
 use fardisk_engine::compress::Compression;
 use fardisk_engine::objstore::{seal_with_nonces, EncryptionKey};
-use fardisk_engine::pool::{encode_event, encode_hot_set, HistoryEvent, LeaseRecord};
+use fardisk_engine::pool::{
+    encode_event, encode_hot_set, HeldRecord, HeldRecords, HistoryEvent, LeaseRecord,
+};
 use fardisk_engine::rng::Rng;
 use fardisk_engine::root::{
     encode_head, Holder, Root, SnapshotEntry, VdevEntry, VdevRole, VolumeEntry,
 };
 use fardisk_engine::segment::{segment_id, BlockOwner, SegmentBuilder};
 use fardisk_engine::space::{SegmentSpace, SpaceTotals, SPACE_TREE_ID};
+use fardisk_slog::{LogRecord, RecordKind};
 use std::collections::BTreeMap;
 
 pub const POOL_GUID: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
@@ -253,6 +256,38 @@ pub fn history_event() -> HistoryEvent {
     }
 }
 
+/// A fenced writer's held records file: a write, a trim and a zeroing of volume 1 (`pg`).
+pub fn held_records() -> HeldRecords {
+    let rec = |seq, kind, offset_bytes, length_bytes, data: Vec<u8>| HeldRecord {
+        seq,
+        record: LogRecord {
+            txg: TXG + 1,
+            volume_id: 1,
+            kind,
+            offset_bytes,
+            length_bytes,
+            data: data.into(),
+        },
+    };
+    HeldRecords {
+        pool_guid: POOL_GUID,
+        import_id: 0x5555_6666_7777_8888_9999_0000_1111_2222,
+        epoch: EPOCH,
+        published_txg: TXG,
+        open_txg: TXG + 1,
+        time_ms: TIME_MS,
+        pool_name: "tank".into(),
+        hostname: "host-a".into(),
+        reason: "fenced: epoch 4 seen in leases/13".into(),
+        volumes: [(1, "pg".to_string())].into_iter().collect(),
+        records: vec![
+            rec(7, RecordKind::Write, 8192, 4096, data_block(4, false)),
+            rec(8, RecordKind::Trim, 1 << 20, 65_536, Vec::new()),
+            rec(9, RecordKind::WriteZeroes, 2 << 20, 4096, Vec::new()),
+        ],
+    }
+}
+
 /// (volume id, region index, demand reads), in volume order as `save_hot_set` writes them.
 pub fn hot_regions() -> Vec<(u32, u64, u32)> {
     vec![(1, 0, 9), (1, 7, 3), (3, 2, 2)]
@@ -378,7 +413,22 @@ pub fn all() -> Vec<Fixture> {
     out.extend(sealed_family("history-event", encode_event(&history_event()), 40, 8));
     out.extend(sealed_family("hotset", encode_hot_set(TXG, &hot_regions()), 30, 8));
     out.extend(encrypted_family());
+    out.extend(held_family());
     out
+}
+
+/// A held records file seals its header and each record separately, so its damaged variants
+/// are made here rather than by `sealed_family` (which reseals a tail checksum).
+fn held_family() -> Vec<Fixture> {
+    let good = held_records().encode();
+    vec![
+        Fixture::new("held-records.flipped-header-bit.bin", flip_bit(&good, 20, 3)),
+        Fixture::new("held-records.flipped-data-bit.bin", flip_bit(&good, good.len() - 200, 1)),
+        Fixture::new("held-records.truncated.bin", truncated(&good)),
+        Fixture::new("held-records.wrong-magic.bin", wrong_magic(&good)),
+        Fixture::new("held-records.wrong-version.bin", put_u32(good.clone(), 8, 99)),
+        Fixture::new("held-records.bin", good),
+    ]
 }
 
 fn encrypted_family() -> Vec<Fixture> {
