@@ -54,8 +54,15 @@ record "module cycles" $? $((SECONDS - t0))
 # FUSE over io_uring is tested when the kernel has it: its module switch is machine-wide and
 # off by default, so the test run (not the tests, not fardisk) turns it on, as an operator would.
 URING_SWITCH=/sys/module/fuse/parameters/enable_uring
+# The switch is the machine's, not ours: it is put back as found when the run ends, however it ends.
+URING_WAS="$(cat "$URING_SWITCH" 2>/dev/null || true)"
+restore_uring() {
+    [ -n "$URING_WAS" ] && [ -w "$URING_SWITCH" ] && echo "$URING_WAS" >"$URING_SWITCH" 2>/dev/null
+    return 0
+}
+trap restore_uring EXIT
 if [ -w "$URING_SWITCH" ]; then
-    echo Y >"$URING_SWITCH" && fd_log "FUSE over io_uring on ($URING_SWITCH) for the tests"
+    echo Y >"$URING_SWITCH" && fd_log "FUSE over io_uring on ($URING_SWITCH) for the tests (put back to '$URING_WAS' at the end)"
 else
     fd_log "FUSE over io_uring not tested: $URING_SWITCH is missing or not writable (kernel before 6.14 or without CONFIG_FUSE_IO_URING); /dev/fuse is"
 fi
