@@ -3,6 +3,7 @@
 
 mod create;
 mod destroy;
+mod exit_code;
 mod held_cmds;
 mod import;
 mod iostat;
@@ -199,7 +200,7 @@ pub fn main(run_daemon: DaemonRunner) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("fardisk: {}", one_line(&e));
-            1
+            exit_code::for_error(&e)
         }
     }
 }

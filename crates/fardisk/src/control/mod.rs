@@ -13,6 +13,6 @@ pub mod request;
 pub mod socket;
 
 pub use daemon_options::{DaemonOptions, DaemonRunner, NbdListen};
-pub use reply::{one_line, ControlError, Reply};
+pub use reply::{error_kind, one_line, ControlError, Reply};
 pub use request::{Envelope, Registration, Request, ScrubAction, SnapshotTarget};
 pub use socket::{call, command_line, is_alive};

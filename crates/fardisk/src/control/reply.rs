@@ -34,17 +34,19 @@ impl ControlError {
     /// first error in the chain that has one (a `fardisk_engine::Error` or a `ControlError`),
     /// else `fallback`.
     pub fn from_anyhow(e: &anyhow::Error, fallback: ErrorKind) -> ControlError {
-        let kind = e
-            .chain()
-            .find_map(|c| {
-                if let Some(e) = c.downcast_ref::<fardisk_engine::Error>() {
-                    return Some(e.kind());
-                }
-                c.downcast_ref::<ControlError>().map(|e| e.kind)
-            })
-            .unwrap_or(fallback);
-        ControlError::new(kind, one_line(e))
+        ControlError::new(error_kind(e).unwrap_or(fallback), one_line(e))
     }
+}
+
+/// The kind of the first error in the chain that has one: a `fardisk_engine::Error` (in the
+/// daemon, or a CLI command that opens the pool itself) or a `ControlError` (a daemon's reply).
+pub fn error_kind(e: &anyhow::Error) -> Option<ErrorKind> {
+    e.chain().find_map(|c| {
+        if let Some(e) = c.downcast_ref::<fardisk_engine::Error>() {
+            return Some(e.kind());
+        }
+        c.downcast_ref::<ControlError>().map(|e| e.kind)
+    })
 }
 
 impl From<fardisk_engine::Error> for ControlError {
