@@ -9,7 +9,9 @@
 //! kernel instead of in our memory.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
@@ -17,11 +19,49 @@ use tokio::sync::Semaphore;
 pub(crate) struct Dispatcher {
     runtime: Handle,
     permits: Arc<Semaphore>,
+    pause: Pause,
+}
+
+/// Stops a dispatcher from running new data requests, for a handover to the next engine
+/// (`fardisk upgrade`): a request that arrives paused is never answered, so the kernel keeps
+/// it on the holder's /dev/fuse file and resends it to the next engine (FUSE_NOTIFY_RESEND).
+#[derive(Clone)]
+pub(crate) struct Pause {
+    paused: Arc<AtomicBool>,
+    permits: Arc<Semaphore>,
+    permits_max: usize,
+}
+
+impl Pause {
+    /// Pauses and waits (up to `wait`) until no data request runs. Returns whether none runs.
+    pub(crate) fn pause_and_drain(&self, wait: Duration) -> bool {
+        self.paused.store(true, Ordering::SeqCst);
+        // Bounded: `wait` in steps of 5 ms. Real time: the tasks run on real threads.
+        let steps = (wait.as_millis() / 5).max(1);
+        for _ in 0..steps {
+            if self.permits.available_permits() == self.permits_max {
+                return true;
+            }
+            #[allow(clippy::disallowed_methods)] // waiting on real threads, see above
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.permits.available_permits() == self.permits_max
+    }
 }
 
 impl Dispatcher {
     pub(crate) fn new(runtime: Handle, requests_in_flight_max: usize) -> Dispatcher {
-        Dispatcher { runtime, permits: Arc::new(Semaphore::new(requests_in_flight_max)) }
+        let permits = Arc::new(Semaphore::new(requests_in_flight_max));
+        let pause = Pause {
+            paused: Arc::new(AtomicBool::new(false)),
+            permits: permits.clone(),
+            permits_max: requests_in_flight_max,
+        };
+        Dispatcher { runtime, permits, pause }
+    }
+
+    pub(crate) fn pause(&self) -> Pause {
+        self.pause.clone()
     }
 
     /// Runs `work` on the runtime once a permit is free. Must be called from a thread that
@@ -40,6 +80,15 @@ impl Dispatcher {
                 self.runtime.block_on(acquire).expect("the dispatch semaphore is never closed")
             }
         };
+        // Checked after taking the permit, so a drain that sees every permit free knows that
+        // every later request sees the pause.
+        if self.pause.paused.load(Ordering::SeqCst) {
+            // Neither run nor dropped: dropping the reply would answer EIO; unanswered, the
+            // request stays with the kernel for the next engine. Leaks one small future per
+            // request that arrives during a handover.
+            std::mem::forget(work);
+            return;
+        }
         self.runtime.spawn(async move {
             work.await;
             drop(permit);
