@@ -180,6 +180,10 @@ pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> 
             opts.pool
         );
     }
+    if !engine_of_holder {
+        // What a holder that gave up left for `status` is history once the pool is imported.
+        crate::holder::state::remove(&crate::holder::state::path(&cfg.paths, &opts.pool));
+    }
     let socket = cfg.paths.control_socket(&opts.pool);
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         let hint = if opts.read_only.is_some() {

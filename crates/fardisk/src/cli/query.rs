@@ -100,8 +100,10 @@ async fn pool_status(cfg: &Config, pool: &str) -> Result<Value> {
     }
     // A holder whose engine is restarting (or that gave up) says so; the store would only
     // show the pool as imported.
-    if crate::holder::is_held(&cfg.paths, pool) {
-        if let Some(s) = crate::holder::state::read(&crate::holder::state::path(&cfg.paths, pool)) {
+    let holder_state = crate::holder::state::read(&crate::holder::state::path(&cfg.paths, pool));
+    if let Some(s) = holder_state {
+        // A holder that gave up left its reason behind; one that runs is restarting its engine.
+        if s.stopped.is_some() || crate::holder::is_held(&cfg.paths, pool) {
             let state = if s.stopped.is_some() { "Faulted" } else { "Restarting" };
             return Ok(json!({
                 "name": pool,
