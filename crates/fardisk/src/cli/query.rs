@@ -491,6 +491,26 @@ pub(crate) fn render_arcstat(v: &Value) -> String {
     std::mem::take(out)
 }
 
+/// The `holder:` line of `status`: restarts, upgrades, the budget and the last exit.
+fn holder_text(h: &Value) -> String {
+    let n = |k: &str| h[k].as_u64().unwrap_or(0);
+    let last = h["recent_exits"]
+        .as_array()
+        .and_then(|a| a.last())
+        .map(|e| format!("; last: engine pid {} {}", e["pid"], e["reason"].as_str().unwrap_or("?")))
+        .unwrap_or_default();
+    format!(
+        "pid {}, engine generation {}, {} restarts ({} in the last {} s, at most {}), {} upgrades, FUSE over /dev/fuse{last}",
+        n("pid"),
+        n("generation"),
+        n("restarts"),
+        n("restarts_in_window"),
+        n("restart_window_s"),
+        n("restarts_max"),
+        n("upgrades")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,24 +541,4 @@ mod tests {
     fn snapshot_arcstat() {
         assert_snapshot("arcstat.txt", &render_arcstat(&arcstat_fixture()));
     }
-}
-
-/// The `holder:` line of `status`: restarts, upgrades, the budget and the last exit.
-fn holder_text(h: &Value) -> String {
-    let n = |k: &str| h[k].as_u64().unwrap_or(0);
-    let last = h["recent_exits"]
-        .as_array()
-        .and_then(|a| a.last())
-        .map(|e| format!("; last: engine pid {} {}", e["pid"], e["reason"].as_str().unwrap_or("?")))
-        .unwrap_or_default();
-    format!(
-        "pid {}, engine generation {}, {} restarts ({} in the last {} s, at most {}), {} upgrades, FUSE over /dev/fuse{last}",
-        n("pid"),
-        n("generation"),
-        n("restarts"),
-        n("restarts_in_window"),
-        n("restart_window_s"),
-        n("restarts_max"),
-        n("upgrades")
-    )
 }

@@ -142,4 +142,46 @@ mod tests {
         }
         assert_eq!(dispatcher.available(), 2);
     }
+
+    struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_pause_waits_for_running_work_and_leaves_new_work_unanswered() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dispatcher = Dispatcher::new(runtime.handle().clone(), 2);
+        let pause = dispatcher.pause();
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+        dispatcher.spawn(async move {
+            let _ = release_rx.await;
+        });
+        assert!(
+            !pause.pause_and_drain(Duration::from_millis(50)),
+            "a request still runs: the drain must say so"
+        );
+        release_tx.send(()).expect("the task waits");
+        assert!(pause.pause_and_drain(Duration::from_secs(5)), "the running request finished");
+        // Work that arrives paused: not run, and not dropped (dropping a Reply answers EIO).
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard = SetOnDrop(dropped.clone());
+        let ran_in_task = ran.clone();
+        dispatcher.spawn(async move {
+            let _guard = guard;
+            ran_in_task.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!ran.load(Ordering::SeqCst), "paused work must not run");
+        assert!(!dropped.load(Ordering::SeqCst), "paused work must not be dropped");
+        assert_eq!(dispatcher.available(), 2, "its permit is returned");
+    }
 }
