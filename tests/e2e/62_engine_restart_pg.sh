@@ -83,6 +83,10 @@ else
     require "cargo build -p fardisk" cargo build -q -p fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
+# The "installed" binary: upgrades start whatever file is at this path when they run.
+mkdir -p "$W/bin"
+require "install the binary under test as $W/bin/fardisk" cp "$B" "$W/bin/fardisk"
+B="$W/bin/fardisk"
 on_exit cleanup_all
 mkdir -p "$FS"
 
@@ -134,6 +138,13 @@ for ((k = 1; k <= KILLS; k++)); do
     kills_done=$k
 done
 check "$kills_done of $KILLS engine SIGKILLs, each followed by a new engine" test "$kills_done" -eq "$KILLS"
+# A new release installed over the running one (a new file at the same path, as a package
+# manager does it); the engines that run keep the old one open.
+cp "$B" "$W/bin/fardisk.new" && mv -f "$W/bin/fardisk.new" "$B"
+installed_inode="$(stat -c %i "$B")"
+# runs_installed PID: the process runs the file now at $B (not the replaced one).
+runs_installed() { [ "$(stat -L -c %i "/proc/$1/exe" 2>/dev/null)" = "$installed_inode" ]; }
+check "before the upgrades the engine runs the replaced binary" bash -c "readlink /proc/$(daemon_pid)/exe | grep -q deleted"
 upgrades_done=0
 for ((u = 1; u <= UPGRADES; u++)); do
     sleep $((1 + RANDOM % 2))
@@ -142,9 +153,11 @@ for ((u = 1; u <= UPGRADES; u++)); do
     out="$(timeout 300 "$B" upgrade "$POOL" --wait 240 2>&1)" || { fail "upgrade $u: $out"; break; }
     secs_since "$t0" >>"$W/upgrade_pauses"
     info "upgrade $u: $out"
+    engine="$(daemon_pid)"
+    runs_installed "$engine" || { fail "upgrade $u: engine $engine does not run the installed binary ($(readlink "/proc/$engine/exe"))"; break; }
     upgrades_done=$u
 done
-check "$upgrades_done of $UPGRADES upgrades under load" test "$upgrades_done" -eq "$UPGRADES"
+check "$upgrades_done of $UPGRADES upgrades under load, each new engine running the installed binary" test "$upgrades_done" -eq "$UPGRADES"
 info "kills and upgrades took $((SECONDS - t_load)) s of the ${LOAD_S} s load"
 check "the holder is the same process throughout (pid $HOLDER_PID)" is_ours "$HOLDER_PID" fardisk
 check "PostgreSQL never restarted (postmaster $PM_PID)" postgres_never_restarted

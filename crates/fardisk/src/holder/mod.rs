@@ -88,7 +88,9 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
         let reason = restarts::describe(outcome.status);
         if outcome.exported && outcome.status.success() {
             tracing::info!("holder: the engine exported the pool; stopping");
-            unmount(&mountpoint);
+            if !outcome.unmounted {
+                unmount(&mountpoint);
+            }
             state::remove(&state_path);
             return Ok(());
         }

@@ -25,6 +25,8 @@ pub struct Outcome {
     pub negotiated: Option<Vec<u8>>,
     pub exported: bool,
     pub upgrading: bool,
+    /// The engine asked for the unmount (export) and the holder did it.
+    pub unmounted: bool,
 }
 
 /// Starts an engine, hands it the connection and waits until it exits.
@@ -50,6 +52,7 @@ pub fn engine(
         negotiated: None,
         exported: false,
         upgrading: false,
+        unmounted: false,
     };
     let mut stop_forwarded = false;
     loop {
@@ -80,6 +83,7 @@ fn handle(message: EngineMessage, socket: &UnixStream, mountpoint: &Path, outcom
         EngineMessage::Serving { negotiated } => outcome.negotiated = Some(negotiated),
         EngineMessage::Unmount => {
             let error = super::unmount(mountpoint);
+            outcome.unmounted = true;
             if let Err(e) = link::send_json(socket, &UnmountReply { error }, &[]) {
                 tracing::warn!(error = %e, "holder: could not answer the engine's unmount");
             }
