@@ -67,6 +67,8 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
     let mut log = RestartLog::new(cfg.policy);
     let mut negotiated: Option<Vec<u8>> = None;
     let mut generation = 0u64;
+    // Engines in a row that went before they served (e.g. the store is unreachable at import).
+    let mut failed_starts = 0u32;
     loop {
         generation += 1;
         let handover = link::Handover {
@@ -82,6 +84,10 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
         };
         state::write(&state_path, &state::HolderState::serving(&handover, None));
         let outcome = supervise::engine(&cfg, &handover, device.as_fd(), &mountpoint)?;
+        let served = outcome.negotiated.is_some();
+        if served {
+            failed_starts = 0;
+        }
         if let Some(n) = outcome.negotiated {
             negotiated = Some(n);
         }
@@ -113,6 +119,19 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
                 state::remove(&state_path);
                 bail!("the engine went ({reason}) while stopping; the pool was not exported cleanly: the next import replays its log");
             }
+            Verdict::Restart if kind == ExitKind::Crash && !served => {
+                // An engine that cannot get as far as serving usually fails the same way at
+                // once: wait longer each time, so the budget spans more than an instant.
+                failed_starts += 1;
+                let delay = restart_delay(failed_starts);
+                tracing::warn!(
+                    pid = outcome.pid,
+                    %reason,
+                    delay_ms = delay.as_millis() as u64,
+                    "holder: the engine went before it served; starting another after a pause (requests wait in the kernel meanwhile)"
+                );
+                wait_unless_stopping(delay);
+            }
             Verdict::Restart => match kind {
                 ExitKind::Upgrade => {
                     tracing::info!(
@@ -143,6 +162,27 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
                 bail!("{line}");
             }
         }
+    }
+}
+
+/// Longest pause between engines that went before they served.
+const RESTART_DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// 0.5 s, 1 s, 2 s, ... up to [`RESTART_DELAY_MAX`], for the `failed_starts`-th such engine.
+fn restart_delay(failed_starts: u32) -> std::time::Duration {
+    let ms = 500u64.saturating_mul(1 << failed_starts.saturating_sub(1).min(16));
+    std::time::Duration::from_millis(ms).min(RESTART_DELAY_MAX)
+}
+
+/// Sleeps `delay` in short steps, ending early when the holder is asked to stop.
+fn wait_unless_stopping(delay: std::time::Duration) {
+    let step = std::time::Duration::from_millis(50);
+    let steps = (delay.as_millis() / step.as_millis()).max(1);
+    for _ in 0..steps {
+        if stop_asked() {
+            return;
+        }
+        std::thread::sleep(step);
     }
 }
 
@@ -216,4 +256,16 @@ pub(crate) fn unmount(mountpoint: &Path) -> Option<String> {
 
 pub(crate) fn stop_asked() -> bool {
     STOP_ASKED.load(Ordering::SeqCst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_after_failed_starts_doubles_up_to_a_bound() {
+        let ms: Vec<u64> = (1..=7).map(|n| restart_delay(n).as_millis() as u64).collect();
+        assert_eq!(ms, [500, 1000, 2000, 4000, 8000, 10_000, 10_000]);
+        assert_eq!(restart_delay(u32::MAX), RESTART_DELAY_MAX);
+    }
 }

@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(20);
 pub struct Outcome {
     pub pid: u32,
     pub status: ExitStatus,
-    /// The INIT parameters it reported, if it did.
+    /// The INIT parameters it reported when it began to serve (None: it never served).
     pub negotiated: Option<Vec<u8>>,
     pub exported: bool,
     pub upgrading: bool,
