@@ -100,6 +100,14 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             state::remove(&state_path);
             return Ok(());
         }
+        if generation == 1 && !served && !outcome.upgrading {
+            // The first engine could not import (bad input, a missing device, no store): no
+            // one has used the mount yet, so there is nothing to keep alive. Its own error is
+            // the last line of the log, which the importing CLI shows: add nothing after it.
+            unmount(&mountpoint);
+            state::remove(&state_path);
+            std::process::exit(outcome.status.code().filter(|c| *c != 0).unwrap_or(1));
+        }
         let kind =
             if outcome.upgrading && outcome.status.code() == Some(supervise::UPGRADE_EXIT_CODE) {
                 ExitKind::Upgrade
