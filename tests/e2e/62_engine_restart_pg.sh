@@ -94,7 +94,7 @@ mkdir -p "$FS"
 
 require "create on file:// with a log file" "$B" create "$POOL" "file://$W/store" log "$LOGDEV"
 # The kills here come faster than any real crash loop: the budget is raised for them.
-require "import --holder --mount" import_pool --holder --restart-max 1000 --restart-window 60
+require "import --holder --mount --nbd" import_pool --holder --restart-max 1000 --restart-window 60 --nbd "unix:$W/nbd.sock"
 HOLDER_PID="$(holder_field pid)"
 require "status names the holder (pid ${HOLDER_PID:-none})" is_ours "$HOLDER_PID" fardisk
 DAEMON_PIDS+=("$HOLDER_PID")
@@ -206,6 +206,34 @@ require "stop PostgreSQL" pg_stop
 require "umount ext4" umount "$FS"
 check "e2fsck -fn clean" fsck_clean
 detach_loop
+
+# ---- an NBD client reconnects by itself -------------------------------------------------------
+
+# nbd_client_rides_a_restart: qemu-io with reconnect-delay writes a pattern, the engine is
+# SIGKILLed while the client is connected, and the same client (no new command) reads the pattern
+# back and writes and reads more: qemu's NBD driver reconnects to the socket the new engine serves.
+nbd_client_rides_a_restart() {
+    local engine="$1"
+    {
+        echo "write -P 0x5c 0 1M"
+        sleep 2
+        kill -KILL "$engine"
+        sleep 1
+        echo "read -P 0x5c 0 1M"
+        echo "write -P 0x5d 1M 1M"
+        echo "read -P 0x5d 1M 1M"
+        echo "quit"
+    } | timeout 120 qemu-io --image-opts "driver=nbd,server.type=unix,server.path=$W/nbd.sock,export=nbdv,reconnect-delay=60" >"$W/qemu-io.out" 2>&1
+    local reads
+    reads="$(grep -c 'read 1048576/1048576 bytes' "$W/qemu-io.out")"
+    if [ "$reads" = 2 ] && ! grep -qiE 'fail|error' "$W/qemu-io.out"; then return 0; fi
+    cat "$W/qemu-io.out" >&2
+    return 1
+}
+require "volume create nbdv 64M" "$B" volume create "$POOL/nbdv" 64M
+engine="$(daemon_pid)"
+check "qemu-io (reconnect-delay=60) rides an engine SIGKILL on one connection" nbd_client_rides_a_restart "$engine"
+check "a new engine serves after the NBD case" engine_other_than "$engine"
 
 # ---- bad cases -------------------------------------------------------------------------------
 
