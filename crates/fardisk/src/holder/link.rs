@@ -10,7 +10,6 @@ use fardisk_fuse::handover;
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -26,7 +25,6 @@ pub struct Handover {
     pub holder_pid: u32,
     /// 1 for the first engine, +1 per restart or upgrade.
     pub generation: u64,
-    pub mountpoint: PathBuf,
     /// The INIT parameters a predecessor negotiated (`Negotiated::to_bytes`), or None when
     /// the kernel's INIT still waits to be answered.
     pub negotiated: Option<Vec<u8>>,
@@ -187,5 +185,46 @@ impl HolderLink {
             "restart_window_s": h.policy.window_s,
             "recent_exits": h.recent,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::restarts::ExitKind;
+    use super::*;
+
+    #[test]
+    fn the_largest_handover_fits_one_message() {
+        let exit = EngineExit {
+            at_ms: u64::MAX,
+            pid: u32::MAX,
+            kind: ExitKind::Crash,
+            // RestartLog::record cuts reasons to 160 characters.
+            reason: "x".repeat(160),
+        };
+        let handover = Handover {
+            holder_pid: u32::MAX,
+            generation: u64::MAX,
+            negotiated: Some(vec![255; fardisk_fuse::init::NEGOTIATED_BYTES]),
+            policy: RestartPolicy { restarts_max: u32::MAX, window_s: u64::MAX },
+            restarts_total: u64::MAX,
+            upgrades_total: u64::MAX,
+            crashes_in_window: u64::MAX,
+            recent: vec![exit; super::super::restarts::RECENT_EXITS_KEPT],
+        };
+        let bytes = serde_json::to_vec(&handover).expect("encode");
+        assert!(bytes.len() <= handover::MESSAGE_BYTES_MAX, "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn messages_cross_a_socket_pair_whole() {
+        let (holder, engine) = socket_pair().expect("socketpair");
+        send_json(&engine, &EngineMessage::Serving { negotiated: vec![1, 2, 3] }, &[])
+            .expect("send");
+        send_json(&engine, &EngineMessage::Exported, &[]).expect("send");
+        let (first, _): (EngineMessage, _) = recv_json(&holder).expect("first");
+        let (second, _): (EngineMessage, _) = recv_json(&holder).expect("second");
+        assert_eq!(first, EngineMessage::Serving { negotiated: vec![1, 2, 3] });
+        assert_eq!(second, EngineMessage::Exported);
     }
 }

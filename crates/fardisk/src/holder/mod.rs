@@ -74,7 +74,6 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
         let handover = link::Handover {
             holder_pid: std::process::id(),
             generation,
-            mountpoint: mountpoint.clone(),
             negotiated: negotiated.clone(),
             policy: cfg.policy,
             restarts_total: log.restarts_total,
@@ -120,7 +119,18 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             kind,
             reason: if kind == ExitKind::Upgrade { "upgrade".to_owned() } else { reason.clone() },
         };
-        match log.record(exit) {
+        let verdict = log.record(exit);
+        // What `status` shows until the next engine answers: this exit, counted.
+        let counted = link::Handover {
+            generation: generation + 1,
+            restarts_total: log.restarts_total,
+            upgrades_total: log.upgrades_total,
+            crashes_in_window: log.crashes_in_window() as u64,
+            recent: log.recent.iter().cloned().collect(),
+            ..handover.clone()
+        };
+        state::write(&state_path, &state::HolderState::serving(&counted, None));
+        match verdict {
             Verdict::Restart if STOP_ASKED.load(Ordering::SeqCst) => {
                 tracing::warn!(%reason, "holder: the engine went while the holder was asked to stop; not restarting");
                 unmount(&mountpoint);
@@ -156,15 +166,10 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             },
             Verdict::GiveUp(line) => {
                 tracing::error!("holder: {line}");
-                let handover = link::Handover {
-                    restarts_total: log.restarts_total,
-                    crashes_in_window: log.crashes_in_window() as u64,
-                    recent: log.recent.iter().cloned().collect(),
-                    ..handover
-                };
+                let stopped = link::Handover { generation, ..counted };
                 state::write(
                     &state_path,
-                    &state::HolderState::serving(&handover, Some(line.clone())),
+                    &state::HolderState::serving(&stopped, Some(line.clone())),
                 );
                 unmount(&mountpoint);
                 bail!("{line}");
