@@ -263,5 +263,21 @@ check "the FUSE mount is gone with the holder" bash -c "! grep -q ' $MNT ' /proc
 require "a plain import recovers the pool (README, Restarts)" import_pool
 require "export" "$B" export "$POOL"
 
+# The holder itself killed: its engine has the connection too and serves on, without restarts;
+# export then unmounts without the holder.
+require "import --holder again" import_pool --holder
+HOLDER_PID="$(holder_field pid)"
+DAEMON_PIDS+=("$HOLDER_PID")
+engine="$(daemon_pid)"
+kill -KILL "$HOLDER_PID"
+check "SIGKILL of the holder" wait_gone 100 "$HOLDER_PID"
+# engine_serves_alone PID: the image reads through the mount and PID still answers as the engine.
+engine_serves_alone() {
+    dd if="$MNT/nbdv" of=/dev/null bs=1M count=4 iflag=direct status=none && [ "$(daemon_pid)" = "$1" ]
+}
+check "its engine still serves the mount" engine_serves_alone "$engine"
+require "export without the holder" "$B" export "$POOL"
+check "the FUSE mount is gone after that export" bash -c "! grep -q ' $MNT ' /proc/mounts"
+
 echo "RESULT $E2E_NAME: seed $SEED; engine back after a SIGKILL (seconds until the new engine answers): $(stats "$W/kill_pauses"); upgrade hand-over (until the new engine answers): $(stats "$W/upgrade_pauses"); pgbench's slowest transaction: $(cat "$W"/pgbench_log* 2>/dev/null | awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { printf "%.2f s", m / 1e6 }') (measured on this machine, under load)"
 e2e_finish

@@ -398,10 +398,18 @@ fn attach_held(
     };
     let resumed = negotiated.is_some();
     let unmount_link = link.clone();
+    let unmount_dir = dir.to_owned();
     let held = crate::fuse::HeldConnection {
         device,
         negotiated,
-        unmount: Box::new(move || unmount_link.unmount()),
+        // A holder that died (kill -9) left this engine serving on; it unmounts by itself then.
+        unmount: Box::new(move || {
+            unmount_link.unmount().or_else(|error| {
+                tracing::warn!(%error, "the holder does not answer; unmounting without it");
+                fardisk_fuse::mount::unmount(&unmount_dir, false)
+                    .or_else(|_| fardisk_fuse::mount::unmount(&unmount_dir, true))
+            })
+        }),
     };
     let options = crate::fuse::FuseOptions {
         timestamp: import_time,
