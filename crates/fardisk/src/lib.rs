@@ -19,6 +19,9 @@ pub mod control;
 pub mod daemon;
 pub mod device;
 pub mod fuse;
+// The holder waits on processes and sockets in real time (poll intervals, exit times).
+#[allow(clippy::disallowed_methods)]
+pub mod holder;
 pub mod keys;
 pub mod paths;
 pub mod progress;

@@ -69,6 +69,19 @@ pub struct ImportArgs {
     /// refuse on a kernel without it), off (/dev/fuse only)
     #[arg(long, value_name = "on|off|auto", default_value = "auto")]
     pub fuse_uring: String,
+    /// Keep the FUSE mount alive across engine restarts: a small holder process owns the
+    /// mount and restarts the engine whenever it exits (log replay, then the requests that
+    /// were in flight are sent again), so users of the images see a pause, not an error.
+    /// Serves through /dev/fuse (not io_uring). Enables `fardisk upgrade`
+    #[arg(long, requires = "mount")]
+    pub holder: bool,
+    /// With --holder: most unplanned engine restarts within --restart-window; one more and the
+    /// holder stops (and the mount with it)
+    #[arg(long, default_value = "10", value_name = "N")]
+    pub restart_max: u32,
+    /// With --holder: the window --restart-max counts in
+    #[arg(long, default_value = "60", value_name = "SECONDS")]
+    pub restart_window: u64,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
@@ -156,6 +169,21 @@ pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> 
             "fardisk: --force takes the pool from its writer. With multihost=off, a writer that is still running keeps acknowledging sync writes from its own intent log until its next commit finds it fenced, and those writes are lost; with multihost=on this import first waits out that writer's lease (fardisk set multihost=on POOL)."
         );
     }
+    let engine_of_holder = std::env::var_os(crate::holder::link::HOLDER_FD_ENV).is_some();
+    if a.holder && a.fuse_uring == "on" {
+        bail!("--holder serves through /dev/fuse: a request inside an io_uring entry when an engine dies is not sent again by the kernel (Linux 6.18), so a restart could lose it. Leave out --fuse-uring on (or give --fuse-uring off)");
+    }
+    if !engine_of_holder && crate::holder::is_held(&cfg.paths, &opts.pool) {
+        bail!(
+            "pool '{}' already has a holder on this host (its engine is restarting, or it gave up: `fardisk status {}` says which)",
+            opts.pool,
+            opts.pool
+        );
+    }
+    if !engine_of_holder {
+        // What a holder that gave up left for `status` is history once the pool is imported.
+        crate::holder::state::remove(&crate::holder::state::path(&cfg.paths, &opts.pool));
+    }
     let socket = cfg.paths.control_socket(&opts.pool);
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         let hint = if opts.read_only.is_some() {
@@ -168,6 +196,20 @@ pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> 
             opts.pool,
             socket.display()
         );
+    }
+    if a.foreground && a.holder && !engine_of_holder {
+        return crate::holder::run(crate::holder::HolderConfig {
+            pool: opts.pool.clone(),
+            mount: opts.mount.clone().context("--holder needs --mount DIR")?,
+            engine_exe: engine_exe()?,
+            engine_args: std::env::args().skip(1).collect(),
+            policy: crate::holder::restarts::RestartPolicy {
+                restarts_max: a.restart_max,
+                window_s: a.restart_window.max(1),
+            },
+            paths: cfg.paths.clone(),
+            allow_other: false,
+        });
     }
     if a.foreground {
         return run_daemon(opts, cfg);
@@ -259,6 +301,42 @@ fn start_background(
         std::thread::sleep(Duration::from_millis(50));
     }
     bail!("the daemon did not become ready within {} s; see {}", a.wait, log.display())
+}
+
+/// The binary the holder starts as each engine: the path this one was started from, so an
+/// upgrade that replaced the file starts the new binary.
+fn engine_exe() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find this binary")?;
+    // After the file was replaced, /proc/self/exe reads "PATH (deleted)".
+    let text = exe.to_string_lossy();
+    Ok(PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text)))
+}
+
+/// `fardisk upgrade POOL`: the engine hands over to a new one started from the installed
+/// binary; waits until the new engine answers.
+pub async fn upgrade(pool: &str, wait_s: u64, cfg: &Config) -> Result<()> {
+    let socket = cfg.paths.control_socket(pool);
+    if !is_alive(&socket).await {
+        bail!("pool '{pool}' is not imported on this host (or its engine is restarting: `fardisk status {pool}`)");
+    }
+    let started = Instant::now();
+    let v = call(&socket, Request::Upgrade).await.context("upgrade refused")?;
+    let old_pid = v["pid"].as_u64().unwrap_or(0);
+    let deadline = started + Duration::from_secs(wait_s);
+    while Instant::now() < deadline {
+        if let Ok(p) = call(&socket, Request::Ping).await {
+            let new_pid = p["pid"].as_u64().unwrap_or(0);
+            if new_pid != old_pid && new_pid != 0 {
+                println!(
+                    "pool '{pool}' upgraded: engine pid {old_pid} handed over to pid {new_pid} in {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("the new engine of pool '{pool}' did not answer within {wait_s} s; see `fardisk status {pool}` and the pool's log")
 }
 
 /// A daemon log line without its timestamp and level, for the import spinner.

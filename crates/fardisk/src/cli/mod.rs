@@ -45,6 +45,16 @@ pub enum Command {
     /// Drain everything to the store and stop serving the pool
     #[command(after_help = "Example:\n  fardisk export tank")]
     Export { pool: String },
+    /// Replace the running engine with the installed binary under a live mount (pools
+    /// imported with --holder): the old engine drains to the store and the new one takes the
+    /// FUSE connection over; users of the images see a pause
+    #[command(after_help = "Example:\n  fardisk upgrade tank")]
+    Upgrade {
+        pool: String,
+        /// How long to wait for the new engine to answer
+        #[arg(long, default_value = "600", value_name = "SECONDS")]
+        wait: u64,
+    },
     /// Delete an exported pool from its store and clear its log and cache device labels
     #[command(
         after_help = "Examples:\n  fardisk destroy tank\n  fardisk destroy tank s3://bucket/tank\n  fardisk destroy tank -f     # finish an interrupted destroy, or destroy under another host's import"
@@ -215,6 +225,7 @@ async fn dispatch(c: Command, cfg: &Config) -> anyhow::Result<()> {
         Command::Held(c) => held_cmds::run(c, cfg),
         Command::Import(_) => unreachable!("handled before the runtime starts"),
         Command::Export { pool } => import::export(&pool, cfg).await,
+        Command::Upgrade { pool, wait } => import::upgrade(&pool, wait, cfg).await,
         Command::Destroy(a) => destroy::run(a, cfg).await,
         Command::Status(a) => query::status(a, cfg).await,
         Command::List(a) => query::list(a, cfg).await,

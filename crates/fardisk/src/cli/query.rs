@@ -98,6 +98,20 @@ async fn pool_status(cfg: &Config, pool: &str) -> Result<Value> {
     if control::is_alive(&cfg.paths.control_socket(pool)).await {
         return call(cfg, pool, Request::Status).await;
     }
+    // A holder whose engine is restarting (or that gave up) says so; the store would only
+    // show the pool as imported.
+    let holder_state = crate::holder::state::read(&crate::holder::state::path(&cfg.paths, pool));
+    if let Some(s) = holder_state {
+        // A holder that gave up left its reason behind; one that runs is restarting its engine.
+        if s.stopped.is_some() || crate::holder::is_held(&cfg.paths, pool) {
+            let state = if s.stopped.is_some() { "Faulted" } else { "Restarting" };
+            return Ok(json!({
+                "name": pool,
+                "health": {"state": state, "reason": s.line(pool)},
+                "engine_holder": {"pid": s.holder_pid, "generation": s.generation, "restarts": s.restarts, "upgrades": s.upgrades, "stopped": s.stopped, "last_exit": s.last_exit},
+            }));
+        }
+    }
     let rec = cfg
         .paths
         .load_record(pool)
@@ -234,6 +248,10 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     outln!(out, "  pool: {}", v["name"].as_str().unwrap_or("?"));
     outln!(out, " state: {}", health_text(v));
+    if v.get("store").is_none() && v.get("engine_holder").is_some() {
+        // Only the holder answered (its engine is restarting, or it stopped).
+        return;
+    }
     outln!(out, " store: {}", v["store"].as_str().unwrap_or("?"));
     match v["read_only_txg"].as_u64() {
         Some(t) => outln!(
@@ -274,6 +292,9 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
             Some(t) => outln!(out, " mount: {m} (FUSE over {t})"),
             None => outln!(out, " mount: {m}"),
         }
+    }
+    if let Some(h) = v.get("engine_holder").filter(|h| h.is_object()) {
+        outln!(out, "holder: {}", holder_text(h));
     }
     if let Some(h) = v.get("held").filter(|h| h.is_object()) {
         outln!(out, "  held: {}", held_text(h));
@@ -468,6 +489,26 @@ pub(crate) fn render_arcstat(v: &Value) -> String {
         }
     }
     std::mem::take(out)
+}
+
+/// The `holder:` line of `status`: restarts, upgrades, the budget and the last exit.
+fn holder_text(h: &Value) -> String {
+    let n = |k: &str| h[k].as_u64().unwrap_or(0);
+    let last = h["recent_exits"]
+        .as_array()
+        .and_then(|a| a.last())
+        .map(|e| format!("; last: engine pid {} {}", e["pid"], e["reason"].as_str().unwrap_or("?")))
+        .unwrap_or_default();
+    format!(
+        "pid {}, engine generation {}, {} restarts ({} in the last {} s, at most {}), {} upgrades, FUSE over /dev/fuse{last}",
+        n("pid"),
+        n("generation"),
+        n("restarts"),
+        n("restarts_in_window"),
+        n("restart_window_s"),
+        n("restarts_max"),
+        n("upgrades")
+    )
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ pub enum Request {
     Sync,
     /// Drain to the store and stop; answered once the export finished.
     Export,
+    /// Hand over to a new engine (the installed binary) started by the pool's holder;
+    /// answered before the handover starts.
+    Upgrade,
     VolumeCreate {
         name: String,
         size_bytes: u64,
@@ -159,6 +162,8 @@ impl Request {
             Request::Sync => reg("sync", false),
             // The daemon records the export itself, with what stopped it.
             Request::Export => reg("export", false),
+            // The engines record the handover themselves.
+            Request::Upgrade => reg("upgrade", false),
             Request::VolumeCreate { .. } => reg("volume_create", true),
             Request::VolumeDestroy { .. } => reg("volume_destroy", true),
             Request::VolumeResize { .. } => reg("volume_resize", true),

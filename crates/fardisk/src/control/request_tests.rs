@@ -15,6 +15,7 @@ fn every_request() -> Vec<Request> {
         Request::HotsetSave,
         Request::Sync,
         Request::Export,
+        Request::Upgrade,
         Request::VolumeCreate { name: "pg".into(), size_bytes: 8 << 30 },
         Request::VolumeDestroy { name: "pg".into(), recursive: true },
         Request::VolumeResize { name: "pg".into(), size_bytes: 16 << 30 },

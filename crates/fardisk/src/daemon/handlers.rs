@@ -19,6 +19,10 @@ pub struct DaemonState {
     pub exported: watch::Sender<Option<Result<u64, ControlError>>>,
     /// Export replies written (the main loop waits for them before the process exits).
     pub replied: tokio::sync::Notify,
+    /// The holder that owns the FUSE connection (`import --holder`), if any.
+    pub holder: Option<std::sync::Arc<crate::holder::link::HolderLink>>,
+    /// Set by `fardisk upgrade`: the stop hands over to a new engine instead of exporting.
+    pub upgrade: std::sync::atomic::AtomicBool,
 }
 
 /// What `status --json` shows of this pool (also what the metrics endpoint exports).
@@ -36,6 +40,9 @@ pub fn status_json(st: &DaemonState) -> Value {
             "requests_uring": s.requests_uring,
             "malformed_requests": s.malformed_requests,
         });
+    }
+    if let Some(holder) = &st.holder {
+        v["engine_holder"] = holder.status_json();
     }
     v["cache"] = st.cache.stats_json()["l2arc"].clone();
     v
@@ -105,6 +112,7 @@ async fn dispatch(st: &DaemonState, request: Request) -> Result<Value, ControlEr
         }
         Request::Sync => sync_unless_suspended(pool).await,
         Request::Export => export(st).await,
+        Request::Upgrade => upgrade(st),
         Request::VolumeCreate { name, size_bytes } => {
             pool.volume_create(&name, size_bytes)?;
             pool.sync_txg().await?;
@@ -159,6 +167,19 @@ async fn dispatch(st: &DaemonState, request: Request) -> Result<Value, ControlEr
 }
 
 /// Stops the daemon and answers once the export finished (the main loop drains and exports).
+/// Starts the handover to a new engine; the main loop does it once this reply is out.
+fn upgrade(st: &DaemonState) -> Result<Value, ControlError> {
+    let Some(holder) = &st.holder else {
+        return Err(ControlError::new(
+            ErrorKind::BadInput,
+            "this pool runs without a holder, so its engine cannot be replaced under the mount; export it and import it again with --holder (README, Restarts and upgrades)".to_owned(),
+        ));
+    };
+    st.upgrade.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = st.stop.send(true);
+    Ok(json!({"pid": std::process::id(), "holder_pid": holder.handover.holder_pid}))
+}
+
 async fn export(st: &DaemonState) -> Result<Value, ControlError> {
     let mut rx = st.exported.subscribe();
     let _ = st.stop.send(true);

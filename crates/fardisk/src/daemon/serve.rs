@@ -22,6 +22,11 @@ use tokio::io::{AsyncReadExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
+use crate::holder::link::{EngineMessage, HolderLink};
+
+/// How long an engine handing over waits for its running FUSE data requests.
+const HANDOVER_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Buffers of this size or more get their own mapping from glibc's malloc (see `tune_allocator`).
 const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 128 << 10;
 
@@ -56,13 +61,19 @@ pub fn tune_allocator() {
 /// `control::DaemonRunner`).
 pub fn run_foreground(opts: DaemonOptions, config: &Config) -> Result<()> {
     tune_allocator();
+    // Under a holder (`import --holder`): its handover, read before anything else starts.
+    let holder = crate::holder::link::HolderLink::from_env()?.map(Arc::new);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(run(opts, config))
+    rt.block_on(run(opts, config, holder))
 }
 
 /// Imports the pool and serves it until export or a signal (the CLI's background import waits
 /// for the control socket to answer).
-pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
+pub async fn run(
+    opts: DaemonOptions,
+    config: &Config,
+    holder: Option<Arc<HolderLink>>,
+) -> Result<()> {
     let env = Env::system();
     let paths = &config.paths;
     let store =
@@ -102,7 +113,10 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
         Some(t) => tracing::info!(pool = %opts.pool, txg = t, "imported read-only"),
         None => tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported"),
     }
-    pool.log_history(&command_line().replace(" --foreground", "")).await;
+    match &holder {
+        Some(link) => pool.log_history(&link.start_reason()).await,
+        None => pool.log_history(&command_line().replace(" --foreground", "")).await,
+    }
     let exports = Arc::new(PoolExports { pool: pool.clone() });
     let log_watch = tokio::spawn(watch_log_state(pool.clone(), paths.clone(), opts.pool.clone()));
     // The hot set saved at the last export (or periodic save) is read back in the background.
@@ -130,12 +144,15 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
             }
         });
     }
-    let mount = match &opts.mount {
+    let mount = match (&opts.mount, &holder) {
         // Mounting blocks its thread (mount(2) and the kernel handshake).
-        Some(dir) => Some(tokio::task::block_in_place(|| {
+        (Some(dir), None) => Some(tokio::task::block_in_place(|| {
             mount_fuse(dir, exports.clone(), import_time, opts.fuse_uring)
         })?),
-        None => None,
+        (Some(dir), Some(link)) => Some(tokio::task::block_in_place(|| {
+            attach_held(dir, exports.clone(), import_time, link)
+        })?),
+        (None, _) => None,
     };
     let socket = paths.control_socket(&opts.pool);
     let listener = bind_control(&socket)?;
@@ -148,6 +165,8 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
         stop: stop_tx,
         exported: watch::channel(None).0,
         replied: Default::default(),
+        holder: holder.clone(),
+        upgrade: Default::default(),
     });
     let metrics_task = match opts.metrics {
         Some(addr) => {
@@ -185,8 +204,21 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
     for t in nbd_tasks {
         let _ = t.await;
     }
-    // Unmounting blocks too (and waits for the kernel to let go of the images).
-    tokio::task::block_in_place(|| drop(mount));
+    let upgrading = state.upgrade.load(std::sync::atomic::Ordering::SeqCst);
+    let stop_reason = if upgrading { "upgrade: handing over to a new engine" } else { stop_reason };
+    if upgrading {
+        // The mount stays (the holder owns it); requests from now on wait for the next engine.
+        if let Some(m) = mount {
+            if !tokio::task::block_in_place(|| m.pause_and_drain(HANDOVER_DRAIN_WAIT)) {
+                tracing::warn!("handover: FUSE requests still running after {HANDOVER_DRAIN_WAIT:?}; the next engine replays the log for them");
+            }
+            // Not dropped: that would unmount.
+            std::mem::forget(m);
+        }
+    } else {
+        // Unmounting blocks too (and waits for the kernel to let go of the images).
+        tokio::task::block_in_place(|| drop(mount));
+    }
     log_watch.abort();
     hot_saver.abort();
     if let Err(e) = pool.save_hot_set(hot_set_budget).await {
@@ -211,6 +243,19 @@ pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), replied).await;
     }
     let _ = std::fs::remove_file(&socket);
+    if let (Some(link), true) = (&holder, result.is_ok()) {
+        let message = if upgrading { EngineMessage::Upgrading } else { EngineMessage::Exported };
+        if let Err(e) = link.tell(&message) {
+            tracing::warn!(error = %e, "could not tell the holder");
+        }
+        if upgrading {
+            tracing::info!(
+                txg = pool.published_txg(),
+                "exported; the holder starts the new engine"
+            );
+            std::process::exit(crate::holder::UPGRADE_EXIT_CODE);
+        }
+    }
     match result {
         Ok(()) => {
             tracing::info!(txg = pool.published_txg(), "exported");
@@ -311,31 +356,13 @@ fn build_cache(root: &fardisk_engine::root::Root, env: &Env, with_devices: bool)
     ArcBlockCache::with_l2_config(arc_max, l2, cfg, env.seed)
 }
 
-/// A daemon killed while mounted leaves a dead FUSE mount ("Transport endpoint is not
-/// connected"); the next import detaches it lazily instead of asking the user to.
-fn clear_stale_mount(dir: &std::path::Path) {
-    if let Err(e) = std::fs::metadata(dir) {
-        if e.raw_os_error() == Some(libc::ENOTCONN) {
-            tracing::warn!(dir = %dir.display(), "detaching the stale FUSE mount of a previous daemon");
-            let detached = std::process::Command::new("fusermount3")
-                .arg("-uz")
-                .arg(dir)
-                .status()
-                .is_ok_and(|s| s.success());
-            if !detached {
-                let _ = std::process::Command::new("umount").arg("-l").arg(dir).status();
-            }
-        }
-    }
-}
-
 fn mount_fuse(
     dir: &std::path::Path,
     exports: Arc<PoolExports>,
     import_time: std::time::SystemTime,
     uring: crate::fuse::UringMode,
 ) -> Result<crate::fuse::FuseMount> {
-    clear_stale_mount(dir);
+    crate::fuse::clear_stale_mount(dir);
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create mount point {}", dir.display()))?;
     let uring = crate::fuse::prepare_uring(uring).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -348,6 +375,60 @@ fn mount_fuse(
     .with_context(|| {
         format!("cannot mount FUSE at {} (is /dev/fuse there, and are we root?)", dir.display())
     })?;
+    Ok(mount)
+}
+
+/// Serves the connection the holder hands over: answers INIT (first engine) or resumes it and
+/// asks for the requests a dead predecessor left (FUSE_NOTIFY_RESEND); then tells the holder
+/// the INIT parameters for the next engine.
+fn attach_held(
+    dir: &std::path::Path,
+    exports: Arc<PoolExports>,
+    import_time: std::time::SystemTime,
+    link: &Arc<HolderLink>,
+) -> Result<crate::fuse::FuseMount> {
+    let device =
+        link.take_device().context("the holder's /dev/fuse descriptor was used already")?;
+    let negotiated = match &link.handover.negotiated {
+        Some(bytes) => Some(
+            fardisk_fuse::Negotiated::from_bytes(bytes)
+                .context("the holder's INIT parameters do not verify")?,
+        ),
+        None => None,
+    };
+    let resumed = negotiated.is_some();
+    let unmount_link = link.clone();
+    let unmount_dir = dir.to_owned();
+    let held = crate::fuse::HeldConnection {
+        device,
+        negotiated,
+        // A holder that died (kill -9) left this engine serving on; it unmounts by itself then.
+        unmount: Box::new(move || {
+            unmount_link.unmount().or_else(|error| {
+                tracing::warn!(%error, "the holder does not answer; unmounting without it");
+                fardisk_fuse::mount::unmount(&unmount_dir, false)
+                    .or_else(|_| fardisk_fuse::mount::unmount(&unmount_dir, true))
+            })
+        }),
+    };
+    let options = crate::fuse::FuseOptions {
+        timestamp: import_time,
+        handle_epoch: link.handover.generation,
+        ..Default::default()
+    };
+    let mount =
+        crate::fuse::mount_held(dir, exports, tokio::runtime::Handle::current(), options, held)
+            .with_context(|| {
+                format!("cannot serve the held FUSE connection at {}", dir.display())
+            })?;
+    if let Some(n) = mount.negotiated() {
+        link.tell(&EngineMessage::Serving { negotiated: n.to_bytes().to_vec() })?;
+    }
+    tracing::info!(
+        generation = link.handover.generation,
+        resumed,
+        "fuse: serving the holder's connection (/dev/fuse transport; requests a predecessor left were asked for again)"
+    );
     Ok(mount)
 }
 

@@ -12,8 +12,8 @@ use super::filesystem::{wants_sync_writes, VolumeFs};
 use super::io::{self, FallocateOp};
 
 impl VolumeFs {
-    pub(super) fn read_data(&self, fh: u64, offset: u64, size: u32, reply: Reply) {
-        let file = match self.open_file(fh) {
+    pub(super) fn read_data(&self, ino: u64, fh: u64, offset: u64, size: u32, reply: Reply) {
+        let file = match self.open_file(ino, fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
@@ -30,8 +30,16 @@ impl VolumeFs {
     /// A write is acknowledged only once the device has it; with O_SYNC/O_DSYNC (from the
     /// open or from this write, e.g. pwritev2 RWF_DSYNC) it is sent with FUA so that it is
     /// durable before the reply.
-    pub(super) fn write_data(&self, fh: u64, offset: u64, data: &[u8], flags: u32, reply: Reply) {
-        let file = match self.open_file(fh) {
+    pub(super) fn write_data(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        flags: u32,
+        reply: Reply,
+    ) {
+        let file = match self.open_file(ino, fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
@@ -65,6 +73,7 @@ impl VolumeFs {
 
     pub(super) fn fallocate_data(
         &self,
+        ino: u64,
         fh: u64,
         offset: u64,
         length: u64,
@@ -82,7 +91,7 @@ impl VolumeFs {
                 return reply.error(errno);
             }
         };
-        let file = match self.open_file(fh) {
+        let file = match self.open_file(ino, fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
@@ -97,7 +106,7 @@ impl VolumeFs {
     /// The device of an open handle, or (for an fsync the kernel sends on a handle we no
     /// longer know) the volume's device by inode.
     fn device_for(&self, ino: u64, fh: u64) -> Result<(String, Arc<dyn BlockDevice>), Errno> {
-        if let Ok(file) = self.open_file(fh) {
+        if let Ok(file) = self.open_file(ino, fh) {
             return Ok((file.volume.clone(), file.device.clone()));
         }
         let (entry, device) = self.resolve_ino(ino).ok_or(Errno::EBADF)?;

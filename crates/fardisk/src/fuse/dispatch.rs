@@ -9,7 +9,9 @@
 //! kernel instead of in our memory.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
@@ -17,11 +19,49 @@ use tokio::sync::Semaphore;
 pub(crate) struct Dispatcher {
     runtime: Handle,
     permits: Arc<Semaphore>,
+    pause: Pause,
+}
+
+/// Stops a dispatcher from running new data requests, for a handover to the next engine
+/// (`fardisk upgrade`): a request that arrives paused is never answered, so the kernel keeps
+/// it on the holder's /dev/fuse file and resends it to the next engine (FUSE_NOTIFY_RESEND).
+#[derive(Clone)]
+pub(crate) struct Pause {
+    paused: Arc<AtomicBool>,
+    permits: Arc<Semaphore>,
+    permits_max: usize,
+}
+
+impl Pause {
+    /// Pauses and waits (up to `wait`) until no data request runs. Returns whether none runs.
+    pub(crate) fn pause_and_drain(&self, wait: Duration) -> bool {
+        self.paused.store(true, Ordering::SeqCst);
+        // Bounded: `wait` in steps of 5 ms. Real time: the tasks run on real threads.
+        let steps = (wait.as_millis() / 5).max(1);
+        for _ in 0..steps {
+            if self.permits.available_permits() == self.permits_max {
+                return true;
+            }
+            #[allow(clippy::disallowed_methods)] // waiting on real threads, see above
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.permits.available_permits() == self.permits_max
+    }
 }
 
 impl Dispatcher {
     pub(crate) fn new(runtime: Handle, requests_in_flight_max: usize) -> Dispatcher {
-        Dispatcher { runtime, permits: Arc::new(Semaphore::new(requests_in_flight_max)) }
+        let permits = Arc::new(Semaphore::new(requests_in_flight_max));
+        let pause = Pause {
+            paused: Arc::new(AtomicBool::new(false)),
+            permits: permits.clone(),
+            permits_max: requests_in_flight_max,
+        };
+        Dispatcher { runtime, permits, pause }
+    }
+
+    pub(crate) fn pause(&self) -> Pause {
+        self.pause.clone()
     }
 
     /// Runs `work` on the runtime once a permit is free. Must be called from a thread that
@@ -40,6 +80,15 @@ impl Dispatcher {
                 self.runtime.block_on(acquire).expect("the dispatch semaphore is never closed")
             }
         };
+        // Checked after taking the permit, so a drain that sees every permit free knows that
+        // every later request sees the pause.
+        if self.pause.paused.load(Ordering::SeqCst) {
+            // Neither run nor dropped: dropping the reply would answer EIO; unanswered, the
+            // request stays with the kernel for the next engine. Leaks one small future per
+            // request that arrives during a handover.
+            std::mem::forget(work);
+            return;
+        }
         self.runtime.spawn(async move {
             work.await;
             drop(permit);
@@ -92,5 +141,47 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(dispatcher.available(), 2);
+    }
+
+    struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_pause_waits_for_running_work_and_leaves_new_work_unanswered() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dispatcher = Dispatcher::new(runtime.handle().clone(), 2);
+        let pause = dispatcher.pause();
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+        dispatcher.spawn(async move {
+            let _ = release_rx.await;
+        });
+        assert!(
+            !pause.pause_and_drain(Duration::from_millis(50)),
+            "a request still runs: the drain must say so"
+        );
+        release_tx.send(()).expect("the task waits");
+        assert!(pause.pause_and_drain(Duration::from_secs(5)), "the running request finished");
+        // Work that arrives paused: not run, and not dropped (dropping a Reply answers EIO).
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard = SetOnDrop(dropped.clone());
+        let ran_in_task = ran.clone();
+        dispatcher.spawn(async move {
+            let _guard = guard;
+            ran_in_task.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!ran.load(Ordering::SeqCst), "paused work must not run");
+        assert!(!dropped.load(Ordering::SeqCst), "paused work must not be dropped");
+        assert_eq!(dispatcher.available(), 2, "its permit is returned");
     }
 }

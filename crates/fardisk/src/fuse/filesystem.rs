@@ -58,7 +58,7 @@ impl VolumeFs {
         VolumeFs {
             provider,
             inodes: Mutex::new(InodeTable::new(options.volumes_max)),
-            handles: Mutex::new(HandleTable::new(options.open_files_max)),
+            handles: Mutex::new(HandleTable::new(options.open_files_max, options.handle_epoch)),
             options,
             attrs,
             dispatcher,
@@ -90,15 +90,48 @@ impl VolumeFs {
         Some((ino, device))
     }
 
-    /// The volume behind inode `ino` and its device, if the provider still has it.
+    /// The volume behind inode `ino` and its device, if the provider still has it. An inode
+    /// a predecessor engine gave out (the kernel keeps it; no LOOKUP comes again) is found by
+    /// its name's hash among the volumes listed now.
     pub(super) fn resolve_ino(&self, ino: u64) -> Option<(VolumeEntry, Arc<dyn BlockDevice>)> {
-        let entry = self.inodes.lock().get(ino)?;
+        let known = self.inodes.lock().get(ino);
+        let entry = match known {
+            Some(entry) => entry,
+            None => {
+                let names = self.volume_names();
+                let name = names.iter().find(|name| super::inodes::preferred_ino(name) == ino)?;
+                let mut inodes = self.inodes.lock();
+                if inodes.ino_for(name, &names)? != ino {
+                    return None;
+                }
+                inodes.get(ino)?
+            }
+        };
         let device = self.provider.open(&entry.name)?;
         Some((entry, device))
     }
 
-    pub(super) fn open_file(&self, fh: u64) -> Result<Arc<OpenFile>, Errno> {
-        self.handles.lock().get(fh).ok_or(Errno::EBADF)
+    /// The open file of handle `fh` on inode `ino`; a handle a predecessor engine issued is
+    /// adopted (see [`HandleTable`]).
+    pub(super) fn open_file(&self, ino: u64, fh: u64) -> Result<Arc<OpenFile>, Errno> {
+        let handles = self.handles.lock();
+        if let Some(file) = handles.get(fh) {
+            return Ok(file);
+        }
+        if !handles.is_foreign(fh) {
+            return Err(Errno::EBADF);
+        }
+        drop(handles);
+        let (entry, device) = self.resolve_ino(ino).ok_or(Errno::EBADF)?;
+        let file = OpenFile {
+            volume: entry.name,
+            device,
+            gate: entry.gate,
+            sync_writes: super::handles::fh_sync_writes(fh),
+        };
+        let adopted = self.handles.lock().adopt(fh, file).ok_or(Errno::EBADF)?;
+        tracing::info!(fh, volume = %adopted.volume, "fuse: adopted a handle of the previous engine");
+        Ok(adopted)
     }
 
     fn image_attr(&self, ino: u64, device: &dyn BlockDevice) -> Attr {
@@ -289,9 +322,9 @@ impl Filesystem for VolumeFs {
                 Ok((fh, flags)) => reply.open(fh, flags),
                 Err(errno) => reply.error(errno),
             },
-            Operation::Read(arg) => self.read_data(arg.fh, arg.offset, arg.size, reply),
+            Operation::Read(arg) => self.read_data(ino, arg.fh, arg.offset, arg.size, reply),
             Operation::Write { arg, data } => {
-                self.write_data(arg.fh, arg.offset, data, arg.flags, reply)
+                self.write_data(ino, arg.fh, arg.offset, data, arg.flags, reply)
             }
             // close() is not a durability point; fsync is. Nothing is buffered here.
             Operation::Flush(_) => reply.ok(),
@@ -321,7 +354,7 @@ impl Filesystem for VolumeFs {
                 Err(errno) => reply.error(errno),
             },
             Operation::Fallocate(arg) => {
-                self.fallocate_data(arg.fh, arg.offset, arg.length, arg.mode as i32, reply)
+                self.fallocate_data(ino, arg.fh, arg.offset, arg.length, arg.mode as i32, reply)
             }
             _ => reply.error(Errno::ENOSYS),
         }

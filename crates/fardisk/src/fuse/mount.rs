@@ -6,12 +6,16 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fardisk_fuse::{MountOptions, Session, SessionConfig, SessionMonitor, SessionStats};
+use std::os::fd::OwnedFd;
+
+use fardisk_fuse::{
+    MountOptions, Negotiated, Session, SessionConfig, SessionMonitor, SessionStats,
+};
 use fardisk_nbd::ExportProvider;
 use tokio::runtime::Handle;
 
 use super::attr::AttrContext;
-use super::dispatch::Dispatcher;
+use super::dispatch::{Dispatcher, Pause};
 use super::filesystem::VolumeFs;
 use super::options::FuseOptions;
 
@@ -23,6 +27,56 @@ pub struct FuseMount {
     device_id: u64,
     session: Option<Session>,
     monitor: SessionMonitor,
+    pause: Pause,
+    /// Set when a holder owns the mount: unmounting is its job, asked through this.
+    holder_unmount: Option<HolderUnmount>,
+}
+
+/// Asks the holder that owns the mount to unmount it (and waits for its answer).
+pub type HolderUnmount = Box<dyn Fn() -> io::Result<()> + Send + Sync>;
+
+/// A connection a holder process owns and hands to this engine (`fardisk import --holder`).
+pub struct HeldConnection {
+    /// The holder's /dev/fuse file (mounted by the holder).
+    pub device: OwnedFd,
+    /// What a predecessor negotiated; None when the kernel's INIT is still to be answered.
+    pub negotiated: Option<Negotiated>,
+    pub unmount: HolderUnmount,
+}
+
+/// The mount options of the image directory (the holder mounts with the same).
+pub fn image_mount_options(allow_other: bool) -> MountOptions {
+    MountOptions {
+        fsname: "fardisk".to_owned(),
+        subtype: "fardisk".to_owned(),
+        // The kernel enforces the images' 0600 mode (essential with allow_other).
+        default_permissions: true,
+        allow_other,
+        nodev: true,
+        nosuid: true,
+        noexec: true,
+        noatime: true,
+        user_id: effective_uid(),
+        group_id: effective_gid(),
+    }
+}
+
+/// A daemon killed while mounted leaves a dead FUSE mount ("Transport endpoint is not
+/// connected"); the next import detaches it lazily instead of asking the user to.
+pub fn clear_stale_mount(dir: &Path) {
+    if let Err(e) = std::fs::metadata(dir) {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            tracing::warn!(dir = %dir.display(), "detaching the stale FUSE mount of a previous daemon");
+            let detached = std::process::Command::new("fusermount3")
+                .arg("-uz")
+                .arg(dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !detached {
+                let _ = std::process::Command::new("umount").arg("-l").arg(dir).status();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for FuseMount {
@@ -44,6 +98,31 @@ pub fn mount(
     runtime: Handle,
     options: FuseOptions,
 ) -> io::Result<FuseMount> {
+    mount_with(dir, provider, runtime, options, None)
+}
+
+/// Serves a connection a holder owns: answers INIT if nobody did yet, or resumes it and asks
+/// the kernel to resend what the predecessor left unanswered. Every worker reads the holder's
+/// own file (no clones), because a request read on a clone that dies with its process is
+/// aborted, not resent; and /dev/fuse only, because a request in an io_uring entry at an
+/// engine's death is not resent either (Linux 6.18; docs/design/0004-fuse-path-profile.md).
+pub fn mount_held(
+    dir: &Path,
+    provider: Arc<dyn ExportProvider>,
+    runtime: Handle,
+    options: FuseOptions,
+    held: HeldConnection,
+) -> io::Result<FuseMount> {
+    mount_with(dir, provider, runtime, FuseOptions { uring: false, ..options }, Some(held))
+}
+
+fn mount_with(
+    dir: &Path,
+    provider: Arc<dyn ExportProvider>,
+    runtime: Handle,
+    options: FuseOptions,
+    held: Option<HeldConnection>,
+) -> io::Result<FuseMount> {
     let options = options.normalized();
     let mountpoint = dir.canonicalize().map_err(|error| {
         io::Error::new(error.kind(), format!("mount point {}: {error}", dir.display()))
@@ -51,31 +130,42 @@ pub fn mount(
     let attrs =
         AttrContext { uid: effective_uid(), gid: effective_gid(), timestamp: options.timestamp };
     let dispatcher = Dispatcher::new(runtime, options.requests_in_flight_max);
-    let mount_options = MountOptions {
-        fsname: "fardisk".to_owned(),
-        subtype: "fardisk".to_owned(),
-        // The kernel enforces the images' 0600 mode (essential with allow_other).
-        default_permissions: true,
-        allow_other: options.allow_other,
-        nodev: true,
-        nosuid: true,
-        noexec: true,
-        noatime: true,
-        user_id: attrs.uid,
-        group_id: attrs.gid,
-    };
+    let pause = dispatcher.pause();
+    let mount_options = image_mount_options(options.allow_other);
     let config = SessionConfig {
         device_threads: options.threads,
-        clone_fds: true,
+        clone_fds: held.is_none(),
         uring: options.uring,
         uring_queue_depth: options.uring_queue_depth,
         name: "fardisk-fuse".to_owned(),
     };
     let filesystem = Arc::new(VolumeFs::new(provider, options, attrs, dispatcher));
-    let device = fardisk_fuse::mount::open_device()?;
-    fardisk_fuse::mount::mount_with_fd(device.as_fd(), &mountpoint, &mount_options)?;
-    let session = match Session::start(device, filesystem, config) {
+    let (started, holder_unmount) = match held {
+        None => {
+            let device = fardisk_fuse::mount::open_device()?;
+            fardisk_fuse::mount::mount_with_fd(device.as_fd(), &mountpoint, &mount_options)?;
+            (Session::start(device, filesystem, config), None)
+        }
+        Some(HeldConnection { device, negotiated: None, unmount }) => {
+            (Session::start(device, filesystem, config), Some(unmount))
+        }
+        Some(HeldConnection { device, negotiated: Some(negotiated), unmount }) => {
+            let session = Session::resume(device, negotiated, filesystem, config).and_then(|s| {
+                s.notify_resend()?;
+                Ok(s)
+            });
+            (session, Some(unmount))
+        }
+    };
+    let session = match started {
         Ok(session) => session,
+        Err(error) if holder_unmount.is_some() => {
+            // The holder keeps the mount: the next engine tries again.
+            return Err(io::Error::new(
+                error.kind(),
+                format!("FUSE connection at {} (held): {error}", mountpoint.display()),
+            ));
+        }
         Err(error) => {
             // The kernel holds the mount until it is unmounted; leave nothing behind.
             let _ = fardisk_fuse::mount::unmount(&mountpoint, true);
@@ -86,7 +176,14 @@ pub fn mount(
         }
     };
     let monitor = session.monitor();
-    let mut mount = FuseMount { mountpoint, device_id: 0, session: Some(session), monitor };
+    let mut mount = FuseMount {
+        mountpoint,
+        device_id: 0,
+        session: Some(session),
+        monitor,
+        pause,
+        holder_unmount,
+    };
     // Served by the session just started (the root's getattr).
     mount.device_id = std::fs::metadata(&mount.mountpoint)?.dev();
     let stats = mount.stats();
@@ -119,6 +216,18 @@ impl FuseMount {
         self.monitor.stats()
     }
 
+    /// The INIT parameters of the connection (for the holder, which gives them to the next
+    /// engine).
+    pub fn negotiated(&self) -> Option<Negotiated> {
+        self.session.as_ref().map(Session::negotiated)
+    }
+
+    /// Stops running new data requests (they are left for the next engine) and waits up to
+    /// `wait` for the running ones; returns whether none runs any more.
+    pub fn pause_and_drain(&self, wait: std::time::Duration) -> bool {
+        self.pause.pause_and_drain(wait)
+    }
+
     /// A handle that reads [`FuseMount::stats`] from elsewhere (the daemon's status).
     pub fn monitor(&self) -> SessionMonitor {
         self.monitor.clone()
@@ -130,6 +239,13 @@ impl FuseMount {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
+        if let Some(unmount) = &self.holder_unmount {
+            // The holder unmounts (lazily if the directory is busy); the session's threads
+            // end with the connection, or with this process.
+            let result = unmount();
+            drop(session);
+            return result;
+        }
         if self.still_ours() {
             if let Err(error) = fardisk_fuse::mount::unmount(&self.mountpoint, false) {
                 // Returned as is so callers can test raw_os_error() for EBUSY.
@@ -154,9 +270,14 @@ impl FuseMount {
 
 impl Drop for FuseMount {
     fn drop(&mut self) {
+        let held = self.holder_unmount.is_some();
         let Err(error) = self.unmount() else {
             return;
         };
+        if held {
+            tracing::warn!(mountpoint = %self.mountpoint.display(), "fuse: the holder: {error}");
+            return;
+        }
         tracing::warn!(
             mountpoint = %self.mountpoint.display(),
             "fuse: {error}; detaching lazily, serving until the last user closes it"

@@ -55,6 +55,9 @@ pub struct FuseOptions {
     /// atime/mtime/ctime shown for the directory and every image (the caller passes the
     /// pool's import time; time is injected, never read here).
     pub timestamp: SystemTime,
+    /// Which engine issues the file handles: 0 for one that owns its mount, the generation
+    /// under a holder (a successor recognises and adopts its predecessors' handles).
+    pub handle_epoch: u64,
 }
 
 impl Default for FuseOptions {
@@ -74,6 +77,7 @@ impl Default for FuseOptions {
             open_files_max: 4096,
             volumes_max: 65_536,
             timestamp: SystemTime::UNIX_EPOCH,
+            handle_epoch: 0,
         }
     }
 }
