@@ -12,11 +12,14 @@
 #       write and of the flush, and sync writes per second;
 #   (b) randrw: seed 001's 4k randrw 75/25 at iodepth 64 over FARDISK_NBD_SIZE (default 512M),
 #       read and write IOPS (issue #19: NBD at depth >= 0.8x local). Run for every row.
-# The log rows also report the log's bytes per device write (`status --json`: the log block
-# layout's cost per 4 KiB sync write, docs/format/slog.md) and its commit latency p50/p99.
+# The log rows also report, for the sync-write job, the log's bytes per device write (`status
+# --json`: what the log block layout costs per 4 KiB sync write, docs/format/slog.md) and its
+# commit latency (mean; p50/p99 as histogram bucket bounds).
 #
 # Env: FARDISK_BENCH_SECONDS, FARDISK_NBD_LATENCY_MS (20), FARDISK_NBD_SIZE (512M),
-#      FARDISK_NBD_SETUPS ("nolog log mirror").
+#      FARDISK_NBD_SETUPS ("nolog log mirror"), FARDISK_NBD_LOG_DIR (where the log files go;
+#      default the scratch dir. The log block's size follows the physical sector of the device
+#      under it: e.g. ext4 on a loop device, 512-byte sectors, vs this VM's disk, 4 KiB).
 set -euo pipefail
 FD_NAME=nbd-latency
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -26,6 +29,7 @@ SECS="$FARDISK_BENCH_SECONDS"
 LATENCY_MS="${FARDISK_NBD_LATENCY_MS:-20}"
 SIZE="${FARDISK_NBD_SIZE:-512M}"
 SETUPS="${FARDISK_NBD_SETUPS:-nolog log mirror}"
+LOG_DIR="${FARDISK_NBD_LOG_DIR:-$FARDISK_RUN_DIR/bench/nbd-latency}"
 VOL_SIZE=2G
 WORK="$FARDISK_RUN_DIR/bench/nbd-latency"
 RESULTS="$FARDISK_BENCH_RESULTS"
@@ -56,13 +60,16 @@ eval "$("$FARDISK_ROOT/scripts/toxiproxy.sh" env)"
 "$FARDISK_ROOT/scripts/toxiproxy.sh" latency "$LATENCY_MS" >/dev/null
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-# jobs NAME TARGET...: both fio jobs; TARGET is fio's arguments naming the device.
+# jobs NAME POOL TARGET...: both fio jobs; TARGET is fio's arguments naming the device. With a
+# POOL, its log counters are kept from before and after the sync-write job.
 jobs() {
-    local name="$1"; shift
+    local name="$1" pool="$2"; shift 2
+    [ -n "$pool" ] && log_json "$pool" "$WORK/counters-$name-before.json"
     fd_log "$name: 4 KiB write + flush, qd 1, ${SECS} s"
     fio --name=syncw "$@" --rw=randwrite --bs=4k --size="$SIZE" --fsync=1 --iodepth=1 \
         --randseed="${FARDISK_SEED:-1}" --runtime="$SECS" --time_based --output-format=json \
         >"$WORK/$name-syncw.json" || fd_die "fio syncw on $name failed"
+    [ -n "$pool" ] && log_json "$pool" "$WORK/counters-$name-after.json"
     fd_log "$name: 4k randrw 75/25, iodepth 64, ${SECS} s"
     fio --name=randrw "$@" --rw=randrw --rwmixread=75 --bs=4k --iodepth=64 --size="$SIZE" \
         --randrepeat=1 --gtod_reduce=1 --runtime="$SECS" --time_based --output-format=json \
@@ -77,33 +84,32 @@ log_json() { # log_json POOL OUT: the pool's log counters
 fd_log "local: preparing a $SIZE file"
 fio --name=prep --filename="$WORK/local.dat" --rw=write --bs=1M --size="$SIZE" --direct=1 \
     --output-format=terse >/dev/null || fd_die "fio prep failed"
-jobs local --filename="$WORK/local.dat" --ioengine=libaio --direct=1
+jobs local "" --filename="$WORK/local.dat" --ioengine=libaio --direct=1
 
 for setup in $SETUPS; do
     POOL="nbd$setup"
     case "$setup" in
         nolog) args=() ;;
-        log) args=(log "$WORK/log-$setup") ;;
-        mirror) args=(log mirror "$WORK/log-$setup-a" "$WORK/log-$setup-b") ;;
+        log) args=(log "$LOG_DIR/log-$setup") ;;
+        mirror) args=(log mirror "$LOG_DIR/log-$setup-a" "$LOG_DIR/log-$setup-b") ;;
         *) fd_die "unknown setup $setup (nolog, log, mirror)" ;;
     esac
     "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" ${args[@]+"${args[@]}"} >/dev/null
     "$BIN" import "$POOL" --nbd "unix:$WORK/$POOL.sock" >/dev/null
     "$BIN" volume create "$POOL/v" "$VOL_SIZE" >/dev/null
     # The volume written once, so reads and writes meet allocated blocks as on the local file.
+    # end_fsync: the prep's records are committed (or given to a txg) before the timed jobs.
     fio --name=prep --ioengine=nbd --uri="nbd+unix:///v?socket=$WORK/$POOL.sock" --rw=write --bs=1M \
-        --size="$SIZE" --output-format=terse >/dev/null || fd_die "fio prep on $POOL failed"
-    log_json "$POOL" "$WORK/$setup-log-before.json"
-    jobs "$setup" --ioengine=nbd --uri="nbd+unix:///v?socket=$WORK/$POOL.sock"
-    log_json "$POOL" "$WORK/$setup-log-after.json"
+        --size="$SIZE" --end_fsync=1 --output-format=terse >/dev/null || fd_die "fio prep on $POOL failed"
+    jobs "$setup" "$POOL" --ioengine=nbd --uri="nbd+unix:///v?socket=$WORK/$POOL.sock"
     "$BIN" export "$POOL" >/dev/null
     POOL=""
-    rm -f "$WORK/log-$setup"*
+    rm -f "$LOG_DIR/log-$setup"*
 done
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK" "$RESULTS" "$FARDISK_ROOT/bench/lib/result.py" "$SECS" "$SIZE" "$LATENCY_MS" \
-    "store: MinIO on loopback behind toxiproxy; load average $load_before at the start, $load_after at the end; shared 2-core machine" \
+    "store: MinIO on loopback behind toxiproxy; log files in $LOG_DIR ($(df --output=source "$LOG_DIR" | tail -n 1)); load average $load_before at the start, $load_after at the end; shared 2-core machine" \
     local $SETUPS <<'PY'
 import json, os, subprocess, sys
 work, results, result_py, secs, size, latency, note = sys.argv[1:8]
@@ -112,7 +118,12 @@ labels = {"local": ("local file, libaio + O_DIRECT (the limit)", 0),
           "log": ("fardisk NBD, one log device", 2),
           "mirror": ("fardisk NBD, mirrored log", 3)}
 def job(name, kind):
-    return json.load(open(os.path.join(work, f"{name}-{kind}.json")))["jobs"][0]
+    # fio's nbd engine prints libnbd's notes before the JSON on stdout: skip to the JSON.
+    text = open(os.path.join(work, f"{name}-{kind}.json")).read()
+    start = text.find("{")
+    if start > 0:
+        print(f"nbd-latency: {name} {kind}: fio said: {text[:start].strip()}", file=sys.stderr)
+    return json.loads(text[start:])["jobs"][0]
 def pct(lat, p):
     return round(lat.get("percentile", {}).get(p, 0) / 1000, 1)
 base = None
@@ -132,12 +143,13 @@ for name in sys.argv[8:]:
     else:
         m["randrw_read_to_local_pct"] = round(100 * m["randrw_read_iops"] / max(base["randrw_read_iops"], 1e-9), 1)
         m["randrw_write_to_local_pct"] = round(100 * m["randrw_write_iops"] / max(base["randrw_write_iops"], 1e-9), 1)
-    before = os.path.join(work, f"{name}-log-before.json")
+    before = os.path.join(work, f"counters-{name}-before.json")
     if os.path.exists(before):
-        a, b = json.load(open(before)), json.load(open(os.path.join(work, f"{name}-log-after.json")))
+        # The log during the sync-write job only: what one 4 KiB write + FLUSH costs it.
+        a, b = json.load(open(before)), json.load(open(os.path.join(work, f"counters-{name}-after.json")))
         if a and b:
             writes = b["device_writes"] - a["device_writes"]
-            m["log_bytes_per_device_write"] = round((b["bytes_logged"] - a["bytes_logged"]) / max(writes, 1), 1)
+            m["log_bytes_per_sync_write"] = round((b["bytes_logged"] - a["bytes_logged"]) / max(writes, 1), 1)
             commits = b["commits"] - a["commits"]
             m["log_commit_mean_us"] = round((b["commit_latency_us_total"] - a["commit_latency_us_total"]) / max(commits, 1), 1)
             # p50/p99 as the upper bound of the histogram bucket they fall in.
