@@ -78,7 +78,7 @@ pub fn sample_root(seed: u64, volumes: u32, snapshots: u32) -> Root {
         space_carry: vec![(seed, -(seed as i64)), (seed + 1, 7)],
         props: BTreeMap::from([("compression".to_string(), "zstd".to_string())]),
         vdevs: vec![VdevEntry {
-            role: "log".into(),
+            role: fardisk_engine::root::VdevRole::Log,
             mirror: true,
             guid: seed,
             paths: vec!["/a".into(), "/b".into()],
