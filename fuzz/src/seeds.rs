@@ -12,8 +12,8 @@ use fardisk_engine::root::{encode_head, Holder, Root, SnapshotEntry, VdevEntry, 
 use fardisk_engine::segment::{BlockOwner, SegmentBuilder};
 use fardisk_engine::space::SpaceTotals;
 use fardisk_slog::fuzz_api::{
-    encode_block, encode_record, BlockContext, ChainPoint, DeviceLabel, LogHead, LogRecord,
-    RecordKind, Role,
+    encode_block, encode_block_v1, encode_record, BlockContext, ChainPoint, DeviceLabel, LogHead,
+    LogRecord, RecordKind, Role,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,7 +78,7 @@ pub fn sample_root(seed: u64, volumes: u32, snapshots: u32) -> Root {
         space_carry: vec![(seed, -(seed as i64)), (seed + 1, 7)],
         props: BTreeMap::from([("compression".to_string(), "zstd".to_string())]),
         vdevs: vec![VdevEntry {
-            role: "log".into(),
+            role: fardisk_engine::root::VdevRole::Log,
             mirror: true,
             guid: seed,
             paths: vec!["/a".into(), "/b".into()],
@@ -259,6 +259,8 @@ pub fn slog_context(block_seq: u64) -> BlockContext {
         release_seq: 3,
         writer_epoch: 2,
         epoch_first_seq: 1,
+        // Seeds in the smallest unit (version 2 blocks of 512-byte sectors).
+        unit_bytes: 512,
     }
 }
 
@@ -275,6 +277,8 @@ pub fn slog_blocks() -> Vec<Vec<u8>> {
     let refs: Vec<&LogRecord> = records.iter().collect();
     vec![
         encode_block(&slog_context(7), 40, &refs).0.to_vec(),
+        // As fardisk wrote blocks before format version 2 (still read at replay).
+        encode_block_v1(&slog_context(7), 40, &refs).0.to_vec(),
         encode_block(&slog_context(1), 1, &[]).0.to_vec(),
         encode_block(&slog_context(8), 43, &[&big, &records[0]]).0.to_vec(),
         // The last sequence number there is: one more record must be refused, not overflow.

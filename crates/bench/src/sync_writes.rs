@@ -262,6 +262,9 @@ struct Config {
     durable: bool,
     runs: Vec<(usize, Run)>,
     group_commit: Option<f64>,
+    /// Bytes the log wrote per device write in the 1-writer run: what one 4 KiB sync write
+    /// costs on the log device (the log block layout, docs/format/slog.md).
+    log_bytes_per_write: Option<f64>,
 }
 
 fn row(c: &Config, order: i64, raw_p99_us: f64, args: &Args, notes: &str) -> Value {
@@ -283,6 +286,9 @@ fn row(c: &Config, order: i64, raw_p99_us: f64, args: &Args, notes: &str) -> Val
     if let Some(g) = c.group_commit {
         // The log's commits per device write, in the run with the most writers.
         metrics.push(("group_commit_x".into(), round3(g)));
+    }
+    if let Some(b) = c.log_bytes_per_write {
+        metrics.push(("log_bytes_per_sync_write_1w".into(), round3(b)));
     }
     json!({
         "setup": c.setup, "order": order, "durable": c.durable,
@@ -321,18 +327,21 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
             durable: true,
             runs: Vec::new(),
             group_commit: None,
+            log_bytes_per_write: None,
         },
         Config {
             setup: "fardisk, log on a local file",
             durable: true,
             runs: Vec::new(),
             group_commit: None,
+            log_bytes_per_write: None,
         },
         Config {
             setup: "fardisk, no log (txg sync per request)",
             durable: true,
             runs: Vec::new(),
             group_commit: None,
+            log_bytes_per_write: None,
         },
     ];
     for &w in &args.writer_counts {
@@ -355,7 +364,15 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
                 percentile(&r.sorted(), 99.0)
             );
             if let Some(log) = pool.log() {
-                configs[i].group_commit = Some(log.stats().group_commit_ratio());
+                let stats = log.stats();
+                configs[i].group_commit = Some(stats.group_commit_ratio());
+                if w == 1 {
+                    let per_write = stats.bytes_logged as f64 / stats.device_writes.max(1) as f64;
+                    eprintln!(
+                        "fardisk-bench: log bytes per device write (1 writer): {per_write:.0}"
+                    );
+                    configs[i].log_bytes_per_write = Some(per_write);
+                }
             }
             configs[i].runs.push((w, r));
             pool.export().await.map_err(|e| anyhow!("export: {e}"))?;

@@ -65,8 +65,11 @@ impl VolumeDevice {
     }
 
     fn check_open(&self) -> Result<(), DeviceError> {
-        // A volume destroyed and re-created under the same name is a different volume.
-        if id_of(&self.pool, &self.name).map(|(id, _)| id) != Some(self.volume_id) {
+        // A volume destroyed and re-created under the same name is a different volume: ids are
+        // never reused (one counter for volumes and snapshots), so the id still being there is
+        // the check. It runs on every request: a map lookup by id, not a scan of the volume
+        // names (issue #19's profile).
+        if self.pool.volume_size(self.volume_id).is_none() {
             return Err(DeviceError::Io(format!("volume {} was destroyed", self.name)));
         }
         Ok(())

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use crate::block::{decode_header, decode_payload, encode_block, BlockContext};
+use crate::block::{decode_header, decode_payload, encode_block, encode_block_v1, BlockContext};
 use crate::head::LogHead;
 use crate::label::{DeviceLabel, Role};
 use crate::record::{LogRecord, RecordKind};
@@ -21,6 +21,7 @@ fn ctx() -> BlockContext {
         release_seq: 3,
         writer_epoch: 2,
         epoch_first_seq: 1,
+        unit_bytes: 512,
     }
 }
 
@@ -105,12 +106,22 @@ fn golden_checksums_pin_the_layout() {
         crate::checksum::checksum64(&head().encode()),
     ];
     let label_sum = crate::checksum::checksum64(&label().encode().expect("label"));
-    assert_eq!(golden, GOLDEN_BLOCK_BLOCKSUM_HEAD, "block/head layout changed: {golden:#x?}");
+    assert_eq!(golden, GOLDEN_BLOCK_V2_BLOCKSUM_HEAD, "block/head layout changed: {golden:#x?}");
+    assert_eq!(block.len(), 512, "version 2 pads the 325 bytes to one 512-byte unit");
+    // Version 1, as written before version 2: still what `encode_block_v1` writes.
+    let recs = records();
+    let refs: Vec<&LogRecord> = recs.iter().collect();
+    let v1 = encode_block_v1(&ctx(), 40, &refs).0.to_vec();
+    let v1_header = decode_header(&v1, 0x1111).expect("valid v1");
+    let v1_golden = [v1_header.header_checksum, crate::checksum::checksum64(&v1), golden[2]];
+    assert_eq!(v1_golden, GOLDEN_BLOCK_BLOCKSUM_HEAD, "version 1 layout changed: {v1_golden:#x?}");
     assert_eq!(label_sum, GOLDEN_LABEL, "label layout changed: {label_sum:#x}");
 }
 
 const GOLDEN_BLOCK_BLOCKSUM_HEAD: [u64; 3] =
     [0xba5b_829d_8c96_9985, 0x71ee_6022_3f60_9cb7, 0x5983_196c_3e1a_2ed0];
+const GOLDEN_BLOCK_V2_BLOCKSUM_HEAD: [u64; 3] =
+    [0x660a_8442_2c6d_a0ce, 0x098a_c116_4654_210a, 0x5983_196c_3e1a_2ed0];
 const GOLDEN_LABEL: u64 = 0x95ec_6d45_fa2f_8481;
 
 proptest! {

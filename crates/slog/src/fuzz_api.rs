@@ -7,8 +7,8 @@
 //! so a target can get past the checksum checks and exercise the field checks behind them.
 
 pub use crate::block::{
-    decode_header, decode_payload, encode_block, BlockContext, BlockError, BlockHeader,
-    BLOCK_HEADER_BYTES,
+    decode_header, decode_payload, encode_block, encode_block_v1, BlockContext, BlockError,
+    BlockHeader, BLOCK_HEADER_BYTES,
 };
 pub use crate::head::LogHead;
 pub use crate::label::{DeviceLabel, LabelDecodeError, Role};

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use crate::block::block_len_for_payload;
+use crate::block::block_len_upper_bound;
 use crate::config::{OpenOptions, VdevConfig};
 use crate::error::LogError;
 use crate::open::{assemble_vdev, open_vdev_legs, plan_merge, PoolId};
@@ -87,10 +87,10 @@ impl IntentLog {
             record.validate().map_err(LogError::InvalidRecord)?;
         }
         let payload_bytes: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
-        if block_len_for_payload(payload_bytes) > u64::from(u32::MAX) {
+        if block_len_upper_bound(payload_bytes) > u64::from(u32::MAX) {
             let total_bytes = self.space_total_bytes();
             return Err(LogError::LogFull {
-                needed_bytes: block_len_for_payload(payload_bytes),
+                needed_bytes: block_len_upper_bound(payload_bytes),
                 free_bytes: 0,
                 total_bytes,
             });

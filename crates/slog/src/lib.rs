@@ -6,7 +6,8 @@
 //!
 //! * records carry a global sequence number and a checksum chained from the previous record;
 //!   replay follows the chain and stops at the first break, so a torn write is never replayed;
-//! * commit batches are packed into 4 KiB-aligned blocks written sequentially into a ring on
+//! * commit batches are packed into blocks padded to the devices' atomic write unit (physical
+//!   sector, 512 B to 4 KiB: format version 2) and written sequentially into a ring on
 //!   each log vdev (one device, or a mirror written in parallel); a double-buffered head
 //!   records where the oldest live block is;
 //! * callers arriving while a flush runs share the next device write (group commit);

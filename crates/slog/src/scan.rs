@@ -11,7 +11,7 @@ use crate::aligned::AlignedBuf;
 use crate::block::{check_link, decode_header, decode_payload, BlockError, BlockHeader};
 use crate::device::LogDevice;
 use crate::head::LogHead;
-use crate::layout::BLOCK_SIZE_BYTES;
+use crate::layout::{BLOCK_SIZE_BYTES, SECTOR_SIZE_BYTES};
 use crate::record::DecodedRecord;
 use crate::ring::{ChainPoint, Extent};
 
@@ -91,10 +91,16 @@ pub(crate) fn read_block_at(
     ring: RingBounds,
     at: ChainPoint,
 ) -> Result<ReadBlock, ReadBlockError> {
-    if at.offset_bytes < ring.start_bytes || at.offset_bytes + BLOCK_SIZE_BYTES > ring.end_bytes {
+    let in_ring = at.offset_bytes >= ring.start_bytes
+        && at.offset_bytes.is_multiple_of(SECTOR_SIZE_BYTES)
+        && at.offset_bytes + SECTOR_SIZE_BYTES <= ring.end_bytes;
+    if !in_ring {
         return Err(ReadBlockError::Block(BlockError::Garbage));
     }
-    let mut first = AlignedBuf::zeroed(BLOCK_SIZE_BYTES as usize);
+    // One 4 KiB read holds the header and usually the whole block; near the ring end, what is
+    // left of the ring (version 2 blocks end on any sector).
+    let first_len = BLOCK_SIZE_BYTES.min(ring.end_bytes - at.offset_bytes);
+    let mut first = AlignedBuf::zeroed_sectors(first_len as usize);
     device.read_at(at.offset_bytes, &mut first).map_err(ReadBlockError::Io)?;
     let header = decode_header(&first, ring.vdev_guid).map_err(ReadBlockError::Block)?;
     check_link(&header, &at).map_err(ReadBlockError::Block)?;
@@ -102,11 +108,11 @@ pub(crate) fn read_block_at(
     if at.offset_bytes + len > ring.end_bytes {
         return Err(ReadBlockError::Block(BlockError::Garbage));
     }
-    let bytes = if len > BLOCK_SIZE_BYTES {
-        let mut whole = AlignedBuf::zeroed(len as usize);
-        whole[..BLOCK_SIZE_BYTES as usize].copy_from_slice(&first);
-        let rest = &mut whole[BLOCK_SIZE_BYTES as usize..];
-        device.read_at(at.offset_bytes + BLOCK_SIZE_BYTES, rest).map_err(ReadBlockError::Io)?;
+    let bytes = if len > first_len {
+        let mut whole = AlignedBuf::zeroed_sectors(len as usize);
+        whole[..first_len as usize].copy_from_slice(&first);
+        let rest = &mut whole[first_len as usize..];
+        device.read_at(at.offset_bytes + first_len, rest).map_err(ReadBlockError::Io)?;
         Bytes::copy_from_slice(&whole)
     } else {
         Bytes::copy_from_slice(&first)

@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::block::{encode_block, BlockContext};
+use crate::block::{block_len_at, encode_block, BlockContext};
 use crate::config::{VdevConfig, VdevKind};
 use crate::device::LogDevice;
 use crate::head::LogHead;
 use crate::label::DeviceLabel;
-use crate::layout::HEAD_SLOT_OFFSETS_BYTES;
+use crate::layout::{clamp_write_unit, BLOCK_SIZE_BYTES, HEAD_SLOT_OFFSETS_BYTES};
 use crate::record::{DecodedRecord, LogRecord};
 use crate::ring::{ChainPoint, Extent, Ring};
 use crate::scan::{read_block_at, ReadBlockError, RingBounds};
@@ -68,6 +68,9 @@ pub(crate) struct Vdev {
     legs_view: Mutex<Vec<(PathBuf, Arc<LegHealth>)>>,
     space_used_bytes: AtomicU64,
     space_total_bytes: AtomicU64,
+    /// Blocks are padded to this (the largest atomic write unit of the legs), so a torn block
+    /// write never reaches an earlier block. Recomputed when the legs change.
+    unit_bytes: AtomicU64,
 }
 
 /// What a write needs from the log as a whole.
@@ -99,7 +102,9 @@ impl Vdev {
         ring: Ring,
     ) -> Self {
         let legs_view = Mutex::new(legs_view(&inner));
+        let unit_bytes = AtomicU64::new(write_unit_bytes(&inner.legs));
         let vdev = Self {
+            unit_bytes,
             guid,
             kind,
             label,
@@ -113,6 +118,11 @@ impl Vdev {
         };
         vdev.update_space(&vdev.ring.lock());
         vdev
+    }
+
+    /// The unit this vdev's blocks are padded to.
+    pub fn unit_bytes(&self) -> u64 {
+        self.unit_bytes.load(Ordering::Relaxed)
     }
 
     pub fn bounds(&self) -> RingBounds {
@@ -253,7 +263,9 @@ impl Vdev {
             return Err(WriteFailure::AllLegsFailed);
         }
         let payload: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
-        let len = crate::block::block_len_for_payload(payload);
+        let unit_bytes = self.unit_bytes();
+        let tail = self.ring.lock().tail.offset_bytes;
+        let len = block_len_at(tail, payload, unit_bytes);
         let placed = {
             let ring = self.ring.lock();
             ring.place(len, ring.durable_head)
@@ -262,6 +274,8 @@ impl Vdev {
             Some(offset) => offset,
             None => self.make_room(inner, len, ctx)?,
         };
+        // At the ring start (aligned) the block needs no realigning padding: never longer.
+        let len = block_len_at(offset, payload, unit_bytes);
         let (point, head_due) = {
             let ring = self.ring.lock();
             (ChainPoint { offset_bytes: offset, ..ring.tail }, ring.head_dirty())
@@ -272,6 +286,7 @@ impl Vdev {
             release_seq: (ctx.release_seq)().min(first_seq),
             writer_epoch: ctx.session.writer_epoch,
             epoch_first_seq: ctx.session.epoch_first_seq,
+            unit_bytes,
         };
         let (buf, header) = encode_block(&block_ctx, first_seq, records);
         let head = head_due.then(|| self.next_head(inner, ctx));
@@ -351,6 +366,7 @@ impl Vdev {
     /// Call after changing `inner.legs`.
     pub fn refresh_legs_view(&self, inner: &VdevInner) {
         *self.legs_view.lock() = legs_view(inner);
+        self.unit_bytes.store(write_unit_bytes(&inner.legs), Ordering::Relaxed);
     }
 
     /// Marks the vdev removed. Its devices close when the last reference to it goes (the
@@ -361,6 +377,16 @@ impl Vdev {
         }
         self.removed.store(true, Ordering::Release);
     }
+}
+
+/// The write unit of a vdev: the largest of its legs' (a mirror's block must be atomic on
+/// every leg); 4 KiB when no leg is open.
+fn write_unit_bytes(legs: &[Leg]) -> u64 {
+    legs.iter()
+        .filter_map(|l| l.device.as_ref())
+        .map(|d| clamp_write_unit(d.write_unit_bytes()))
+        .max()
+        .unwrap_or(BLOCK_SIZE_BYTES)
 }
 
 fn legs_view(inner: &VdevInner) -> Vec<(PathBuf, Arc<LegHealth>)> {

@@ -129,7 +129,7 @@ fn fitting_prefix(batch: &[Waiter], max_block_bytes: u64) -> usize {
     let mut count = 0;
     for waiter in batch {
         payload += waiter.payload_bytes;
-        if crate::block::block_len_for_payload(payload) > max_block_bytes {
+        if crate::block::block_len_upper_bound(payload) > max_block_bytes {
             break;
         }
         count += 1;
@@ -142,7 +142,7 @@ fn refuse_full(shared: &Shared, waiters: Vec<Waiter>) {
     for waiter in waiters {
         StatsCounters::add(&shared.stats.log_full_events, 1);
         StatsCounters::add(&shared.stats.commit_errors, 1);
-        let needed_bytes = crate::block::block_len_for_payload(waiter.payload_bytes);
+        let needed_bytes = crate::block::block_len_upper_bound(waiter.payload_bytes);
         let _ = waiter.reply.send(Err(LogError::LogFull {
             needed_bytes,
             free_bytes: total - used.min(total),

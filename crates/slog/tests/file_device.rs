@@ -82,6 +82,12 @@ fn file_device_direct_io_and_unaligned_buffers() {
     device.read_at(4096, &mut back).expect("read");
     assert_eq!(back, data);
     eprintln!("O_DIRECT in use on {}: {}", std::env::temp_dir().display(), device.is_direct());
+    let unit = device.write_unit_bytes();
+    eprintln!("write unit (physical sector) of {}: {unit}", std::env::temp_dir().display());
+    assert!(unit.is_power_of_two() && (512..=4096).contains(&unit), "{unit}");
+    // A version 2 block may end on any sector: a 4.5 KiB write from an aligned buffer.
+    let block = fardisk_slog::AlignedBuf::zeroed_sectors(4608);
+    device.write_at(16384 + 512, &block).expect("sector-granular write");
     let buffered = FileDevice::open(&path, false).expect("open buffered");
     assert!(!buffered.is_direct());
     let mut again = vec![0u8; 8192];

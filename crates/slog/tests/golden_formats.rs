@@ -1,5 +1,6 @@
 //! Golden fixtures of the intent log's on-device formats (docs/format/slog.md): device label, log
-//! head, log block with its records, an epoch marker block, and one record. The committed bytes
+//! head, log block with its records (version 1, 4 KiB units, and version 2, padded to the
+//! vdev's write unit), an epoch marker block of each version, and one record. The committed bytes
 //! in `tests/fixtures/` must be what today's encoders write from the inputs below (the same
 //! inputs as the golden checksums in `src/codec_tests.rs`), today's decoders must read them back
 //! to those inputs, and the damaged ones must be refused. `tests/fixtures/README.md` says what
@@ -12,8 +13,8 @@ use bytes::Bytes;
 use fardisk_common::golden::{flip_bit, Fixtures};
 use fardisk_slog::fuzz_api::{
     chained64, checksum64, decode_header, decode_payload, decode_record, encode_block,
-    encode_record, BlockContext, BlockError, ChainPoint, DeviceLabel, LabelDecodeError, LogHead,
-    LogRecord, RecordKind, Role, RECORD_HEADER_BYTES,
+    encode_block_v1, encode_record, BlockContext, BlockError, ChainPoint, DeviceLabel,
+    LabelDecodeError, LogHead, LogRecord, RecordKind, Role, RECORD_HEADER_BYTES,
 };
 
 const VDEV_GUID: u64 = 0x1111;
@@ -35,6 +36,7 @@ fn ctx(prev_chain: u64) -> BlockContext {
         release_seq: 3,
         writer_epoch: 2,
         epoch_first_seq: 1,
+        unit_bytes: 512,
     }
 }
 
@@ -73,14 +75,27 @@ fn head() -> LogHead {
     }
 }
 
+/// A version 1 block (as fardisk wrote them before version 2).
 fn block() -> Vec<u8> {
+    let recs = records();
+    let refs: Vec<&LogRecord> = recs.iter().collect();
+    encode_block_v1(&ctx(PREV_CHAIN), FIRST_SEQ, &refs).0.to_vec()
+}
+
+/// The version 1 epoch marker an open wrote at the new tail: a block with no records.
+fn marker() -> Vec<u8> {
+    encode_block_v1(&ctx(PREV_CHAIN), FIRST_SEQ, &[]).0.to_vec()
+}
+
+/// A version 2 block in 512-byte units, as today's writer writes it.
+fn block_v2() -> Vec<u8> {
     let recs = records();
     let refs: Vec<&LogRecord> = recs.iter().collect();
     encode_block(&ctx(PREV_CHAIN), FIRST_SEQ, &refs).0.to_vec()
 }
 
-/// The epoch marker an open writes at the new tail: a block with no records.
-fn marker() -> Vec<u8> {
+/// The version 2 epoch marker: one 512-byte unit.
+fn marker_v2() -> Vec<u8> {
     encode_block(&ctx(PREV_CHAIN), FIRST_SEQ, &[]).0.to_vec()
 }
 
@@ -117,7 +132,7 @@ fn truncated(bytes: &[u8], len: usize) -> Vec<u8> {
 fn all() -> Vec<(&'static str, Vec<u8>)> {
     let label = label().encode().expect("label").to_vec();
     let head = head().encode().to_vec();
-    let (block, record) = (block(), record());
+    let (block, record, block_v2) = (block(), record(), block_v2());
     let wrong_magic = b"FDXXXX00";
     vec![
         ("label.flipped-bit.bin", flip_bit(&label, 70, 0)),
@@ -137,6 +152,13 @@ fn all() -> Vec<(&'static str, Vec<u8>)> {
         ("block.wrong-version.bin", reseal(with(block.clone(), 8, &2u16.to_le_bytes()), 120)),
         ("block.bin", block),
         ("epoch-marker-block.bin", marker()),
+        ("block-v2.flipped-payload-bit.bin", flip_bit(&block_v2, 128 + 64 + 2, 6)),
+        ("block-v2.truncated.bin", truncated(&block_v2, 300)),
+        ("block-v2.unit-too-large.bin", reseal(with(block_v2.clone(), 96, &[13]), 120)),
+        ("block-v2.unit-missing.bin", reseal(with(block_v2.clone(), 96, &[0]), 120)),
+        ("block-v2.wrong-version.bin", reseal(with(block_v2.clone(), 8, &3u16.to_le_bytes()), 120)),
+        ("block-v2.bin", block_v2),
+        ("epoch-marker-block-v2.bin", marker_v2()),
         ("record.flipped-data-bit.bin", flip_bit(&record, 65, 0)),
         ("record.truncated.bin", truncated(&record, RECORD_HEADER_BYTES - 1)),
         ("record.wrong-magic.bin", reseal_record(with(record.clone(), 0, b"FDXX"))),
@@ -232,6 +254,38 @@ fn damaged_blocks_are_refused() {
         assert_eq!(decode_header(&read(name), VDEV_GUID), Err(BlockError::Garbage), "{name}");
     }
     for name in ["block.flipped-payload-bit.bin", "block.truncated.bin"] {
+        let bytes = Bytes::from(read(name));
+        let header = decode_header(&bytes, VDEV_GUID).expect("the header is intact");
+        assert!(
+            matches!(decode_payload(&bytes, &header), Err(BlockError::Corrupt(_))),
+            "{name} accepted"
+        );
+    }
+}
+
+#[test]
+fn block_v2_fixture_decodes_to_its_records_in_512_bytes() {
+    let bytes = Bytes::from(read("block-v2.bin"));
+    assert_eq!(bytes.len(), 512, "128 + 197 bytes padded to one 512-byte unit");
+    let header = decode_header(&bytes, VDEV_GUID).expect("header");
+    assert_eq!((header.version, header.unit_bytes, header.block_len_bytes), (2, 512, 512));
+    assert_eq!((header.block_seq, header.prev_chain, header.record_count), (7, PREV_CHAIN, 3));
+    let decoded = decode_payload(&bytes, &header).expect("payload");
+    assert!(decoded.iter().map(|d| &d.record).eq(records().iter()));
+    let marker = Bytes::from(read("epoch-marker-block-v2.bin"));
+    assert_eq!(marker.len(), 512);
+    let header = decode_header(&marker, VDEV_GUID).expect("marker header");
+    assert!(decode_payload(&marker, &header).expect("payload").is_empty());
+}
+
+#[test]
+fn damaged_v2_blocks_are_refused() {
+    for name in
+        ["block-v2.unit-too-large.bin", "block-v2.unit-missing.bin", "block-v2.wrong-version.bin"]
+    {
+        assert_eq!(decode_header(&read(name), VDEV_GUID), Err(BlockError::Garbage), "{name}");
+    }
+    for name in ["block-v2.flipped-payload-bit.bin", "block-v2.truncated.bin"] {
         let bytes = Bytes::from(read(name));
         let header = decode_header(&bytes, VDEV_GUID).expect("the header is intact");
         assert!(

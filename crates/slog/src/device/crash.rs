@@ -242,6 +242,11 @@ fn range_check(len: usize, offset_bytes: u64, count: usize) -> io::Result<()> {
 }
 
 impl LogDevice for CrashDevice {
+    /// Torn writes here keep or lose whole 512-byte sectors, never bytes outside the write.
+    fn write_unit_bytes(&self) -> u64 {
+        SECTOR_SIZE_BYTES
+    }
+
     fn read_at(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()> {
         let state = self.state.lock();
         self.check(&state, state.faults.fail_reads, "read")?;

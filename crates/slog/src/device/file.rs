@@ -24,6 +24,7 @@ pub struct FileDevice {
     direct: AtomicBool,
     len_bytes: u64,
     volatile: bool,
+    write_unit_bytes: u64,
 }
 
 impl FileDevice {
@@ -44,7 +45,9 @@ impl FileDevice {
     fn from_file(path: &Path, mut file: File, direct: bool) -> io::Result<Self> {
         // Seeking to the end works for regular files and block devices alike.
         let len_bytes = file.seek(SeekFrom::End(0))?;
+        let write_unit_bytes = physical_sector_bytes(&file.metadata()?);
         Ok(Self {
+            write_unit_bytes,
             path: path.to_path_buf(),
             file: RwLock::new(file),
             direct: AtomicBool::new(direct),
@@ -124,6 +127,27 @@ impl LogDevice for FileDevice {
     fn path(&self) -> &Path {
         &self.path
     }
+
+    fn write_unit_bytes(&self) -> u64 {
+        self.write_unit_bytes
+    }
+}
+
+/// The physical sector size of the block device that holds `meta` (itself, for a block device
+/// node; the file system's device for a file), from sysfs; 4 KiB when unknown (tmpfs, network
+/// file systems, no sysfs). Like ZFS's ashift, what the device reports decides how small a log
+/// block may be.
+fn physical_sector_bytes(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    // A partition has no queue/ of its own: its disk's is one level up.
+    [base.join("queue/physical_block_size"), base.join("../queue/physical_block_size")]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(crate::layout::BLOCK_SIZE_BYTES, crate::layout::clamp_write_unit)
 }
 
 fn open_file(path: &Path, direct_io: bool) -> io::Result<(File, bool)> {

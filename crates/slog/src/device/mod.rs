@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 pub use volatile::is_volatile_path;
 
-/// One log leg's storage. Offsets and lengths are whole 4 KiB units; buffers passed to
-/// `write_at`/`read_at` by the log are 4 KiB aligned (O_DIRECT).
+/// One log leg's storage. Offsets and lengths are whole 512-byte sectors (labels and heads
+/// whole 4 KiB units, blocks whole `write_unit_bytes`); buffers passed to `write_at`/`read_at`
+/// by the log are 4 KiB aligned (O_DIRECT).
 pub trait LogDevice: Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset_bytes`.
     fn read_at(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()>;
@@ -26,6 +27,12 @@ pub trait LogDevice: Send + Sync {
     fn is_volatile(&self) -> bool;
     /// The path the device was opened from (for errors and status).
     fn path(&self) -> &Path;
+    /// The smallest write the device makes atomically (its physical sector): a write of whole
+    /// units at a unit boundary cannot tear bytes outside itself. Log blocks are padded to it.
+    /// 4 KiB unless the device knows better.
+    fn write_unit_bytes(&self) -> u64 {
+        crate::layout::BLOCK_SIZE_BYTES
+    }
 }
 
 /// Opens devices by path. The log never opens paths itself, so tests can substitute
