@@ -166,7 +166,7 @@ impl BlockCache for ArcBlockCache {
 
     fn get_device(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         let k = key(ptr);
-        let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.checksum)?;
+        let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.physical_bytes, ptr.checksum)?;
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
         self.arc.insert(k, from_l2.clone(), kind);
         Some(from_l2)
