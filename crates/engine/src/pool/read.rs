@@ -288,11 +288,7 @@ async fn read_from_device(
             let cache = inner.blocks.clone();
             let env = inner.env.clone();
             async move {
-                let got = env
-                    .blocking("cache-device read", move || cache.get_device(&p, prefetch))
-                    .await
-                    .ok()
-                    .flatten();
+                let got = cache.read_device(p, prefetch, env).await;
                 (i, p, got)
             }
         })
