@@ -63,7 +63,8 @@ impl ArcBlockCache {
     ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
-        ArcBlockCache {
+        let has_l2 = l2.is_some();
+        let cache = ArcBlockCache {
             arc,
             l2: RwLock::new(l2),
             writer: Mutex::new(writer),
@@ -71,6 +72,18 @@ impl ArcBlockCache {
             seed,
             device_reads: RwLock::new(None),
             io_uring_refused: AtomicBool::new(false),
+        };
+        if has_l2 {
+            cache.start_device_reads();
+        }
+        cache
+    }
+
+    /// Starts the io_uring reader now, when there is a runtime to run it (its ring and eventfd
+    /// are then part of the daemon's idle descriptors, not opened by the first read).
+    fn start_device_reads(&self) {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.device_reads();
         }
     }
 
@@ -130,6 +143,8 @@ impl ArcBlockCache {
         l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
         *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
         *slot = Some(l2);
+        drop(slot);
+        self.start_device_reads();
         Ok(())
     }
 

@@ -144,7 +144,7 @@ impl DeviceReads {
             .offset(plan.offset_bytes())
             .build()
             .user_data(id as u64);
-        {
+        let done = {
             let mut ring = self.shared.ring.lock();
             // SAFETY: the buffer behind `ptr` is owned by the in-flight table until this entry's
             // completion is reaped (moving `ReadBuf` does not move its heap allocation), and the
@@ -160,7 +160,11 @@ impl DeviceReads {
             if let Err(err) = ring.submit() {
                 tracing::debug!(%err, "io_uring submit failed; the entry stays queued");
             }
-        }
+            // Completions that are ready go to their readers now, not after the reactor gets
+            // round to the eventfd (a busy worker polls it only every so many tasks).
+            take_completions(&mut ring)
+        };
+        deliver(&self.shared, done);
         let (buf, result) =
             wait.await.map_err(|_| std::io::Error::other("device read abandoned"))?;
         result.map(|n| (buf, n))
@@ -182,12 +186,19 @@ fn wake(shared: &Shared) {
     unsafe { libc::write(shared.eventfd.get_ref().as_raw_fd(), one.as_ptr().cast(), 8) };
 }
 
+/// The completions the ring holds, as (read id, result).
+fn take_completions(ring: &mut IoUring) -> Vec<(usize, i32)> {
+    ring.completion().map(|cqe| (cqe.user_data() as usize, cqe.result())).collect()
+}
+
 /// Hands every completion the ring holds to its waiting read.
 fn reap_completions(shared: &Shared) {
-    let done: Vec<(usize, i32)> = {
-        let mut ring = shared.ring.lock();
-        ring.completion().map(|cqe| (cqe.user_data() as usize, cqe.result())).collect()
-    };
+    let done = take_completions(&mut shared.ring.lock());
+    deliver(shared, done);
+}
+
+/// Sends each completion's buffer and result to its waiting read.
+fn deliver(shared: &Shared, done: Vec<(usize, i32)>) {
     if done.is_empty() {
         return;
     }
