@@ -15,10 +15,18 @@ SECONDS_TPCB="${DEMO_SECONDS:-20}"
 INIT_LIMIT_S="${DEMO_INIT_LIMIT_S:-180}"
 LATENCY_MS=20 # each way: a 40 ms round trip, "half way across the country"
 
-scripts/install-deps.sh
-fd_log "building fardisk (release)"
-cargo build --release -q -p fardisk
-BIN="$FARDISK_ROOT/target/release/fardisk"
+# One progress line per step, with the time since the demo started.
+T0=$SECONDS
+step() { fd_log "[$(printf '%3d' $((SECONDS - T0))) s] $*"; }
+
+step "1/4 installing what the demo uses (scripts/install-deps.sh --demo: Debian packages, Rust)"
+scripts/install-deps.sh --demo
+# The demo's store is a local directory: no cloud clients (their TLS and crypto libraries are
+# most of a fresh build), no debug info. `cargo build --release -p fardisk` builds everything.
+step "2/4 building fardisk (cargo build --profile demo --no-default-features: file:// stores only)"
+cargo build --profile demo --no-default-features -q -p fardisk
+BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/demo/fardisk"
+step "   built $BIN"
 
 WORK="$(mktemp -d /tmp/fardisk-demo.XXXXXX)"
 chmod 755 "$WORK" # PostgreSQL runs as postgres and must reach its data directory
@@ -68,8 +76,11 @@ run_setup() { # run_setup NAME [create args...]
     "$BIN" status "$name" | sed 's/^/    /'
 }
 
+step "3/4 pool without a log device: PostgreSQL on it, pgbench -i -s 1, TPC-B ${SECONDS_TPCB} s"
 run_setup nolog
+step "4/4 pool with a log and a cache device on local files: the same"
 run_setup withlog log "$WORK/log0" cache "$WORK/cache0"
+step "done"
 
 echo
 echo "fardisk on a store ${LATENCY_MS} ms away each way (file:// + --simulate), PostgreSQL 15 on ext4:"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Install everything fardisk's tests and benchmarks need on a Debian 12 machine.
-# Idempotent: each step checks first and prints one line saying what it did.
-#   - Debian packages, installed only when missing (at most one `apt-get update`);
-#   - toxiproxy and MinIO built with `go install` into $FARDISK_TOOLS/bin, skipped
-#     when the stamp file says the pinned version is already there;
-#   - the Rust toolchain pieces (rustfmt, clippy) when missing;
-#   - the nightly toolchain and cargo-fuzz (pinned, into ~/.cargo/bin) for scripts/fuzz.sh;
-#   - a Python venv with matplotlib for bench/report.py.
+# Install what fardisk needs on a Debian 12 machine.
+#
+#   install-deps.sh --demo   what scripts/demo.sh uses: the Debian packages for PostgreSQL, FUSE,
+#                            ext4 and the build, and the Rust toolchain (a minute or less)
+#   install-deps.sh          everything the tests and benchmarks use besides:
+#     - toxiproxy, MinIO and the Versity S3 gateway built with `go install` into
+#       $FARDISK_TOOLS/bin, skipped when the stamp file says the pinned version is there;
+#     - Azurite (npm) and an s3proxy release (Maven Central) into the tools cache, likewise;
+#     - rustfmt and clippy; the nightly toolchain and cargo-fuzz (pinned) for scripts/fuzz.sh;
+#     - a Python venv with matplotlib for bench/report.py.
+# Idempotent: each step checks first and prints one line saying what it did and how long it took.
 # Fails with one clear line naming the step that could not be done.
 set -euo pipefail
 FD_NAME=install-deps
@@ -14,21 +17,37 @@ FD_NAME=install-deps
 
 # Real package names (postgresql-contrib-15 is a virtual package provided by
 # postgresql-15; nbdfuse is a binary in libnbd-bin), so dpkg-query can check them.
-APT_PACKAGES=(
-    fio fuse3 libfuse3-dev pkg-config qemu-utils libnbd-bin python3-libnbd
-    postgresql-15 postgresql-contrib e2fsprogs xfsprogs util-linux gnuplot-nox
-    curl ca-certificates python3-venv
+DEMO_APT_PACKAGES=(
+    fuse3 libfuse3-dev pkg-config postgresql-15 e2fsprogs util-linux curl ca-certificates
 )
+TEST_APT_PACKAGES=(
+    fio qemu-utils libnbd-bin python3-libnbd postgresql-contrib xfsprogs gnuplot-nox python3-venv
+    default-jre-headless
+)
+# Tools the full install needs as commands, however they came (the Debian package otherwise).
+TEST_COMMANDS=(mvn:maven node:nodejs npm:npm)
+MODE=full
+case "${1:-}" in
+    --demo) MODE=demo ;;
+    "") ;;
+    *) echo "usage: $0 [--demo]" >&2; exit 2 ;;
+esac
+APT_PACKAGES=("${DEMO_APT_PACKAGES[@]}")
+[ "$MODE" = full ] && APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
 
 TOOLS="$(fd_tools_dir)"
 mkdir -p "$TOOLS/bin" "$TOOLS/stamps" "$TOOLS/logs" || fd_die "cannot create tools cache $TOOLS"
 
 apt_missing() {
-    local p
+    local p c
     for p in "${APT_PACKAGES[@]}"; do
         if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
             printf '%s\n' "$p"
         fi
+    done
+    [ "$MODE" = full ] || return 0
+    for c in "${TEST_COMMANDS[@]}"; do
+        command -v "${c%%:*}" >/dev/null || printf '%s\n' "${c#*:}"
     done
 }
 
@@ -78,6 +97,10 @@ go_tool() {
 install_rust() {
     local c
     command -v cargo >/dev/null || fd_die "rust: 'cargo' not found; install Rust (rustup) first"
+    if [ "$MODE" = demo ]; then
+        fd_log "rust: $(cargo --version)"
+        return
+    fi
     for c in rustfmt clippy; do
         if cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
             fd_log "rust: $c present"
@@ -113,6 +136,52 @@ install_fuzz() {
     fd_log "fuzz: installed $want in $((SECONDS - t0)) s"
 }
 
+# npm_tool NAME PACKAGE VERSION BIN: `npm install PACKAGE@VERSION` into $TOOLS/NAME, with
+# $TOOLS/bin/BIN linked to the package's executable.
+npm_tool() {
+    local name="$1" package="$2" version="$3" bin="$4"
+    local want="$package@$version" stamp="$TOOLS/stamps/$name" log="$TOOLS/logs/$name.log" t0
+    if [ -x "$TOOLS/bin/$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+        fd_log "$name: $want already installed ($TOOLS/bin/$bin)"
+        return
+    fi
+    command -v npm >/dev/null || fd_die "$name: 'npm' not found; it is needed to install $want"
+    t0=$SECONDS
+    fd_log "$name: installing $want with npm (log: $log)"
+    rm -rf "$TOOLS/$name"
+    npm install --prefix "$TOOLS/$name" --no-audit --no-fund --omit=dev "$want" >"$log" 2>&1 \
+        || { tail -n 5 "$log" >&2; fd_die "$name: 'npm install $want' failed (see $log)"; }
+    [ -x "$TOOLS/$name/node_modules/.bin/$bin" ] || fd_die "$name: npm installed no $bin"
+    ln -sfn "$TOOLS/$name/node_modules/.bin/$bin" "$TOOLS/bin/$bin"
+    printf '%s\n' "$want" >"$stamp"
+    fd_log "$name: installed in $((SECONDS - t0)) s -> $TOOLS/bin/$bin"
+}
+
+# maven_jar NAME GROUP:ARTIFACT:VERSION:jar:CLASSIFIER: the jar into $TOOLS/lib/NAME.jar and a
+# launcher $TOOLS/bin/NAME (java -jar).
+maven_jar() {
+    local name="$1" artifact="$2" stamp="$TOOLS/stamps/$1" log="$TOOLS/logs/$1.log" t0 jar
+    if [ -x "$TOOLS/bin/$name" ] && [ -f "$TOOLS/lib/$name.jar" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$artifact" ]; then
+        fd_log "$name: $artifact already present ($TOOLS/lib/$name.jar)"
+        return
+    fi
+    command -v mvn >/dev/null || fd_die "$name: 'mvn' not found; it is needed to fetch $artifact"
+    t0=$SECONDS
+    fd_log "$name: fetching $artifact with mvn (log: $log)"
+    rm -rf "$TOOLS/build/$name"
+    mkdir -p "$TOOLS/build/$name" "$TOOLS/lib"
+    mvn -B -q dependency:copy -Dartifact="$artifact" -DoutputDirectory="$TOOLS/build/$name" >"$log" 2>&1 \
+        || { tail -n 5 "$log" >&2; fd_die "$name: 'mvn dependency:copy $artifact' failed (see $log)"; }
+    jar="$(find "$TOOLS/build/$name" -maxdepth 1 -name '*.jar' | head -n 1)"
+    [ -n "$jar" ] || fd_die "$name: mvn fetched no jar"
+    mv -f "$jar" "$TOOLS/lib/$name.jar"
+    rm -rf "$TOOLS/build/$name"
+    printf '#!/bin/sh\nexec java -jar %s "$@"\n' "$TOOLS/lib/$name.jar" >"$TOOLS/bin/$name"
+    chmod +x "$TOOLS/bin/$name"
+    printf '%s\n' "$artifact" >"$stamp"
+    fd_log "$name: fetched in $((SECONDS - t0)) s -> $TOOLS/lib/$name.jar"
+}
+
 # The venv python is what bench/report.py and tests/e2e use for plots.
 install_python_venv() {
     local venv="$TOOLS/venv" want="matplotlib==$MATPLOTLIB_VERSION"
@@ -136,11 +205,18 @@ main() {
     exec 9>"$TOOLS/.lock"
     # Two runs at once (a developer and CI) would race on the same binaries.
     flock -w 1800 9 || fd_die "another install-deps holds $TOOLS/.lock for 30 min"
-    fd_log "tools cache: $TOOLS"
+    fd_log "tools cache: $TOOLS ($MODE)"
     install_apt
+    install_rust
+    if [ "$MODE" = demo ]; then
+        fd_log "done in $((SECONDS - t0)) s (demo only; the tests need scripts/install-deps.sh without --demo)"
+        return
+    fi
     go_tool toxiproxy-server "$TOXIPROXY_MODULE" "$TOXIPROXY_VERSION"
     go_tool minio "$MINIO_MODULE" "$MINIO_VERSION"
-    install_rust
+    go_tool versitygw "$VERSITYGW_MODULE" "$VERSITYGW_VERSION"
+    npm_tool azurite azurite "$AZURITE_VERSION" azurite-blob
+    maven_jar s3proxy "$S3PROXY_ARTIFACT"
     install_fuzz
     install_python_venv
     fd_log "done in $((SECONDS - t0)) s"

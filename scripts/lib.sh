@@ -71,6 +71,21 @@ fd_wait_http() {
     return 1
 }
 
+# fd_wait_answer URL TRIES [PID]: like fd_wait_http, but any HTTP status counts (servers that
+# answer an unsigned request 403 are up all the same).
+fd_wait_answer() {
+    local url="$1" tries="$2" pid="${3:-}" i code
+    for ((i = 0; i < tries; i++)); do
+        code="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 2 "$url" 2>/dev/null)" || code=000
+        [ "$code" != 000 ] && return 0
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            return 1
+        fi
+        sleep 0.25
+    done
+    return 1
+}
+
 # fd_pid_alive PIDFILE NAME: true when the PID in PIDFILE runs a command whose
 # argv[0] ends in NAME, so a recycled PID is never mistaken for our daemon.
 fd_pid_alive() {

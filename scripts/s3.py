@@ -11,6 +11,10 @@ Commands:
   s3.py mb BUCKET                      create a bucket (ok if we already own it)
   s3.py put BUCKET KEY FILE            upload FILE ('-' = stdin)
   s3.py get BUCKET KEY [FILE]          download to FILE (default stdout)
+  s3.py put-create-only BUCKET KEY FILE
+                                       upload with If-None-Match: * and print the HTTP
+                                       status (412 where the key exists, on a store
+                                       with conditional writes)
   s3.py rm BUCKET KEY                  delete an object
   s3.py ls BUCKET [PREFIX]             list keys (one "SIZE KEY" line each)
   s3.py roundtrip BUCKET KEY SIZE N    N x (PUT then GET and verify) of SIZE random
@@ -96,10 +100,12 @@ def sign(cfg, method, path, body_sha256, now, query=None):
     return headers
 
 
-def request(cfg, method, path, body=b"", query=None):
-    """Send one signed request on a new connection; return (status, body)."""
+def request(cfg, method, path, body=b"", query=None, extra=None):
+    """Send one signed request on a new connection; return (status, body). `extra` headers
+    are sent unsigned (SigV4 signs only the headers it lists)."""
     headers = sign(cfg, method, path, hashlib.sha256(body).hexdigest(),
                    datetime.datetime.now(datetime.timezone.utc), query)
+    headers.update(extra or {})
     conn = http.client.HTTPConnection(cfg["host"], cfg["port"], timeout=TIMEOUT_S)
     target = urllib.parse.quote(path, safe="/-_.~")
     if query:
@@ -202,6 +208,11 @@ def main(argv):
         src = sys.stdin.buffer if argv[4] == "-" else open(argv[4], "rb")
         with src:
             put_object(cfg, bucket, argv[3], src.read())
+    elif cmd == "put-create-only" and len(argv) == 5:
+        with open(argv[4], "rb") as src:
+            status, _ = request(cfg, "PUT", f"/{bucket}/{argv[3]}", src.read(),
+                                extra={"If-None-Match": "*"})
+        print(status)
     elif cmd == "get" and len(argv) in (4, 5):
         data = get_object(cfg, bucket, argv[3])
         if len(argv) == 5:

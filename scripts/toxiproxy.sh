@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Put toxiproxy between fardisk and MinIO so tests can make the object store far,
-# slow or gone.
+# Put toxiproxy between fardisk and its object store (MinIO, Versity or Azurite) so tests can
+# make the store far, slow or gone.
 #
 #   toxiproxy.sh start [UPSTREAM]  server + proxy "minio" from a free local port to
-#                                  UPSTREAM (default: the MinIO of this run dir)
+#                                  UPSTREAM (default: the MinIO, Versity or Azurite of this
+#                                  run dir, started by scripts/<server>.sh)
 #   toxiproxy.sh stop              stop the server this run dir started (by PID)
 #   toxiproxy.sh latency MS [JITTER_MS]
 #                                  add MS on each direction, so a request/response
@@ -15,7 +16,8 @@
 #                                  (default 1.0), ATTRIBUTES_JSON e.g. '{"timeout":500}'
 #   toxiproxy.sh toxic remove NAME remove what `toxic add NAME` added
 #   toxiproxy.sh reset             remove all toxics and re-enable the proxy
-#   toxiproxy.sh env               MinIO's `export AWS_...` lines, endpoint via the proxy
+#   toxiproxy.sh env               the proxied server's `export ...` lines (scripts/<server>.sh
+#                                  env), its endpoint replaced by the proxy's
 #   toxiproxy.sh status
 #
 # State lives in $FARDISK_RUN_DIR/toxiproxy/ (pid, api_port, listen_port, log).
@@ -47,6 +49,19 @@ api() {
     esac
 }
 
+# The state dir of the store server running in this run dir whose port is $1 (any, without $1).
+store_dir() {
+    local s
+    for s in minio versity azurite; do
+        [ -f "$FARDISK_RUN_DIR/$s/port" ] || continue
+        if [ -z "${1:-}" ] || [ "$(cat "$FARDISK_RUN_DIR/$s/port")" = "$1" ]; then
+            printf '%s\n' "$FARDISK_RUN_DIR/$s"
+            return 0
+        fi
+    done
+    return 1
+}
+
 cmd_start() {
     local server upstream="${1:-}" api_port listen_port
     if fd_pid_alive "$PIDFILE" toxiproxy-server; then
@@ -54,8 +69,9 @@ cmd_start() {
         return
     fi
     if [ -z "$upstream" ]; then
-        [ -f "$FARDISK_RUN_DIR/minio/port" ] || fd_die "no UPSTREAM given and no MinIO in $FARDISK_RUN_DIR"
-        upstream="127.0.0.1:$(cat "$FARDISK_RUN_DIR/minio/port")"
+        local dir
+        dir="$(store_dir)" || fd_die "no UPSTREAM given and no MinIO, Versity or Azurite in $FARDISK_RUN_DIR"
+        upstream="127.0.0.1:$(cat "$dir/port")"
     fi
     server="$(fd_tool toxiproxy-server)"
     mkdir -p "$STATE"
@@ -71,6 +87,7 @@ cmd_start() {
     listen_port="$(fd_free_port)"
     api POST /proxies "{\"name\":\"$PROXY\",\"listen\":\"127.0.0.1:$listen_port\",\"upstream\":\"$upstream\",\"enabled\":true}"
     echo "$listen_port" >"$STATE/listen_port"
+    echo "$upstream" >"$STATE/upstream"
     fd_log "started pid $(cat "$PIDFILE"), api 127.0.0.1:$api_port, proxy $PROXY 127.0.0.1:$listen_port -> $upstream"
 }
 
@@ -81,7 +98,7 @@ cmd_stop() {
         fd_log "not running"
     fi
     fd_stop_pid "$PIDFILE" toxiproxy-server
-    rm -f "$STATE/api_port" "$STATE/listen_port"
+    rm -f "$STATE/api_port" "$STATE/listen_port" "$STATE/upstream"
 }
 
 remove_toxic() {
@@ -142,12 +159,14 @@ cmd_reset() {
 
 cmd_env() {
     fd_pid_alive "$PIDFILE" toxiproxy-server || fd_die "not running (scripts/toxiproxy.sh start)"
-    [ -f "$FARDISK_RUN_DIR/minio/env" ] || fd_die "no MinIO env in $FARDISK_RUN_DIR/minio"
-    local url
+    local url dir upstream
+    upstream="$(cat "$STATE/upstream" 2>/dev/null)"
+    dir="$(store_dir "${upstream##*:}")" || fd_die "no store server of $FARDISK_RUN_DIR listens on $upstream"
     url="http://127.0.0.1:$(cat "$STATE/listen_port")"
     sed -e "s#^export AWS_ENDPOINT=.*#export AWS_ENDPOINT=$url#" \
         -e "s#^export AWS_ENDPOINT_URL=.*#export AWS_ENDPOINT_URL=$url#" \
-        "$FARDISK_RUN_DIR/minio/env"
+        -e "s#^export AZURITE_BLOB_STORAGE_URL=.*#export AZURITE_BLOB_STORAGE_URL=$url#" \
+        "$dir/env"
 }
 
 cmd_status() {

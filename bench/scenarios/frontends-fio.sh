@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# about: seed 001's fio 4k randrw 75/25 iodepth 64 and 4 KiB sync writes on ext4: local loop file vs fardisk FUSE image vs fardisk NBD (nbdfuse)
-# Three setups in one run, each ext4 (plain mkfs.ext4) on a loop device (--direct-io=on):
+# about: seed 001's fio 4k randrw 75/25 iodepth 64 and 4 KiB sync writes on ext4: local loop file vs fardisk FUSE image (/dev/fuse and io_uring) vs fardisk NBD (nbdfuse)
+# Four setups in one run, each ext4 (plain mkfs.ext4) on a loop device (--direct-io=on):
 #   local          a loop file on the local disk (the limit);
-#   fardisk FUSE   the volume's image file from `fardisk import --mount`;
+#   fardisk FUSE   the volume's image file from `fardisk import --mount --fuse-uring off`;
+#   fardisk FUSE over io_uring   the same with `--fuse-uring on` (turns the kernel's
+#                  enable_uring switch on; the row is left out, with the reason, on a kernel
+#                  without FUSE over io_uring);
 #   fardisk NBD    the volume served by `fardisk import --nbd unix:...`, made a file by nbdfuse.
 # Both pools: a `file://` store made far away (--simulate latency=FARDISK_FIO_LATENCY_MS, a
 # round trip, default 40), a log file and a cache file on the local disk, defaults otherwise.
@@ -27,10 +30,11 @@ NBDFUSE_PID=""
 
 cleanup() {
     local l
-    for m in "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-nbd"; do mountpoint -q "$m" && umount "$m"; done
+    for m in "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-uring" "$WORK/fs-nbd"; do mountpoint -q "$m" && umount "$m"; done
     for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null; done
     [ -n "$NBDFUSE_PID" ] && { fusermount3 -u "$WORK/nbdfuse" 2>/dev/null; kill "$NBDFUSE_PID" 2>/dev/null; }
     "$B" export fusepool >/dev/null 2>&1
+    "$B" export uringpool >/dev/null 2>&1
     "$B" export nbdpool >/dev/null 2>&1
     rm -rf "$WORK/local.img" "$WORK/store-"* "$WORK/log-"* "$WORK/cache-"*
     return 0
@@ -38,7 +42,7 @@ cleanup() {
 mkdir -p "$WORK"
 cleanup || true  # set -e does not apply inside a function called in a || list
 rm -rf "$WORK"
-mkdir -p "$WORK/series" "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-nbd" "$WORK/nbdfuse"
+mkdir -p "$WORK/series" "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-uring" "$WORK/fs-nbd" "$WORK/nbdfuse"
 trap "cleanup || true" EXIT
 
 fd_log "building fardisk (release)"
@@ -80,12 +84,26 @@ ext4_on "$WORK/local.img" "$WORK/fs-local"
 run_jobs local "$WORK/fs-local"
 
 "$B" create fusepool "file://$WORK/store-fuse" log "$WORK/log-fuse" cache "$WORK/cache-fuse" --simulate "latency=$LATENCY_MS" >/dev/null
-"$B" import fusepool --mount "$WORK/mnt-fuse" >/dev/null
+"$B" import fusepool --mount "$WORK/mnt-fuse" --fuse-uring off >/dev/null
 "$B" volume create fusepool/v "$VOL_SIZE" >/dev/null
 ext4_on "$WORK/mnt-fuse/v" "$WORK/fs-fuse"
 puts0="$(puts_of fusepool)"
 run_jobs fuse "$WORK/fs-fuse"
 echo "$(( $(puts_of fusepool) - puts0 ))" >"$WORK/fuse.puts"
+"$B" export fusepool >/dev/null
+
+if [ -e /sys/module/fuse/parameters/enable_uring ]; then
+    "$B" create uringpool "file://$WORK/store-uring" log "$WORK/log-uring" cache "$WORK/cache-uring" --simulate "latency=$LATENCY_MS" >/dev/null
+    "$B" import uringpool --mount "$WORK/mnt-uring" --fuse-uring on >/dev/null
+    "$B" volume create uringpool/v "$VOL_SIZE" >/dev/null
+    ext4_on "$WORK/mnt-uring/v" "$WORK/fs-uring"
+    puts0="$(puts_of uringpool)"
+    run_jobs uring "$WORK/fs-uring"
+    echo "$(( $(puts_of uringpool) - puts0 ))" >"$WORK/uring.puts"
+    "$B" status uringpool --json | python3 -c 'import json,sys; f=json.load(sys.stdin)["pools"][0]["fuse"]; print(f["requests_uring"], f["requests_device"])' >"$WORK/uring.requests"
+else
+    fd_log "no FUSE over io_uring on this kernel: the io_uring row is left out"
+fi
 
 "$B" create nbdpool "file://$WORK/store-nbd" log "$WORK/log-nbd" cache "$WORK/cache-nbd" --simulate "latency=$LATENCY_MS" >/dev/null
 "$B" import nbdpool --nbd "unix:$WORK/nbd.sock" >/dev/null
@@ -106,11 +124,14 @@ import json, os, subprocess, sys
 work, results, result_py, secs, size, latency, note = sys.argv[1:8]
 setups = [("local", "ext4 on a loop file, local disk (the limit)", 0),
           ("fuse", "ext4 on fardisk FUSE image (log+cache local)", 1),
-          ("nbd", "ext4 on fardisk NBD via nbdfuse (log+cache local)", 2)]
+          ("uring", "ext4 on fardisk FUSE image over io_uring (log+cache local)", 2),
+          ("nbd", "ext4 on fardisk NBD via nbdfuse (log+cache local)", 3)]
 def job(name, kind):
     return json.load(open(os.path.join(work, f"{name}-{kind}.json")))["jobs"][0]
 base = {}
 for name, label, order in setups:
+    if not os.path.exists(os.path.join(work, f"{name}-randrw.json")):
+        continue  # the io_uring row on a kernel without it
     rw, sw = job(name, "randrw"), job(name, "syncw")
     m = {
         "randrw_read_iops": round(rw["read"]["iops"], 1),
@@ -128,6 +149,9 @@ for name, label, order in setups:
         m["randrw_to_local_pct"] = round(100 * m["randrw_mib_per_s"] / max(base["randrw_mib_per_s"], 1e-9), 1)
         m["syncw_to_local_pct"] = round(100 * m["syncw_iops"] / max(base["syncw_iops"], 1e-9), 1)
         m["store_puts"] = int(open(os.path.join(work, f"{name}.puts")).read())
+    if name == "uring":
+        via_uring, via_device = open(os.path.join(work, "uring.requests")).read().split()
+        m["fuse_requests_uring"], m["fuse_requests_device"] = int(via_uring), int(via_device)
     m["mkfs_s"] = float(open(os.path.join(work, f"mkfs-fs-{name}.s")).read())
     args = [sys.executable, result_py, "--out-dir", results, "--scenario", "frontends-fio", "--setup", label,
             "--order", str(order), "--durable", "yes", "--duration-s", str(2 * int(secs)), "--notes", note,

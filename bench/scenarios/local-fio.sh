@@ -2,7 +2,7 @@
 # about: the limit: fio 4 KiB randwrite, fsync after every write, on a local file
 # One job, queue depth 1 (psync): every write waits for its fsync, so
 # sync_lat_avg_us is the local device's own flush cost, the floor for a sync
-# write through fardisk's intent log (BRIEF rule 7).
+# write through fardisk's intent log (rule 7 of docs/design/0000-rules.md).
 set -euo pipefail
 FD_NAME=local-fio
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # about: the limit: PostgreSQL 15 on a local dir, pgbench -i -s 1 then TPC-B -c4 -j2
-# The reference row for "≥ 0.8x the local disk's TPC-B" (BRIEF). The TPC-B invariant
+# The reference row for "≥ 0.8x the local disk's TPC-B" (docs/design/0000-rules.md, "The bar"). The TPC-B invariant
 # is checked after the run; a broken invariant fails the scenario and writes nothing.
 set -euo pipefail
 FD_NAME=local-pgbench

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache
+# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache (FUSE over /dev/fuse and over io_uring)
 # Every setup runs in this one invocation, so the ratios compare like with like on a noisy
 # machine. For each one-way latency L (toxiproxy between fardisk and MinIO, both directions):
-#   fardisk without a log (every fsync waits for a txg in MinIO), and fardisk with a log and a
-#   cache file on local disk; PostgreSQL 15 on ext4 on a loop device over the pool's FUSE image.
+#   fardisk without a log (every fsync waits for a txg in MinIO), fardisk with a log and a
+#   cache file on local disk, and the same over FUSE-over-io_uring (`import --fuse-uring on`,
+#   which turns the kernel's enable_uring switch on; left out on a kernel without it);
+#   PostgreSQL 15 on ext4 on a loop device over the pool's FUSE image.
 # The local row (ext4 on a loop file on local disk, no fardisk) is the limit and runs once.
 # Each row: `pgbench -i -s SCALE` time, TPC-B with 1 client and with 8 clients (synchronous_commit
 # on; -n: the history of both runs is kept, so the TPC-B invariant covers both), TPS per second of
@@ -11,11 +13,11 @@
 #
 # Env: FARDISK_PGBENCH_LATENCIES_MS ("0 10 20"), FARDISK_PGBENCH_SECONDS (30 per TPC-B run),
 #      FARDISK_PGBENCH_SCALE (1), FARDISK_PGBENCH_INIT_LIMIT_S (600: a slower init is reported
-#      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache"),
+#      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache logcache-uring"),
 #      FARDISK_PGBENCH_ARC_MAX (bytes, the pools' arc_max; default the pool default, 1 GiB),
 #      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency).
 # The larger scale that does not fit in the ARC (seed 000's second experiment):
-#   FARDISK_PGBENCH_SCALE=50 FARDISK_PGBENCH_LATENCIES_MS=20 FARDISK_PGBENCH_SETUPS="nolog logcache" \
+#   FARDISK_PGBENCH_SCALE=50 FARDISK_PGBENCH_LATENCIES_MS=20 FARDISK_PGBENCH_SETUPS="nolog logcache logcache-uring" \
 #   FARDISK_PGBENCH_ARC_MAX=268435456 FARDISK_PGBENCH_SCENARIO=pgbench-scale50 bench/run.sh pgbench-latency
 set -euo pipefail
 FD_NAME=pgbench-latency
@@ -27,7 +29,9 @@ LATENCIES="${FARDISK_PGBENCH_LATENCIES_MS:-0 10 20}"
 RUN_S="${FARDISK_PGBENCH_SECONDS:-30}"
 SCALE="${FARDISK_PGBENCH_SCALE:-1}"
 INIT_LIMIT_S="${FARDISK_PGBENCH_INIT_LIMIT_S:-600}"
-SETUPS="${FARDISK_PGBENCH_SETUPS:-nolog logcache}"
+SETUPS="${FARDISK_PGBENCH_SETUPS:-nolog logcache logcache-uring}"
+[ -e /sys/module/fuse/parameters/enable_uring ] || { SETUPS="${SETUPS/logcache-uring/}"; fd_log "no FUSE over io_uring on this kernel: its rows are left out"; }
+FUSE_URING=off # per row: import --fuse-uring
 SCENARIO="${FARDISK_PGBENCH_SCENARIO:-pgbench-latency}"
 ARC_ARGS=()
 [ -n "${FARDISK_PGBENCH_ARC_MAX:-}" ] && ARC_ARGS=(-o "arc_max=$FARDISK_PGBENCH_ARC_MAX")
@@ -92,7 +96,7 @@ run_row() {
     else
         POOL="p$order"
         "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" "$@" ${ARC_ARGS[@]+"${ARC_ARGS[@]}"} >/dev/null
-        "$BIN" import "$POOL" --mount "$WORK/mnt-$POOL" >/dev/null
+        "$BIN" import "$POOL" --mount "$WORK/mnt-$POOL" --fuse-uring "$FUSE_URING" >/dev/null
         "$BIN" volume create "$POOL/pg" 4G >/dev/null
         LOOP="$(losetup --direct-io=on -f --show "$WORK/mnt-$POOL/pg")"
     fi
@@ -141,6 +145,13 @@ for lat in $LATENCIES; do
     order=$((order + 1))
     if [[ " $SETUPS " == *" logcache "* ]]; then
         run_row "$order" "fardisk, log + cache, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+    fi
+    rm -f "$WORK/log-$order" "$WORK/cache-$order"
+    order=$((order + 1))
+    if [[ " $SETUPS " == *" logcache-uring "* ]]; then
+        FUSE_URING=on
+        run_row "$order" "fardisk, log + cache, FUSE over io_uring, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+        FUSE_URING=off
     fi
     rm -f "$WORK/log-$order" "$WORK/cache-$order"
 done

@@ -58,7 +58,7 @@ fn base() -> &'static Base {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("base.img");
         let _ = std::fs::remove_file(&path);
-        let clock = Arc::new(ManualClock::new(0));
+        let clock = Arc::new(ManualClock::default());
         let l2 = L2Arc::new(config(), POOL_GUID, clock.clone(), 3).expect("L2ARC");
         l2.add_device(&path, Some(DEVICE_BYTES)).expect("format the cache device");
         let feed = EvictionFeed::new(1024, 64 << 20);
@@ -117,7 +117,7 @@ fuzz_target!(init: fardisk_fuzz::write_seeds("l2arc_open", seeds), |data: &[u8]|
     let [image] = images;
     let path = base.dir.join("device.img");
     std::fs::write(&path, &image).expect("write the patched image");
-    let clock = Arc::new(ManualClock::new(1_000_000));
+    let clock = Arc::new(ManualClock::starting_at(std::time::Duration::from_millis(1_000_000)));
     let (l2, failed) = L2Arc::open(config(), POOL_GUID, clock, 4, &[path]).expect("a valid config");
     if !failed.is_empty() {
         assert!(!data.is_empty(), "the undamaged device does not open: {:?}", failed[0].1);

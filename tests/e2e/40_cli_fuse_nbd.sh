@@ -8,6 +8,9 @@ E2E_NAME=40_cli_fuse_nbd
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
 cd "$E2E_ROOT"
+# The FUSE transport under test: off = /dev/fuse (the default here; 41 covers io_uring), or
+# E2E_FUSE_URING=on|auto to run these checks over io_uring.
+FUSE_URING="${E2E_FUSE_URING:-off}"
 # The debug build `cargo test --workspace` already made (deps are optimised in dev: Cargo.toml).
 require "cargo build -p fardisk" cargo build -q -p fardisk
 B="$E2E_ROOT/target/debug/fardisk"
@@ -27,9 +30,10 @@ teardown_mounts() {
 on_exit 'teardown_mounts; "$B" export tank >/dev/null 2>&1; pid=$(daemon_pid); [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$W"'
 
 require "create with a log and a cache device" "$B" create tank "file://$W/store" log "$W/log0" cache "$W/cache0" --simulate latency=10
-require "import with FUSE and NBD" "$B" import tank --mount "$W/mnt" --nbd "unix:$SOCK"
+require "import with FUSE and NBD" "$B" import tank --mount "$W/mnt" --fuse-uring "$FUSE_URING" --nbd "unix:$SOCK"
 require "volume create 1G" "$B" volume create tank/v 1G
 require "volume create 64M (raw I/O)" "$B" volume create tank/raw 64M
+[ "$FUSE_URING" = off ] && check "status says the mount is served over /dev/fuse" bash -c "'$B' status tank | grep -q 'mount: .*(FUSE over /dev/fuse)'"
 check "the image file has the volume's size" test "$(stat -c %s "$W/mnt/v")" -eq $((1 << 30))
 LOOP="$(losetup --direct-io=on -f --show "$W/mnt/v")"
 require "mkfs.ext4 on a loop device over the image" mkfs.ext4 -q "$LOOP"
@@ -63,7 +67,7 @@ kill -9 "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 umount -l "$W/fs"; losetup -d "$LOOP" 2>/dev/null; LOOP=""
 # The dead daemon's FUSE mount is left as a user would find it: import must cope with it.
-require "import after SIGKILL needs no --force" "$B" import tank --mount "$W/mnt" --nbd "unix:$SOCK"
+require "import after SIGKILL needs no --force" "$B" import tank --mount "$W/mnt" --fuse-uring "$FUSE_URING" --nbd "unix:$SOCK"
 check "an NBD client reconnecting after the restart reads the same data" qemu-io -f raw -c 'read -P 0x5a 32M 1M' "$URI"
 check "arcstat answers" bash -c "'$B' arcstat tank | grep -q hits"
 check "every synced raw write is there" bash -c "cmp <(dd if='$W/mnt/raw' bs=64k skip=256 count=128 status=none) '$W/synced'"
@@ -92,7 +96,7 @@ for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 teardown_mounts
 mv "$W/log0" "$W/log0.away"
 expect_error "import without its log is refused" "recovery point" "$B" import tank --mount "$W/mnt"
-require "import --missing-log" "$B" import tank --mount "$W/mnt" --missing-log
+require "import --missing-log" "$B" import tank --mount "$W/mnt" --fuse-uring "$FUSE_URING" --missing-log
 LOOP="$(losetup -f --show "$W/mnt/v")"
 check "e2fsck -fn clean at the recovery point" e2fsck -fn "$LOOP"
 losetup -d "$LOOP"; LOOP=""

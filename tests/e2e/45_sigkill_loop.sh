@@ -7,7 +7,9 @@
 # refused with the recovery point, --missing-log imports it and the volume is exactly the write
 # history cut at one point.
 #
-# Env: E2E45_ROUNDS (plain kill rounds, default 4), E2E45_SEED (default: random, printed).
+# Env: E2E45_ROUNDS (plain kill rounds, default 4), E2E45_SEED (default: random, printed),
+#      FARDISK_E2E_STORE=minio|versity|azurite: the pool on that server (tests/e2e/lib/stores.sh)
+#      instead of a directory 10 ms away.
 E2E_NAME=45_sigkill_loop
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
@@ -54,8 +56,16 @@ kill_round() {
 }
 verify() { /usr/bin/python3 "$SW" verify "$SOCK" v "$W/issued" "$W/acked" "$@"; }
 
+STORE=("file://$W/store" --simulate latency=10)
+if [ -n "${FARDISK_E2E_STORE:-}" ]; then
+    . "$E2E_ROOT/tests/e2e/lib/stores.sh"
+    E2E_NAME="45_sigkill_loop_$E2E_STORE"
+    require "$E2E_STORE start" store_start
+    STORE=("$(store_url "e2e45-$$")")
+fi
+
 touch "$W/issued" "$W/acked"
-require "create with a log mirror" "$B" create tank "file://$W/store" log mirror "$W/log0" "$W/log1" --simulate latency=10
+require "create on ${STORE[*]} with a log mirror" "$B" create tank "${STORE[0]}" log mirror "$W/log0" "$W/log1" "${STORE[@]:1}"
 require "import with NBD" "$B" import tank --nbd "unix:$SOCK"
 require "volume create 16M" "$B" volume create tank/v 16M
 

@@ -12,9 +12,13 @@
 #      point may be lost; nothing from before the last export may be).
 #
 # Env: FARDISK_BIN=PATH uses that binary instead of building target/debug/fardisk;
-#      E2E50_TPCB_S (default 20) is the length of the first TPC-B run.
+#      E2E50_TPCB_S (default 20) is the length of the first TPC-B run;
+#      E2E_FUSE_URING (default off: /dev/fuse) is import's --fuse-uring (on, auto: io_uring).
+#      FARDISK_E2E_STORE=versity|azurite runs it on that server instead of MinIO (lib/stores.sh).
 E2E_NAME=50_postgres_minio
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stores.sh"
+[ "$E2E_STORE" = minio ] || E2E_NAME="50_postgres_$E2E_STORE"
 umask 022 # PostgreSQL runs as postgres and must reach what is made here
 cd "$E2E_ROOT" || exit 1
 
@@ -36,162 +40,8 @@ LOGDEV="$W/log0"
 CACHEDEV="$W/cache0"
 PG="$SCRIPTS/postgres.sh"
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
-LOOP=""
-PM_PID=""
-DAEMON_PIDS=()
-CLIENT_PIDS=()
-
-info() { echo "INFO $E2E_NAME: $*"; }
-
-# ---- processes (is_ours and wait_gone are in lib/common.sh) ----------------------------------
-
-daemon_pid() {
-    "$B" status "$POOL" --json 2>/dev/null \
-        | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null
-}
-
-# kill_daemon: SIGKILL the pool's daemon, as a crash of the host would.
-kill_daemon() {
-    local pid
-    pid="$(daemon_pid)"
-    is_ours "$pid" fardisk || { echo "no live daemon (pid '$pid')" >&2; return 1; }
-    kill -KILL "$pid"
-    wait_gone "$GONE_TRIES" "$pid"
-}
-
-# kill_postgres: SIGKILL the postmaster and all its children at once (no shutdown checkpoint).
-kill_postgres() {
-    [ -n "$PM_PID" ] || return 0
-    if is_ours "$PM_PID" postgres; then
-        local kids
-        kids="$(ps -o pid= --ppid "$PM_PID" | tr -s ' \n' ' ')"
-        # shellcheck disable=SC2086 # one pid per word
-        kill -KILL "$PM_PID" $kids 2>/dev/null
-        # shellcheck disable=SC2086
-        wait_gone "$GONE_TRIES" "$PM_PID" $kids || echo "postgres processes still there after SIGKILL" >&2
-    fi
-    PM_PID=""
-}
-
-# wait_clients: bounded wait for the background clients, then SIGKILL the ones still there.
-wait_clients() {
-    local p
-    wait_gone "$CLIENT_EXIT_TRIES" "${CLIENT_PIDS[@]}" || echo "clients did not exit by themselves" >&2
-    for p in "${CLIENT_PIDS[@]}"; do
-        if is_ours "$p" psql || is_ours "$p" pgbench; then kill -KILL "$p" 2>/dev/null; fi
-        wait "$p" 2>/dev/null
-    done
-    CLIENT_PIDS=()
-}
-
-# ---- pool, block device, file system ---------------------------------------------------------
-
-# import_pool [ARGS]: import with the FUSE mount and remember the daemon's pid for cleanup.
-import_pool() {
-    local pid
-    "$B" import "$POOL" --mount "$MNT" --wait 120 "$@" || return 1
-    pid="$(daemon_pid)"
-    [ -n "$pid" ] || { echo "import: no daemon pid in status" >&2; return 1; }
-    DAEMON_PIDS+=("$pid")
-}
-
-attach_loop() { LOOP="$(losetup --direct-io=on -f --show "$MNT/pg")"; }
-
-detach_loop() {
-    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
-    LOOP=""
-    return 0
-}
-
-# teardown_crashed: what a reboot does to the mounts of a crashed storage stack.
-teardown_crashed() {
-    mountpoint -q "$FS" && umount -l "$FS"
-    detach_loop
-    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; fi
-    return 0
-}
-
-# fsck_clean: e2fsck -fn exits 0 and has nothing to fix; prints its report when it does.
-fsck_clean() {
-    local out rc
-    out="$(e2fsck -fn "$LOOP" 2>&1)"
-    rc=$?
-    if [ "$rc" -eq 0 ] && ! grep -q '? no$' <<<"$out"; then return 0; fi
-    printf 'e2fsck -fn %s exited %s:\n%s\n' "$LOOP" "$rc" "$out" >&2
-    return 1
-}
-
-# replay_then_fsck: mount (the ext4 journal replays), unmount, then e2fsck -fn must be clean.
-replay_then_fsck() { mount "$LOOP" "$FS" && umount "$FS" && fsck_clean; }
-
-# ---- PostgreSQL ------------------------------------------------------------------------------
-
-pg_start() {
-    "$PG" start "$DATA" || return 1
-    PM_PID="$(head -n 1 "$DATA/postmaster.pid")"
-    eval "$("$PG" env "$DATA")" # PGHOST/PGPORT/PGUSER for the clients started directly
-}
-
-pg_stop() { "$PG" stop "$DATA" && PM_PID=""; }
-
-sql() { "$PG" psql "$DATA" -X -At -v ON_ERROR_STOP=1 -c "$1"; }
-
-history_rows() { sql 'SELECT count(*) FROM pgbench_history'; }
-
-# acked_sql FIRST LAST: one autocommit INSERT per id, each followed by an echo of that id, which
-# psql prints only after the COMMIT returned.
-acked_sql() {
-    local i
-    echo 'SET synchronous_commit = on;'
-    for ((i = $1; i <= $2; i++)); do
-        printf 'INSERT INTO acked(id) VALUES (%d);\n\\echo acked %d\n' "$i" "$i"
-    done
-}
-
-# acked_client FIRST LAST OUT: appends "acked N" to OUT for every committed id; stops at the
-# first error (ON_ERROR_STOP). Line-buffered so a crash loses no acknowledged id.
-acked_client() {
-    stdbuf -oL "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres < <(acked_sql "$1" "$2") >>"$3" 2>>"$W/acked.err"
-}
-
-# acked_client_bg FIRST LAST OUT: the same in the background ($! is psql itself: stdbuf execs it).
-acked_client_bg() {
-    stdbuf -oL "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres < <(acked_sql "$1" "$2") >>"$3" 2>>"$W/acked.err" &
-    CLIENT_PIDS+=("$!")
-}
-
-acked_ids() { sed -n 's/^acked \([0-9]*\)$/\1/p' "$@"; }
-
-# all_acked_present FILE...: every id the client saw committed is in the table.
-all_acked_present() {
-    local missing
-    missing="$(comm -23 <(acked_ids "$@" | sort -u) <(sql 'SELECT id FROM acked' | sort -u) | wc -l)"
-    [ "$missing" -eq 0 ] || { echo "$missing acknowledged ids are missing" >&2; return 1; }
-}
-
-# The daemon log (colour codes removed) from line FIRST on; log_lines tells where it ends now.
-daemon_log_from() { tail -n +"$1" "$FARDISK_HOME/log/$POOL.log" | sed 's/\x1b\[[0-9;]*m//g'; }
-log_lines() { wc -l <"$FARDISK_HOME/log/$POOL.log"; }
-
-tx_processed() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1" | head -n 1; }
-
-# ---- cleanup ---------------------------------------------------------------------------------
-
-cleanup_all() {
-    local p
-    for p in "${CLIENT_PIDS[@]}"; do
-        if is_ours "$p" psql || is_ours "$p" pgbench; then kill -KILL "$p" 2>/dev/null; fi
-    done
-    kill_postgres
-    mountpoint -q "$FS" && umount -l "$FS"
-    detach_loop
-    [ -n "${B:-}" ] && timeout 120 "$B" export "$POOL" >/dev/null 2>&1
-    for p in "${DAEMON_PIDS[@]}"; do
-        is_ours "$p" fardisk && kill -KILL "$p" 2>/dev/null
-    done
-    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; fi
-    return 0
-}
+# The pool, loop device, PostgreSQL and acked-client helpers shared with 54.
+. "$(dirname "${BASH_SOURCE[0]}")/lib/postgres.sh"
 
 # ---- 0. services and binary ------------------------------------------------------------------
 
@@ -203,8 +53,7 @@ else
     require "cargo build -p fardisk" cargo build -q -p fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
-require "minio.sh start" "$SCRIPTS/minio.sh" start
-on_exit '"$SCRIPTS/minio.sh" stop'
+require "$E2E_STORE start" store_start
 require "toxiproxy.sh start" "$SCRIPTS/toxiproxy.sh" start
 on_exit '"$SCRIPTS/toxiproxy.sh" stop'
 on_exit cleanup_all
@@ -215,8 +64,8 @@ mkdir -p "$FS"
 # ---- 1. setup and a first TPC-B run ----------------------------------------------------------
 
 t=$SECONDS
-require "create on s3:// with a log and a cache file" \
-    "$B" create "$POOL" "s3://$FARDISK_BUCKET/e2e50" log "$LOGDEV" cache "$CACHEDEV"
+require "create on $(store_url e2e50) with a log and a cache file" \
+    "$B" create "$POOL" "$(store_url e2e50)" log "$LOGDEV" cache "$CACHEDEV"
 require "import --mount" import_pool
 require "volume create 4G" "$B" volume create "$POOL/pg" 4G
 require "losetup --direct-io=on over the image" attach_loop
@@ -309,7 +158,7 @@ require "SIGKILL the fardisk daemon" kill_daemon
 kill_postgres
 teardown_crashed
 rm -f "$LOGDEV"
-out="$("$B" import "$POOL" --mount "$MNT" --wait 120 2>&1)"
+out="$("$B" import "$POOL" --mount "$MNT" --fuse-uring "${E2E_FUSE_URING:-off}" --wait 120 2>&1)"
 rc=$?
 echo "$out"
 check "import without the log file is refused" test "$rc" -ne 0

@@ -51,36 +51,16 @@ CACHEDEV="$W/cache0"
 PG="$SCRIPTS/postgres.sh"
 TOXI="$SCRIPTS/toxiproxy.sh"
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
-LOOP=""
-PM_PID=""
-PGBENCH_PID=""
 RECORDER_PID=""
 SEGMENT=0
-DAEMON_PIDS=()
+# The pool, loop device, PostgreSQL and acked-client helpers shared with 50.
+. "$(dirname "${BASH_SOURCE[0]}")/lib/postgres.sh"
 
-info() { echo "INFO $E2E_NAME: $*"; }
 now() { date +%s.%N; }
 # secs_since T0: seconds (one decimal) from T0 (a `now` value) to now.
 secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# ---- processes (is_ours and wait_gone are in lib/common.sh) ---------------------------------
-
-# kill_postgres: SIGKILL the postmaster and all its children at once (it has usually PANICked
-# already on the I/O errors of the dead device, but an operator cannot count on it).
-kill_postgres() {
-    [ -n "$PM_PID" ] || return 0
-    if is_ours "$PM_PID" postgres; then
-        local kids
-        kids="$(ps -o pid= --ppid "$PM_PID" | tr -s ' \n' ' ')"
-        # shellcheck disable=SC2086 # one pid per word
-        kill -KILL "$PM_PID" $kids 2>/dev/null
-        # shellcheck disable=SC2086
-        wait_gone "$GONE_TRIES" "$PM_PID" $kids || echo "postgres processes still there after SIGKILL" >&2
-    fi
-    PM_PID=""
-}
-
-# ---- pool, block device, file system ---------------------------------------------------------
+# ---- the pool's state -----------------------------------------------------------------------
 
 # status_json: the pool's status from its daemon (bounded: a hang is a finding, not a stuck test).
 status_json() { timeout "$CMD_TIMEOUT_S" "$B" status "$POOL" --json 2>/dev/null; }
@@ -110,90 +90,10 @@ wait_state() {
     return 1
 }
 
-daemon_pid() { fardisk_daemon_pid "$POOL"; }
-
-# import_pool: import with the FUSE mount and remember the daemon's pid for cleanup.
-import_pool() {
-    local pid
-    timeout 200 "$B" import "$POOL" --mount "$MNT" --wait 180 || return 1
-    pid="$(daemon_pid)"
-    [ -n "$pid" ] || { echo "import: no daemon pid in status" >&2; return 1; }
-    DAEMON_PIDS+=("$pid")
-}
-
-attach_loop() { LOOP="$(losetup --direct-io=on -f --show "$MNT/pg")"; }
-
-detach_loop() {
-    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
-    LOOP=""
-    return 0
-}
-
-# teardown_crashed: what an operator does to the mounts of a crashed storage stack.
-teardown_crashed() {
-    mountpoint -q "$FS" && umount -l "$FS"
-    detach_loop
-    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; fi
-    return 0
-}
-
-# fsck_clean: e2fsck -fn exits 0 and has nothing to fix; prints its report when it does.
-fsck_clean() {
-    local out rc
-    out="$(e2fsck -fn "$LOOP" 2>&1)"
-    rc=$?
-    if [ "$rc" -eq 0 ] && ! grep -q '? no$' <<<"$out"; then return 0; fi
-    printf 'e2fsck -fn %s exited %s:\n%s\n' "$LOOP" "$rc" "$out" >&2
-    return 1
-}
-
-# The daemon log (colour codes removed) from line FIRST on; log_lines tells where it ends now.
-daemon_log_from() { tail -n +"$1" "$FARDISK_HOME/log/$POOL.log" | sed 's/\x1b\[[0-9;]*m//g'; }
-log_lines() { wc -l <"$FARDISK_HOME/log/$POOL.log"; }
-
 # ---- PostgreSQL and the clients --------------------------------------------------------------
 
-pg_start() {
-    # The killed postmaster may still be finishing its exit on the dead device (it PANICked and
-    # began a crash restart there); its pid in the lock file makes a new one refuse to start.
-    local old
-    old="$(head -n 1 "$DATA/postmaster.pid" 2>/dev/null)"
-    if [ -n "$old" ] && is_ours "$old" postgres; then
-        kill -KILL "$old" 2>/dev/null
-        wait_gone "$GONE_TRIES" "$old" || echo "the old postmaster $old is still there" >&2
-    fi
-    "$PG" start "$DATA" || return 1
-    PM_PID="$(head -n 1 "$DATA/postmaster.pid")"
-    eval "$("$PG" env "$DATA")" # PGHOST/PGPORT/PGUSER for the clients started directly
-}
-
-pg_stop() { "$PG" stop "$DATA" && PM_PID=""; }
-
-sql() { "$PG" psql "$DATA" -X -At -v ON_ERROR_STOP=1 -c "$1"; }
-
-# recorder_sql FIRST LAST: one autocommit INSERT per id, each followed by an echo of that id,
-# which psql prints only after the COMMIT returned. Generated as psql reads it.
-recorder_sql() {
-    echo 'SET synchronous_commit = on;'
-    seq "$1" "$2" | awk '{ printf "INSERT INTO acked(id) VALUES (%d);\n\\echo acked %d\n", $1, $1 }'
-}
-
-acked_ids() { cat "$W"/acked.*.out 2>/dev/null | sed -n 's/^acked \([0-9]*\)$/\1/p'; }
-acked_count() { acked_ids | wc -l; }
-segment_acked() { sed -n 's/^acked \([0-9]*\)$/\1/p' "$W/acked.$SEGMENT.out" 2>/dev/null | wc -l; }
-
-# missing_acked: how many acknowledged ids are not in the table (prints the number).
-missing_acked() {
-    local in_table
-    in_table="$(sql 'SELECT id FROM acked')" || { echo "query failed"; return 1; }
-    comm -23 <(acked_ids | sort -u) <(sort -u <<<"$in_table") | wc -l
-}
-
-all_acked_present() {
-    local m
-    m="$(missing_acked)"
-    [ "$m" = 0 ] || { echo "$m acknowledged ids are missing" >&2; return 1; }
-}
+acked_count() { acked_ids "$W"/acked.*.out | wc -l; }
+segment_acked() { acked_ids "$W/acked.$SEGMENT.out" | wc -l; }
 
 # start_load: a new segment of load: pgbench TPC-B and the recorder, against the current server.
 start_load() {
@@ -201,23 +101,9 @@ start_load() {
     local first=$((SEGMENT * IDS_PER_SEGMENT + 1))
     # -n: no vacuum and, above all, no TRUNCATE of pgbench_history, so the invariant spans all runs.
     "$PG_BIN/pgbench" -n -c "$CLIENTS" -j 2 -T "$PGBENCH_T_MAX" postgres >"$W/tpcb.$SEGMENT.out" 2>&1 &
-    PGBENCH_PID=$!
-    # Line-buffered so a crash loses no acknowledged id; $! is psql itself (stdbuf execs it).
-    stdbuf -oL "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres \
-        < <(recorder_sql "$first" $((first + IDS_PER_SEGMENT - 2))) >>"$W/acked.$SEGMENT.out" 2>>"$W/acked.err" &
-    RECORDER_PID=$!
-}
-
-# wait_clients: bounded wait for the clients to end by themselves, then SIGKILL what is left.
-wait_clients() {
-    local p
-    wait_gone "$CLIENT_EXIT_TRIES" $PGBENCH_PID $RECORDER_PID || echo "clients did not exit by themselves" >&2
-    for p in $PGBENCH_PID $RECORDER_PID; do
-        if is_ours "$p" psql || is_ours "$p" pgbench; then kill -KILL "$p" 2>/dev/null; fi
-        wait "$p" 2>/dev/null
-    done
-    PGBENCH_PID=""
-    RECORDER_PID=""
+    CLIENT_PIDS+=("$!")
+    acked_client_bg "$first" $((first + IDS_PER_SEGMENT - 2)) "$W/acked.$SEGMENT.out"
+    RECORDER_PID=$ACKED_PID
 }
 
 # stop_load: end the last segment: pgbench's connections are terminated (it then prints its
@@ -226,37 +112,7 @@ stop_load() {
     sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgbench'" >/dev/null
     [ -n "$RECORDER_PID" ] && is_ours "$RECORDER_PID" psql && kill -TERM "$RECORDER_PID"
     wait_clients
-}
-
-tx_processed_all() {
-    local f n sum=0
-    for f in "$W"/tpcb.*.out; do
-        n="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$f" | head -n 1)"
-        sum=$((sum + ${n:-0}))
-    done
-    echo "$sum"
-}
-
-history_rows() { sql 'SELECT count(*) FROM pgbench_history'; }
-
-# ---- cleanup ---------------------------------------------------------------------------------
-
-cleanup_all() {
-    local p
-    for p in $PGBENCH_PID $RECORDER_PID; do
-        if is_ours "$p" psql || is_ours "$p" pgbench; then kill -KILL "$p" 2>/dev/null; fi
-    done
-    kill_postgres
-    mountpoint -q "$FS" && umount -l "$FS"
-    detach_loop
-    # The store back (a failure may have left the outage or a toxic on), then a bounded export.
-    "$TOXI" reset >/dev/null 2>&1
-    [ -n "${B:-}" ] && timeout 120 "$B" export "$POOL" >/dev/null 2>&1
-    for p in "${DAEMON_PIDS[@]}"; do
-        is_ours "$p" fardisk && kill -KILL "$p" 2>/dev/null
-    done
-    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"; fi
-    return 0
+    RECORDER_PID=""
 }
 
 # ---- the schedule ----------------------------------------------------------------------------
@@ -346,11 +202,12 @@ ev_kill() {
     seg_acked="$(segment_acked)"
     t_kill="$(now)"
     require "kill $kills: SIGKILL the fardisk daemon ($at s into the load, $seg_acked acked commits in this segment)" \
-        fardisk_kill "$POOL"
+        kill_daemon
     # PostgreSQL meets the I/O errors of the dead device (its WAL fsync PANICs) before it is killed.
     for _ in $(seq 30); do is_ours "$PM_PID" postgres || { pg_died=yes; break; }; sleep 0.1; done
     kill_postgres
     wait_clients
+    RECORDER_PID=""
     teardown_crashed
     from="$(($(log_lines) + 1))"
     t0="$(now)"
@@ -365,7 +222,7 @@ ev_kill() {
     pg_s="$(secs_since "$t0")"
     down_s="$(secs_since "$t_kill")"
     check "kill $kills: TPC-B invariant after recovery" "$PG" check "$DATA" postgres
-    check "kill $kills: every acknowledged id so far is there ($(acked_count))" all_acked_present
+    check "kill $kills: every acknowledged id so far is there ($(acked_count))" all_acked_present "$W"/acked.*.out
     start_load
     kill_report+=("kill $kills at ${at} s into the load: postgres had exited by itself: $pg_died; import ${import_s} s (${replayed:-0} log records replayed), mount + PostgreSQL recovery ${pg_s} s, load resumed ${down_s} s after the kill")
     info "${kill_report[-1]}"
@@ -484,10 +341,10 @@ amcheck_rc=$?
 [ -n "$amcheck_out" ] && printf '%s\n' "$amcheck_out" | head -n 20
 check "pg_amcheck --all --heapallindexed is clean" test "$amcheck_rc" -eq 0 -a -z "$amcheck_out"
 acked="$(acked_count)"
-lost="$(missing_acked)"
+lost="$(missing_acked "$W"/acked.*.out)"
 check "every acknowledged id is in the table ($acked acked, ${lost} missing)" test "$lost" = 0
 rows="$(history_rows)"
-processed="$(tx_processed_all)"
+processed="$(tx_processed "$W"/tpcb.*.out)"
 check "TPC-B history rows $rows >= transactions pgbench saw committed $processed" test "$rows" -ge "$processed"
 check "at least 3 kills ($kills), a spike, a reset, the outage and a failed leg" \
     test "$kills" -ge 3 -a "$spikes" -ge 1 -a "$resets" -ge 1 -a "$outages" -eq 1 -a "$legs_failed" -eq 1

@@ -184,8 +184,8 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 # --- bounds ------------------------------------------------------------------------------------
 # Memory (docs/resources.md derives each term): RSS <= arc_max + dirty_bytes_max +
 # map_cache_bytes + overhead, the overhead being
-#   dirty_bytes_max          the syncing txg packed into segments while they upload (sync.rs)
-#   dirty_bytes_max          log records of overwritten or zero blocks (capped: intent.rs)
+#   dirty_bytes_max          the syncing txg packed into segments while they upload (txg/pack.rs)
+#   dirty_bytes_max          log records of overwritten or zero blocks (capped: intent/mod.rs)
 #   2.5 x dirty_bytes_max    map pages the syncing txg pins in the map cache (4160 B of dirty data
 #                            per block, one 10272 B leaf page per block at worst)
 #   arc_max / 8              ARC ghosts (1 per 2 KiB of arc_max, ~100 B) and the L2ARC feed (1/16)
@@ -203,10 +203,12 @@ OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 1024 + NBD_M
 RSS_LIMIT=$((ARC + DIRTY + MAP + OVERHEAD))
 # Threads: main, the tokio runtime (cli/mod.rs: one worker per CPU, at most 512 blocking threads,
 # tokio's default; NBD connections are tasks, not threads), slog-writer (one per pool),
-# l2arc-writer, l2arc-rebuild (one per cache device, at import), fuser-bg with its two readers,
-# and fardisk-fuse-reap (after a lazy unmount only).
+# l2arc-writer, l2arc-rebuild (one per cache device, at import), the FUSE session's two
+# /dev/fuse workers and, over io_uring (--fuse-uring auto with the kernel's switch on), one queue
+# thread per possible CPU, and fardisk-fuse-reap (after a lazy unmount only).
 WORKERS="$(nproc)"
-THREADS_BOUND=$((1 + WORKERS + 512 + 1 + 1 + 1 + 3 + 1))
+POSSIBLE_CPUS=$(($(sed 's/.*[-,]//' /sys/devices/system/cpu/possible) + 1))
+THREADS_BOUND=$((1 + WORKERS + 512 + 1 + 1 + 1 + 2 + POSSIBLE_CPUS + 1))
 # Store requests in flight (fardisk_store_requests_in_flight_max): PUTs are segment uploads
 # (upload_concurrency 8 per sync, one sync at a time) or the root after them, plus a history
 # event and the hot set; DELETEs run one at a time after a sync, plus the history's and the fence

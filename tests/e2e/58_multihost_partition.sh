@@ -111,6 +111,19 @@ check "A acknowledged nothing after B's claim (network back)" test ! -s "$W/acke
 state="$("${A_ENV[@]}" "$B" status "$POOL" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0]["health"]["state"].upper())' 2>/dev/null)"
 check "A says FENCED once it sees B's lease (status: $state)" test "$state" = "FENCED"
 check "A's log names what it held" grep -q "are not in the store: the log keeps them unreleased" "$W/a/home/log/$POOL.log"
+# What A held stays readable until an operator discards it (CLARIFICATIONS #17.6, point 4).
+held="$("${A_ENV[@]}" "$B" status "$POOL" --json 2>/dev/null | python3 -c 'import json, sys; h = json.load(sys.stdin)["pools"][0].get("held") or {}; print(h.get("path") or "", h.get("records", 0))' 2>/dev/null)"
+held_file="${held% *}"
+held_records="${held##* }"
+check "A's status names a held records file ($held_records records: $held_file)" test -s "$held_file" -a "${held_records:-0}" -gt 0
+check "fardisk held list shows it" grep -qF "$held_file" <<<"$("${A_ENV[@]}" "$B" held list 2>&1)"
+shown="$("${A_ENV[@]}" "$B" held show "$held_file" --json 2>/dev/null | python3 -c 'import json, sys; d = json.load(sys.stdin); print(len(d["records"]), d["published_txg"], min(r["txg"] for r in d["records"]))' 2>/dev/null)"
+read -r shown_records shown_published shown_first <<<"$shown"
+check "fardisk held show lists ${shown_records:-0} records, all after A's last published txg ${shown_published:-?}" \
+    test "${shown_records:-0}" = "$held_records" -a "${shown_first:-0}" -gt "${shown_published:-0}"
+check "fardisk held discard removes the file" "${A_ENV[@]}" "$B" held discard "$held_file"
+check "and nothing is left to list" test ! -e "$held_file"
+expect_error "held show of a file that is not one is one clear line" "not a held records file" "${A_ENV[@]}" "$B" held show "$W/a/home/log/$POOL.log"
 acked=$(wc -l <"$W/acked" | tr -d ' ')
 echo "$E2E_NAME: $acked flushes acknowledged by A before the cut or within ${after_cut} s after it; B waited ${waited} s; A acknowledged 0 after B's claim"
 "${B_ENV[@]}" "$B" export "$POOL" >/dev/null 2>&1

@@ -1,5 +1,6 @@
-//! The warm-up blob: a checksummed list of hot block keys that the engine stores at export and
-//! prefetches at import, so a restarted pool does not begin with a cold ARC.
+//! A checksummed list of hot ARC block keys. It was written to warm the ARC after a restart; the
+//! engine chose logical regions instead (its `hotset` object, design note 0003), so nothing
+//! stores this blob today. The format stays pinned (tests/fixtures/hot-set.bin).
 //!
 //! Layout (all little-endian), see docs/format/l2arc.md:
 //! ```text
@@ -10,7 +11,7 @@
 //! 24  entry_count x { u64 segment_id, u32 offset_bytes }   (12 bytes each)
 //! ```
 
-use crate::codec::{xxh3_parts, LeReader, LeWriter};
+use crate::codec::{checksum64_parts, CodecError, Reader, Writer};
 use crate::key::BlockKey;
 
 const HOT_SET_MAGIC: u64 = u64::from_le_bytes(*b"FDHOTSET");
@@ -44,20 +45,15 @@ pub fn encode_hot_set(keys: &[BlockKey]) -> Result<Vec<u8>, HotSetError> {
         return Err(HotSetError::TooManyEntries { entry_count: keys.len() });
     }
     let entry_count = u32::try_from(keys.len()).expect("bounded by HOT_SET_ENTRIES_MAX");
-    let mut blob = vec![0u8; HOT_SET_HEADER_BYTES + keys.len() * HOT_SET_ENTRY_BYTES];
-    {
-        let mut w = LeWriter::new(&mut blob[HOT_SET_HEADER_BYTES..]);
-        for key in keys {
-            w.u64(key.segment_id);
-            w.u32(key.offset_bytes);
-        }
+    let mut entries = Writer::with_capacity(keys.len() * HOT_SET_ENTRY_BYTES);
+    for key in keys {
+        entries.u64(key.segment_id).u32(key.offset_bytes);
     }
-    let mut w = LeWriter::new(&mut blob[..16]);
-    w.u64(HOT_SET_MAGIC);
-    w.u32(HOT_SET_VERSION);
-    w.u32(entry_count);
-    let checksum = xxh3_parts(&[&blob[..16], &blob[HOT_SET_HEADER_BYTES..]]);
-    blob[16..24].copy_from_slice(&checksum.to_le_bytes());
+    let mut blob = Writer::with_capacity(HOT_SET_HEADER_BYTES + entries.len());
+    blob.u64(HOT_SET_MAGIC).u32(HOT_SET_VERSION).u32(entry_count);
+    let checksum = checksum64_parts(&[&blob.buf, &entries.buf]);
+    blob.u64(checksum).bytes(&entries.buf);
+    let blob = blob.into_inner();
     // Pair assertion: what we hand out must decode to what we were given.
     debug_assert_eq!(decode_hot_set(&blob).as_deref(), Ok(keys));
     Ok(blob)
@@ -65,20 +61,21 @@ pub fn encode_hot_set(keys: &[BlockKey]) -> Result<Vec<u8>, HotSetError> {
 
 /// Verifies and parses a blob made by [`encode_hot_set`].
 pub fn decode_hot_set(blob: &[u8]) -> Result<Vec<BlockKey>, HotSetError> {
+    let too_short = |_: CodecError| HotSetError::TooShort { len_bytes: blob.len() };
     if blob.len() < HOT_SET_HEADER_BYTES {
         return Err(HotSetError::TooShort { len_bytes: blob.len() });
     }
-    let mut r = LeReader::new(blob);
-    let magic = r.u64();
+    let mut r = Reader::new(blob, "hot-set blob");
+    let magic = r.u64().map_err(too_short)?;
     if magic != HOT_SET_MAGIC {
         return Err(HotSetError::BadMagic { found: magic });
     }
-    let version = r.u32();
+    let version = r.u32().map_err(too_short)?;
     if version != HOT_SET_VERSION {
         return Err(HotSetError::BadVersion { found: version });
     }
-    let entry_count = r.u32();
-    let stored = r.u64();
+    let entry_count = r.u32().map_err(too_short)?;
+    let stored = r.u64().map_err(too_short)?;
     let expected_len = usize::try_from(entry_count)
         .ok()
         .filter(|n| *n <= HOT_SET_ENTRIES_MAX)
@@ -86,18 +83,16 @@ pub fn decode_hot_set(blob: &[u8]) -> Result<Vec<BlockKey>, HotSetError> {
     if expected_len != Some(blob.len()) {
         return Err(HotSetError::BadLength { entry_count, len_bytes: blob.len() });
     }
-    let computed = xxh3_parts(&[&blob[..16], &blob[HOT_SET_HEADER_BYTES..]]);
+    let computed = checksum64_parts(&[&blob[..16], &blob[HOT_SET_HEADER_BYTES..]]);
     if computed != stored {
         return Err(HotSetError::BadChecksum { stored, computed });
     }
-    let mut r = LeReader::new(&blob[HOT_SET_HEADER_BYTES..]);
-    let keys = (0..entry_count)
+    (0..entry_count)
         .map(|_| {
-            let segment_id = r.u64();
-            BlockKey::new(segment_id, r.u32())
+            let segment_id = r.u64().map_err(too_short)?;
+            Ok(BlockKey::new(segment_id, r.u32().map_err(too_short)?))
         })
-        .collect();
-    Ok(keys)
+        .collect()
 }
 
 #[cfg(test)]

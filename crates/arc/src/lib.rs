@@ -6,8 +6,9 @@
 //! * [`L2Arc`]: the persistent second-level cache on local cache devices, fed from the
 //!   eviction feed at a capped rate, rebuilt after restart from its log-block headers, and
 //!   unable to return bytes whose checksum does not match what the caller expects.
-//! * [`encode_hot_set`] / [`decode_hot_set`]: the warm-up list stored at export and
-//!   prefetched at import.
+//! * [`encode_hot_set`] / [`decode_hot_set`]: a checksummed blob of ARC keys. The engine does
+//!   not store it: its warm-up list is its own `hotset` object of logical regions
+//!   (docs/format/l2arc.md, design note 0003).
 //!
 //! Both caches are keyed by [`BlockKey`], the immutable location of a block in the object
 //! store. Because a location never changes meaning, a cache entry can be old but never stale;
@@ -28,7 +29,7 @@ pub use arc::{
     AdaptiveCache, ArcConfig, ArcStats, EvictionFeed, FeedItem, InsertKind,
     ENTRY_OVERHEAD_BYTES_DEFAULT,
 };
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use hot_set::{decode_hot_set, encode_hot_set, HotSetError, HOT_SET_ENTRIES_MAX};
 pub use key::BlockKey;
 // The device decoders for the cargo-fuzz targets in fuzz/ (not an API).

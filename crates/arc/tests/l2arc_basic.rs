@@ -1,6 +1,9 @@
 //! L2ARC write and read paths: ARC eviction to L2 and back, verification against the
 //! caller's checksum, time-bounded flushing, striping, and the rate cap.
 
+// Real time is the point here: the writer thread under test runs on the system clock.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::sync::Arc;
@@ -215,7 +218,7 @@ fn background_writer_fills_the_l2() {
     let mut cfg = config();
     cfg.flush_interval_ms = 20;
     let dir = tempfile::tempdir().expect("tempdir");
-    let clock = Arc::new(fardisk_arc::MonotonicClock::new());
+    let clock = Arc::new(fardisk_arc::SystemClock::new());
     let l2 = L2Arc::new(cfg, POOL_GUID, clock, 1).expect("l2arc");
     l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16))).expect("add device");
     let feed = Arc::new(EvictionFeed::new(100, 1 << 20));

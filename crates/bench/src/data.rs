@@ -40,47 +40,15 @@ pub fn xorshift64(state: &mut u64) -> u64 {
     *state
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough that lz4 finds nothing.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Fills `buf` with pseudo-random bytes, 8 at a time (little-endian).
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        let mut words = buf.chunks_exact_mut(8);
-        for w in &mut words {
-            w.copy_from_slice(&self.next_u64().to_le_bytes());
-        }
-        let tail = words.into_remainder();
-        if !tail.is_empty() {
-            let last = self.next_u64().to_le_bytes();
-            let n = tail.len();
-            tail.copy_from_slice(&last[..n]);
-        }
-    }
-}
+/// The seeded generator of every data set: SplitMix64 (Steele, Lea, Flood 2014), the one all of
+/// fardisk uses; tiny, fast, and good enough that lz4 finds nothing.
+pub use fardisk_common::rng::Rng;
 
 /// Object `index` of a data set: its bytes depend only on (seed, index, kind), so any object can be
 /// regenerated to check a read without keeping the whole set.
 pub fn generate_object(seed: u64, index: u64, len_bytes: usize, kind: DataKind) -> Vec<u8> {
     // Distinct, well-mixed stream per object: seed the generator from a hash of (seed, index).
-    let mut rng = SplitMix64::new(
-        SplitMix64::new(seed ^ index.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64(),
-    );
+    let rng = Rng::new(Rng::new(seed ^ index.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64());
     let mut buf = vec![0u8; len_bytes];
     match kind {
         DataKind::Random => rng.fill(&mut buf),
@@ -142,17 +110,17 @@ mod tests {
     #[test]
     fn splitmix_matches_the_reference_sequence() {
         // First outputs of SplitMix64 seeded with 0 (reference implementation by Vigna).
-        let mut r = SplitMix64::new(0);
+        let r = Rng::new(0);
         assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
         assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
     }
 
     #[test]
     fn fill_writes_little_endian_words_and_a_partial_tail() {
-        let mut expect = SplitMix64::new(9);
+        let expect = Rng::new(9);
         let (w0, w1) = (expect.next_u64().to_le_bytes(), expect.next_u64().to_le_bytes());
         let mut buf = [0u8; 11];
-        SplitMix64::new(9).fill(&mut buf);
+        Rng::new(9).fill(&mut buf);
         assert_eq!(&buf[..8], &w0);
         assert_eq!(&buf[8..], &w1[..3], "the tail takes the low bytes of the next output");
     }

@@ -82,7 +82,7 @@ fn measure(
     let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
     let config = L2ArcConfig { write_max_bytes_per_s: 1 << 40, ..L2ArcConfig::default() };
-    let clock = Arc::new(ManualClock::new(0));
+    let clock = Arc::new(ManualClock::starting_at(std::time::Duration::ZERO));
     let rss_before = rss_anon_bytes()? as i64;
     let l2 = L2Arc::new(config, 0xfeed, clock.clone(), seed).map_err(|e| anyhow!("{e}"))?;
     l2.add_device(&path, Some(device_bytes)).map_err(|e| anyhow!("{e}"))?;

@@ -7,6 +7,9 @@
 //! engine-store: sustained sequential write through the pool engine vs raw PUTs of the same bytes,
 //! alternating raw and engine runs; PUTs and GETs per GiB written and read (cold read back).
 
+// Benchmarks measure real time: the system clock and real sleeps are the point here.
+#![allow(clippy::disallowed_methods)]
+
 mod cache_reads;
 mod data;
 mod engine;
@@ -337,11 +340,7 @@ fn say(what: &str, s: &Sample, write: bool) {
 
 /// The ARC size a pool gets by default (the `arc_max` property), as the daemon would use.
 fn arc_max_bytes() -> u64 {
-    fardisk_engine::pool::POOL_PROPS
-        .iter()
-        .find(|(name, _)| *name == "arc_max")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(1 << 30)
+    fardisk_engine::props::ARC_MAX.default_number()
 }
 
 async fn cleanup(url: &str) -> Result<()> {

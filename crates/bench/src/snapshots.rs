@@ -6,7 +6,7 @@
 //! Objects and bytes in the store are counted before and after each clean snapshot. The page
 //! cache's writeback of the fill is drained (`sync`) before anything is timed.
 
-use crate::data::SplitMix64;
+use crate::data::Rng;
 use crate::far_store::far_file_store;
 use crate::stats::{self, round3};
 use anyhow::{anyhow, Result};
@@ -33,7 +33,7 @@ pub struct Args {
     pub seed: u64,
 }
 
-fn chunk(rng: &mut SplitMix64, bytes: u64) -> Bytes {
+fn chunk(rng: &Rng, bytes: u64) -> Bytes {
     let mut buf = vec![0u8; bytes as usize];
     rng.fill(&mut buf);
     Bytes::from(buf)
@@ -78,9 +78,9 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
         .await
         .map_err(e)?;
     let vol = pool.volume_create("v", size_gib * GIB).map_err(e)?;
-    let mut rng = SplitMix64::new(a.seed);
+    let rng = Rng::new(a.seed);
     for i in 0..size_gib * GIB / (4 * MIB) {
-        pool.write(vol, i * 4 * MIB, chunk(&mut rng, 4 * MIB)).await.map_err(e)?;
+        pool.write(vol, i * 4 * MIB, chunk(&rng, 4 * MIB)).await.map_err(e)?;
     }
     pool.export().await.map_err(e)?;
     drop(pool);
@@ -105,7 +105,7 @@ async fn one_size(a: &Args, size_gib: u64, order: i64, note: &str) -> Result<Val
         bytes_added.push(after.1 as f64 - before.1 as f64);
 
         let off = rng.next_u64() % (size_gib * GIB / DIRTY_BYTES) * DIRTY_BYTES;
-        pool.write(vol, off, chunk(&mut rng, DIRTY_BYTES)).await.map_err(e)?;
+        pool.write(vol, off, chunk(&rng, DIRTY_BYTES)).await.map_err(e)?;
         let s = clock.mono_us();
         pool.snapshot_create("v", &format!("dirty{r}")).await.map_err(e)?;
         dirty_ms.push((clock.mono_us() - s) as f64 / 1e3);

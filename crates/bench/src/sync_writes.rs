@@ -1,5 +1,5 @@
 //! sync-writes: what a 4 KiB sync write (write + fsync/FLUSH) costs through the pool, against the
-//! physical limit (BRIEF rule 7: a sync write cannot beat the log device's own fdatasync).
+//! physical limit (rule 7 of docs/design/0000-rules.md: a sync write cannot beat the log device's own fdatasync).
 //!
 //! Three configurations, each at 1, 8 and 64 concurrent writers, in one run:
 //! * raw: 4 KiB O_DIRECT pwrite + fdatasync on a preallocated file in the same directory the log
@@ -168,7 +168,7 @@ pub(crate) async fn bench_pool(
         )
         .map_err(|e| anyhow!("{e}"))?;
         vdevs.push(VdevEntry {
-            role: "log".into(),
+            role: fardisk_engine::root::VdevRole::Log,
             mirror: false,
             guid: cfg.vdev_guid,
             paths: vec![leg.display().to_string()],

@@ -6,12 +6,12 @@
 
 use crate::blkptr::BlockPtr;
 use crate::cache::{BlockCache, DeviceRead};
+use crate::clock::{Clock, SystemClock};
 use crate::device_reads::DeviceReads;
 use crate::pool::Env;
 use bytes::Bytes;
 use fardisk_arc::{
-    AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, MonotonicClock,
-    WriterHandle,
+    AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, WriterHandle,
 };
 use parking_lot::{Mutex, RwLock};
 use std::path::Path;
@@ -35,6 +35,8 @@ pub struct ArcBlockCache {
     device_reads: RwLock<Option<Arc<DeviceReads>>>,
     /// The kernel refused io_uring: reads go to blocking threads.
     io_uring_refused: AtomicBool,
+    /// For an L2ARC created at run time: its clock (write-rate budget, health checks).
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for ArcBlockCache {
@@ -64,6 +66,7 @@ impl ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
         let has_l2 = l2.is_some();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let cache = ArcBlockCache {
             arc,
             l2: RwLock::new(l2),
@@ -72,6 +75,7 @@ impl ArcBlockCache {
             seed,
             device_reads: RwLock::new(None),
             io_uring_refused: AtomicBool::new(false),
+            clock,
         };
         if has_l2 {
             cache.start_device_reads();
@@ -96,6 +100,7 @@ impl ArcBlockCache {
         seed: u64,
     ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         ArcBlockCache {
             arc,
             l2: RwLock::new(Some(l2)),
@@ -104,7 +109,15 @@ impl ArcBlockCache {
             seed,
             device_reads: RwLock::new(None),
             io_uring_refused: AtomicBool::new(false),
+            clock,
         }
+    }
+
+    /// The clock an L2ARC created at run time (`add_device`) runs on; the system clock unless
+    /// set (give it the pool's `Env::clock`).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> ArcBlockCache {
+        self.clock = clock;
+        self
     }
 
     pub fn arc(&self) -> &AdaptiveCache {
@@ -133,13 +146,8 @@ impl ArcBlockCache {
                 .map(|_| ())
                 .map_err(|e| format!("cache device {}: {e}", path.display()));
         }
-        let l2 = L2Arc::new(
-            self.l2_config.clone(),
-            pool_guid,
-            Arc::new(MonotonicClock::new()),
-            self.seed,
-        )
-        .map_err(|e| format!("L2ARC: {e}"))?;
+        let l2 = L2Arc::new(self.l2_config.clone(), pool_guid, self.clock.clone(), self.seed)
+            .map_err(|e| format!("L2ARC: {e}"))?;
         l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
         *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
         *slot = Some(l2);

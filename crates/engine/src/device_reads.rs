@@ -288,7 +288,7 @@ mod tests {
     /// An L2ARC on a file in `dir` holding `n` blocks.
     fn filled_l2(dir: &std::path::Path, n: u64) -> L2Arc {
         let config = L2ArcConfig { log_block_bytes: 64 << 10, ..L2ArcConfig::default() };
-        let clock = Arc::new(ManualClock::new(0));
+        let clock = Arc::new(ManualClock::starting_at(std::time::Duration::ZERO));
         let l2 = L2Arc::new(config, 7, clock.clone(), 1).expect("l2arc");
         l2.add_device(&dir.join("cache0"), Some(4 << 20)).expect("device");
         let feed = EvictionFeed::new(4096, 64 << 20);

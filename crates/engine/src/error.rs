@@ -3,8 +3,10 @@
 
 use crate::objstore::StoreError;
 
-/// What an operator (or a front end) should do about an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an operator (or a front end) should do about an error. Travels with a failed control
+/// request from the daemon to the CLI (as `retry_later`, `bad_input`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// A transient condition (store outage past the retry budget, throttle): retry later.
     RetryLater,

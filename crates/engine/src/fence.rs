@@ -1,7 +1,7 @@
-//! One writer per pool (rule 6). Roots form a chain `roots/<txg>` written with create-only PUTs: the
-//! writer that creates txg N+1 owns the pool from then on, and a writer whose create of N+1 finds
-//! another writer's root there is fenced and stops. An ambiguous retried PUT is told apart from a
-//! rival's by the random `put_id` each root carries.
+//! One writer per pool (rule 6, docs/design/0000-rules.md). Roots form a chain `roots/<txg>`
+//! written with create-only PUTs: the writer that creates txg N+1 owns the pool from then on, and
+//! a writer whose create of N+1 finds another writer's root there is fenced and stops. An
+//! ambiguous retried PUT is told apart from a rival's by the random `put_id` each root carries.
 
 use crate::error::{Error, Result};
 use crate::objstore::{PutMode, Store, StoreError, StoreErrorKind};
@@ -225,34 +225,4 @@ pub async fn publish_root(store: &dyn Store, root: &Root) -> Result<()> {
         tracing::warn!(error = %e, "could not update the head hint");
     }
     Ok(())
-}
-
-/// Refuses stores that silently ignore create-only PUTs: without them fencing is impossible.
-pub async fn check_conditional_writes(store: &dyn Store, probe_id: u128) -> Result<()> {
-    let key = format!("probe/{probe_id:032x}");
-    match store.put(&key, Bytes::from_static(b"fardisk probe 1"), PutMode::Create).await {
-        // An earlier probe under this id whose delete failed: the store refusing to overwrite it
-        // already shows conditional writes work (and a leftover must never wedge every import).
-        Err(e) if e.kind == StoreErrorKind::AlreadyExists => {
-            let _ = store.delete(&key).await;
-            return Ok(());
-        }
-        other => other?,
-    }
-    let second = store.put(&key, Bytes::from_static(b"fardisk probe 2"), PutMode::Create).await;
-    let _ = store.delete(&key).await;
-    match second {
-        Err(e) if e.kind == StoreErrorKind::AlreadyExists => Ok(()),
-        Err(e) if e.kind == StoreErrorKind::Unsupported => Err(unsupported(store)),
-        Err(e) => Err(e.into()),
-        Ok(()) => Err(unsupported(store)),
-    }
-}
-
-fn unsupported(store: &dyn Store) -> Error {
-    Error::Unavailable(format!(
-        "store {} does not support conditional writes (If-None-Match); fardisk needs them to keep \
-         one writer per pool — use a store that does (AWS S3, MinIO, GCS, Azure, a local directory)",
-        store.describe()
-    ))
 }

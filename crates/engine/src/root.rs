@@ -13,6 +13,7 @@ pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"FDROOT01");
 /// Version 2 added snapshots, clone origins and the trees' page tag; version 1 roots still open.
 pub const ROOT_VERSION: u32 = 2;
 pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDHEAD01");
+pub const HEAD_VERSION: u32 = 1;
 
 pub fn root_key(txg: u64) -> String {
     format!("roots/{txg:016x}")
@@ -30,10 +31,51 @@ pub struct Holder {
     pub active: bool,
 }
 
+/// What a vdev is for. Stored in the root as its name, a `str` ("log" or "cache"): the bytes
+/// are the same as when the role was a string (docs/format.md, "Root").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VdevRole {
+    /// An intent log vdev: one device or a mirror.
+    Log,
+    /// A cache (L2ARC) device.
+    Cache,
+}
+
+impl VdevRole {
+    /// The name stored in the root and shown to the operator.
+    pub const fn name(self) -> &'static str {
+        match self {
+            VdevRole::Log => "log",
+            VdevRole::Cache => "cache",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<VdevRole> {
+        match name {
+            "log" => Some(VdevRole::Log),
+            "cache" => Some(VdevRole::Cache),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for VdevRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Compares with the stored name, so a role reads as it is written: `role == "log"`.
+impl PartialEq<&str> for VdevRole {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VdevEntry {
-    /// "log" or "cache".
-    pub role: String,
+    pub role: VdevRole,
     pub mirror: bool,
     pub guid: u64,
     pub paths: Vec<String>,
@@ -151,7 +193,7 @@ impl Root {
         put_props(&mut w, &self.props);
         w.u16(self.vdevs.len() as u16);
         for v in &self.vdevs {
-            w.str(&v.role).u8(v.mirror as u8).u64(v.guid).u16(v.paths.len() as u16);
+            w.str(v.role.name()).u8(v.mirror as u8).u64(v.guid).u16(v.paths.len() as u16);
             for p in &v.paths {
                 w.str(p);
             }
@@ -208,7 +250,10 @@ impl Root {
         let props = get_props(&mut r)?;
         let mut vdevs = Vec::new();
         for _ in 0..r.u16()? {
-            let (role, mirror, guid) = (r.str()?, r.u8()? != 0, r.u64()?);
+            let role = r.str()?;
+            let role = VdevRole::parse(&role)
+                .ok_or_else(|| Error::corrupt("root", format!("unknown vdev role '{role}'")))?;
+            let (mirror, guid) = (r.u8()? != 0, r.u64()?);
             let mut paths = Vec::new();
             for _ in 0..r.u16()? {
                 paths.push(r.str()?);
@@ -287,7 +332,7 @@ impl Root {
 /// stale hint (a crash between the root PUT and the head PUT) costs one extra GET.
 pub fn encode_head(txg: u64) -> Vec<u8> {
     let mut w = Writer::with_capacity(32);
-    w.u64(HEAD_MAGIC).u32(1).u32(0).u64(txg);
+    w.u64(HEAD_MAGIC).u32(HEAD_VERSION).u32(0).u64(txg);
     w.seal();
     w.buf
 }
@@ -298,7 +343,99 @@ pub fn decode_head(bytes: &[u8]) -> Result<u64> {
     if r.u64()? != HEAD_MAGIC {
         return Err(Error::corrupt("head", "bad magic"));
     }
-    let _version = r.u32()?;
+    // Verified like every structure: a hint of an unknown version is not trusted (import then
+    // starts from the newest key under `roots/`, as for a damaged one).
+    let version = r.u32()?;
+    if version != HEAD_VERSION {
+        return Err(Error::corrupt("head", format!("unknown version {version}")));
+    }
     let _pad = r.u32()?;
-    r.u64()
+    Ok(r.u64()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_with_vdevs() -> Root {
+        Root {
+            pool_guid: 1,
+            pool_name: "tank".into(),
+            txg: 2,
+            epoch: 1,
+            time_ms: 3,
+            put_id: 4,
+            holder: Holder::default(),
+            next_segment_counter: 1,
+            next_volume_id: 1,
+            space: TreeRef { tree_id: u32::MAX, levels: 1, top: BlockPtr::HOLE, page_tag: 0 },
+            totals: SpaceTotals::default(),
+            space_carry: Vec::new(),
+            props: BTreeMap::new(),
+            vdevs: vec![
+                VdevEntry {
+                    role: VdevRole::Log,
+                    mirror: true,
+                    guid: 0x77,
+                    paths: vec!["/a".into(), "/b".into()],
+                },
+                VdevEntry {
+                    role: VdevRole::Cache,
+                    mirror: false,
+                    guid: 0,
+                    paths: vec!["/c".into()],
+                },
+            ],
+            volumes: Vec::new(),
+            snapshots: Vec::new(),
+        }
+    }
+
+    /// The vdev list as it was stored when the role was a `String`: `u16 count`, then per vdev
+    /// `str role`, `u8 mirror`, `u64 guid`, `u16 path count`, `str` paths.
+    #[test]
+    fn vdev_roles_are_stored_as_their_names() {
+        let mut want = Vec::new();
+        want.extend_from_slice(&2u16.to_le_bytes());
+        want.extend_from_slice(&3u16.to_le_bytes());
+        want.extend_from_slice(b"log");
+        want.push(1);
+        want.extend_from_slice(&0x77u64.to_le_bytes());
+        want.extend_from_slice(&2u16.to_le_bytes());
+        for p in [b"/a", b"/b"] {
+            want.extend_from_slice(&2u16.to_le_bytes());
+            want.extend_from_slice(p);
+        }
+        want.extend_from_slice(&5u16.to_le_bytes());
+        want.extend_from_slice(b"cache");
+        want.push(0);
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&1u16.to_le_bytes());
+        want.extend_from_slice(&2u16.to_le_bytes());
+        want.extend_from_slice(b"/c");
+        let root = root_with_vdevs();
+        let bytes = root.encode();
+        assert!(bytes.windows(want.len()).any(|w| w == want.as_slice()), "vdev bytes changed");
+        assert_eq!(Root::decode(&bytes).expect("decodes"), root);
+    }
+
+    #[test]
+    fn an_unknown_vdev_role_is_refused() {
+        let mut bytes = root_with_vdevs().encode();
+        let at = bytes.windows(5).position(|w| w == b"cache").expect("cache role");
+        bytes[at..at + 5].copy_from_slice(b"spare");
+        let body_len = bytes.len() - 8;
+        let sum = crate::codec::checksum64(&bytes[..body_len]);
+        bytes[body_len..].copy_from_slice(&sum.to_le_bytes());
+        let e = Root::decode(&bytes).expect_err("unknown role").to_string();
+        assert!(e.contains("unknown vdev role 'spare'"), "{e}");
+    }
+
+    #[test]
+    fn roles_compare_with_their_names() {
+        assert_eq!(VdevRole::parse("log"), Some(VdevRole::Log));
+        assert_eq!(VdevRole::parse("Log"), None);
+        assert!(VdevRole::Cache == "cache" && VdevRole::Log != "cache");
+        assert_eq!(serde_json::to_string(&VdevRole::Log).expect("json"), "\"log\"");
+    }
 }

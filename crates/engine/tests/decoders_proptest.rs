@@ -53,7 +53,7 @@ fn root(seed: u64, volumes: usize, snapshots: usize) -> Root {
         space_carry: vec![(seed, -(seed as i64)), (seed + 1, 7)],
         props: BTreeMap::from([("compression".to_string(), "zstd".to_string())]),
         vdevs: vec![VdevEntry {
-            role: "log".into(),
+            role: fardisk_engine::root::VdevRole::Log,
             mirror: true,
             guid: seed,
             paths: vec!["/a".into(), "/b".into()],

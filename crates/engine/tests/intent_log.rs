@@ -45,7 +45,7 @@ async fn fixture(name: &str, seed: u64) -> Fixture {
     let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
         .expect("format log mirror");
     let vdev = VdevEntry {
-        role: "log".into(),
+        role: fardisk_engine::root::VdevRole::Log,
         mirror: true,
         guid: cfg.vdev_guid,
         paths: legs.iter().map(|p| p.display().to_string()).collect(),
@@ -202,7 +202,7 @@ async fn log_devices_added_replaced_and_removed_at_run_time_lose_nothing() {
         .expect("format");
     let paths: Vec<String> = mirror.iter().map(|p| p.display().to_string()).collect();
     pool.add_log_vdev(VdevEntry {
-        role: "log".into(),
+        role: fardisk_engine::root::VdevRole::Log,
         mirror: true,
         guid: cfg.vdev_guid,
         paths: paths.clone(),

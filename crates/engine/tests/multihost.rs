@@ -5,6 +5,9 @@
 //! and lost lies inside the stated window (acknowledged after its last renewal, within the
 //! lease). With `multihost=off` today's behaviour stays: it goes on acknowledging from its log.
 
+// Real time is the point here: real tasks are given real time to reach the stepped clock.
+#![allow(clippy::disallowed_methods)]
+
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::Clock;
@@ -85,7 +88,7 @@ async fn hosts(name: &str, multihost: bool) -> Hosts {
     let cfg = IntentLog::format("tank", guid, &VdevSpec::Mirror(legs.clone()), &fo)
         .expect("format the log");
     let vdev = VdevEntry {
-        role: "log".into(),
+        role: fardisk_engine::root::VdevRole::Log,
         mirror: true,
         guid: cfg.vdev_guid,
         paths: legs.iter().map(|p| p.display().to_string()).collect(),
@@ -138,14 +141,24 @@ struct Outcome {
     acked_ms: Vec<u64>,
     refused_after_claim: bool,
     b_reads_published: bool,
+    /// (offset, fill byte) of every write whose flush A acknowledged after the partition.
+    acked_writes: Vec<(u64, u8)>,
+    /// Host A itself, and where it writes held records once fenced.
+    a: Pool,
+    held_dir: PathBuf,
 }
 
 async fn partition_and_take_over(h: Hosts) -> Outcome {
     let env_a = Env { clock: h.clock.clone(), seed: 2, blocking_inline: false };
     let a_store: Arc<dyn Store> = h.a_path.clone();
+    // One directory per run of this function: the tests run at once in one process.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let held_dir =
+        std::env::temp_dir().join(format!("fardisk-multihost-held-{}-{run}", std::process::id()));
     let a_opts = ImportOptions {
         force: true,
-        config: config(),
+        config: PoolConfig { held_records_dir: Some(held_dir.clone()), ..config() },
         log_devices: LogDevices(Arc::new(h.log.clone())),
         ..Default::default()
     };
@@ -162,13 +175,14 @@ async fn partition_and_take_over(h: Hosts) -> Outcome {
     h.a_path.set_plan(FaultPlan { outage: true, ..FaultPlan::default() });
     let partition_ms = h.clock.mono_us() / 1000;
     let mut acked_ms = Vec::new();
+    let mut acked_writes = Vec::new();
     for i in 0..(LEASE_MS / 1000 + 3) {
-        a.write(vol, (1 + i % 200) * 4096, Bytes::from(vec![(i % 250) as u8 + 2; 4096]))
-            .await
-            .expect("write (in memory)");
+        let (offset, fill) = ((1 + i % 200) * 4096, (i % 250) as u8 + 2);
+        a.write(vol, offset, Bytes::from(vec![fill; 4096])).await.expect("write (in memory)");
         let pa = a.clone();
         if drive(&h.clock, async move { pa.sync_request().await }).await.is_ok() {
             acked_ms.push(h.clock.mono_us() / 1000);
+            acked_writes.push((offset, fill));
         }
         h.clock.advance(Duration::from_millis(1000));
     }
@@ -199,7 +213,17 @@ async fn partition_and_take_over(h: Hosts) -> Outcome {
         }
         h.clock.advance(Duration::from_millis(LEASE_MS / 2));
     }
-    Outcome { partition_ms, b_start_ms, claim_ms, acked_ms, refused_after_claim, b_reads_published }
+    Outcome {
+        partition_ms,
+        b_start_ms,
+        claim_ms,
+        acked_ms,
+        refused_after_claim,
+        b_reads_published,
+        acked_writes,
+        a,
+        held_dir,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,4 +256,57 @@ async fn without_multihost_a_cut_off_writer_keeps_acknowledging_as_before() {
         "multihost=off keeps today's behaviour (acknowledging from the log): {:?}",
         o.acked_ms
     );
+}
+
+/// CLARIFICATIONS #17.6 point 4: once it sees it was fenced, the first writer says what it held
+/// and keeps it readable: every write it acknowledged and never published is in a held records
+/// file with its bytes, and status names the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
+    let h = hosts("held", true).await;
+    let clock = h.clock.clone();
+    let o = partition_and_take_over(h).await;
+    assert!(!o.acked_writes.is_empty(), "the test needs flushes acknowledged after the cut");
+    // A learns it was fenced at its next lease renewal (the network is back by now).
+    let mut held = None;
+    for _ in 0..STEPS_MAX {
+        held = o.a.status().held;
+        if held.as_ref().is_some_and(|s| s.path.is_some()) {
+            break;
+        }
+        clock.advance(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let held = held.expect("status names what the fenced writer held");
+    let path = PathBuf::from(held.path.clone().expect("a held records file was written"));
+    assert!(
+        path.starts_with(&o.held_dir),
+        "{} is outside the configured directory",
+        path.display()
+    );
+    let file = fardisk_engine::pool::HeldRecords::read(&path).expect("the held file verifies");
+    assert_eq!(file.records.len() as u64, held.records, "status and file disagree");
+    assert!(file.records.iter().all(|r| r.record.txg > file.published_txg));
+    let v = file.volumes.iter().find(|(_, n)| n.as_str() == "v").map(|(id, _)| *id).expect("v");
+    for (offset, fill) in &o.acked_writes {
+        let newest = file
+            .records
+            .iter()
+            .filter(|r| r.record.volume_id == v && r.record.offset_bytes == *offset)
+            .max_by_key(|r| r.seq)
+            .unwrap_or_else(|| panic!("acknowledged write at {offset} is not in the held file"));
+        assert!(
+            newest.record.data.iter().all(|b| b == fill),
+            "the held copy of the write at {offset} has other bytes"
+        );
+    }
+    eprintln!(
+        "held: {} records, {} bytes, txgs {}..={} in {}",
+        held.records,
+        held.data_bytes,
+        held.txg_first,
+        held.txg_last,
+        path.display()
+    );
+    std::fs::remove_dir_all(&o.held_dir).ok();
 }

@@ -3,6 +3,9 @@
 //! compacted and the freed segments' deletion came due; refuses every change; and once a root
 //! leaves both windows it and what only it referenced are gone, with a clear error.
 
+// Real time is the point here: background import work is polled in real time.
+#![allow(clippy::disallowed_methods)]
+
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::{Clock, ManualClock};

@@ -1,7 +1,9 @@
 //! Where a pool's encryption key comes from: `--key-file PATH`, then `FARDISK_KEY` (64 hex digits),
-//! then `FARDISK_KEY_FILE`, then the key file this host recorded for the pool. The key itself is
+//! then `FARDISK_KEY_FILE` (or `key_file` in the config file), then the key file this host
+//! recorded for the pool. The key itself is
 //! never printed, logged or written to the store; the registry keeps only the file's path.
 
+use crate::config::Config;
 use anyhow::{bail, Context, Result};
 use fardisk_engine::objstore::EncryptionKey;
 use std::io::Write;
@@ -20,19 +22,22 @@ pub fn read_key_file(path: &Path) -> Result<EncryptionKey> {
     EncryptionKey::parse(&bytes).map_err(|e| anyhow::anyhow!("key file {}: {e}", path.display()))
 }
 
-/// The key to use, if any, from the flag, the environment or the host's record of the pool.
-pub fn resolve(flag: Option<&Path>, recorded: Option<&str>) -> Result<Option<ResolvedKey>> {
+/// The key to use, if any, from the flag, the configuration (`FARDISK_KEY`, then
+/// `FARDISK_KEY_FILE` or the config file's `key_file`) or the host's record of the pool.
+pub fn resolve(
+    config: &Config,
+    flag: Option<&Path>,
+    recorded: Option<&str>,
+) -> Result<Option<ResolvedKey>> {
     if let Some(p) = flag {
         return Ok(Some(ResolvedKey { key: read_key_file(p)?, file: Some(p.to_path_buf()) }));
     }
-    if let Ok(hex) = std::env::var("FARDISK_KEY") {
-        let key = EncryptionKey::parse(hex.as_bytes())
+    if let Some(hex) = &config.key_hex {
+        let key = EncryptionKey::parse(hex.expose().as_bytes())
             .map_err(|e| anyhow::anyhow!("FARDISK_KEY: {e}"))?;
         return Ok(Some(ResolvedKey { key, file: None }));
     }
-    let file = std::env::var_os("FARDISK_KEY_FILE")
-        .map(PathBuf::from)
-        .or_else(|| recorded.map(PathBuf::from));
+    let file = config.key_file.clone().or_else(|| recorded.map(PathBuf::from));
     match file {
         Some(p) => Ok(Some(ResolvedKey { key: read_key_file(&p)?, file: Some(p) })),
         None => Ok(None),
@@ -49,6 +54,7 @@ pub fn load_or_generate(path: &Path) -> Result<EncryptionKey> {
         bail!("key file '{}' must be an absolute path", path.display());
     }
     let mut bytes = [0u8; 32];
+    #[allow(clippy::disallowed_methods)] // A key must be unpredictable: entropy, never a seed.
     // SAFETY: a valid buffer of the given length.
     let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
     if got != bytes.len() as isize {

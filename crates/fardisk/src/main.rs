@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(fardisk::cli::main());
+    std::process::exit(fardisk::cli::main(fardisk::daemon::run_foreground));
 }

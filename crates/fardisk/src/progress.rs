@@ -6,9 +6,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 
 /// A bar counting `unit` ("bytes" draws sizes and rates), or None when stderr is not a terminal
-/// (or FARDISK_NO_PROGRESS is set).
-pub fn bar(prefix: &str, unit: &str) -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() || std::env::var_os("FARDISK_NO_PROGRESS").is_some() {
+/// or progress is off (`enabled`: `Config::progress`, false with FARDISK_NO_PROGRESS).
+pub fn bar(enabled: bool, prefix: &str, unit: &str) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() || !enabled {
         return None;
     }
     let template = if unit == "bytes" {
@@ -25,8 +25,8 @@ pub fn bar(prefix: &str, unit: &str) -> Option<ProgressBar> {
 }
 
 /// A spinner with a message, for waits whose length is unknown (the daemon replaying the log).
-pub fn spinner(message: &str) -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() || std::env::var_os("FARDISK_NO_PROGRESS").is_some() {
+pub fn spinner(enabled: bool, message: &str) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() || !enabled {
         return None;
     }
     let bar = ProgressBar::new_spinner().with_message(message.to_string());

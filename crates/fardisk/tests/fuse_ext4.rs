@@ -76,26 +76,24 @@ fn ext4_on_a_direct_io_loop_device_is_clean_and_keeps_its_files() {
 #[test]
 fn fsynced_files_survive_a_power_cut_in_every_mode() {
     let modes = [(true, false), (false, false), (false, true)];
-    for (direct_io, writeback_cache) in modes {
-        for loop_direct_io in [true, false] {
-            let label = format!(
-                "direct_io={direct_io} writeback={writeback_cache} loop_dio={loop_direct_io}"
-            );
-            power_cut_after_fsync(direct_io, writeback_cache, loop_direct_io, &label);
+    for uring in fuse_support::transports("fsynced_files_survive_a_power_cut_in_every_mode") {
+        for (direct_io, writeback_cache) in modes {
+            for loop_direct_io in [true, false] {
+                let label = format!(
+                    "uring={uring} direct_io={direct_io} writeback={writeback_cache} loop_dio={loop_direct_io}"
+                );
+                let options =
+                    FuseOptions { direct_io, writeback_cache, uring, ..FuseOptions::default() };
+                power_cut_after_fsync(options, loop_direct_io, &label);
+            }
         }
     }
 }
 
-fn power_cut_after_fsync(
-    direct_io: bool,
-    writeback_cache: bool,
-    loop_direct_io: bool,
-    label: &str,
-) {
+fn power_cut_after_fsync(options: FuseOptions, loop_direct_io: bool, label: &str) {
     let provider = Arc::new(TestProvider::default());
     let device = Arc::new(CrashDevice::new(VOLUME_BYTES));
     provider.add("vol", device.clone());
-    let options = FuseOptions { direct_io, writeback_cache, ..FuseOptions::default() };
     let mounted = Mounted::new("crash", provider, options);
     let fs_dir = TempDir::new("crash-mnt");
     let data = pseudo_random(0xc0ffee, 1_234_567);

@@ -2,6 +2,9 @@
 //! odd offsets and sizes land exactly, fsync reaches (and waits for) the device's flush,
 //! and O_DSYNC writes are durable before they return. Real kernel; needs root and /dev/fuse.
 
+// Real time is the point here: the FUSE mount and its writers are real and take real time.
+#![allow(clippy::disallowed_methods)]
+
 mod fuse_support;
 
 use std::os::unix::fs::FileExt;
@@ -11,8 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fardisk::fuse::FuseOptions;
+use fardisk_nbd::SectorDevice;
 use fardisk_nbd::{BlockDevice, MemDevice};
-use fuse_support::devices::{GatedDevice, SectorDevice};
+use fuse_support::devices::GatedDevice;
 use fuse_support::{open_rw, AlignedBuf, Mounted, Rng, TestProvider};
 
 const MIB: u64 = 1 << 20;
@@ -140,10 +144,20 @@ fn concurrent_writers_on_disjoint_ranges() {
 
 #[test]
 fn fsync_and_fdatasync_reach_flush_in_every_mode() {
-    for (direct_io, writeback_cache) in MODES {
-        let label = format!("direct_io={direct_io} writeback={writeback_cache}");
-        let (mounted, device) =
-            Mounted::with_mem_volume("fsync", "vol", MIB, options(direct_io, writeback_cache));
+    for uring in fuse_support::transports("fsync_and_fdatasync_reach_flush_in_every_mode") {
+        for (direct_io, writeback_cache) in MODES {
+            fsync_reaches_flush(FuseOptions { uring, ..options(direct_io, writeback_cache) });
+        }
+    }
+}
+
+fn fsync_reaches_flush(options: FuseOptions) {
+    {
+        let label = format!(
+            "uring={} direct_io={} writeback={}",
+            options.uring, options.direct_io, options.writeback_cache
+        );
+        let (mounted, device) = Mounted::with_mem_volume("fsync", "vol", MIB, options);
         let file = open_rw(&mounted.image("vol"), 0);
         file.write_all_at(b"durable please", 12_345).expect("write");
         let before = device.stats().flushes;
@@ -160,10 +174,16 @@ fn fsync_and_fdatasync_reach_flush_in_every_mode() {
 
 #[test]
 fn fsync_returns_only_after_flush_returns() {
+    for uring in fuse_support::transports("fsync_returns_only_after_flush_returns") {
+        fsync_waits_for_flush(FuseOptions { uring, ..FuseOptions::default() });
+    }
+}
+
+fn fsync_waits_for_flush(options: FuseOptions) {
     let provider = Arc::new(TestProvider::default());
     let device = Arc::new(GatedDevice::new(MIB));
     provider.add("vol", device.clone());
-    let mounted = Mounted::new("gated", provider, FuseOptions::default());
+    let mounted = Mounted::new("gated", provider, options);
     let image = mounted.image("vol");
     let fsync_returned = Arc::new(AtomicBool::new(false));
     let syncer = {
@@ -195,10 +215,18 @@ fn fsync_returns_only_after_flush_returns() {
 
 #[test]
 fn o_dsync_and_rwf_dsync_writes_are_durable_before_they_return() {
+    for uring in
+        fuse_support::transports("o_dsync_and_rwf_dsync_writes_are_durable_before_they_return")
+    {
+        dsync_writes_are_durable(uring);
+    }
+}
+
+fn dsync_writes_are_durable(uring: bool) {
     for (direct_io, writeback_cache) in MODES {
-        let label = format!("direct_io={direct_io} writeback={writeback_cache}");
-        let (mounted, device) =
-            Mounted::with_mem_volume("dsync", "vol", MIB, options(direct_io, writeback_cache));
+        let label = format!("uring={uring} direct_io={direct_io} writeback={writeback_cache}");
+        let options = FuseOptions { uring, ..options(direct_io, writeback_cache) };
+        let (mounted, device) = Mounted::with_mem_volume("dsync", "vol", MIB, options);
         let file = open_rw(&mounted.image("vol"), libc::O_DSYNC);
         let before = device.stats();
         file.write_all_at(&[7u8; 4096], 8192).expect("write");
@@ -210,7 +238,8 @@ fn o_dsync_and_rwf_dsync_writes_are_durable_before_they_return() {
             assert!(after.fua_writes > before.fua_writes, "{label}: direct write should carry FUA");
         }
     }
-    let (mounted, device) = Mounted::with_mem_volume("rwf", "vol", MIB, options(true, false));
+    let options = FuseOptions { uring, ..options(true, false) };
+    let (mounted, device) = Mounted::with_mem_volume("rwf", "vol", MIB, options);
     let file = open_rw(&mounted.image("vol"), 0);
     let before = device.stats().fua_writes;
     let data = [9u8; 512];

@@ -5,7 +5,8 @@
 //!   transmission loop (bounded in-flight requests and bytes, out-of-order replies,
 //!   serialized writes).
 //! - [`BlockDevice`] / [`ExportProvider`]: what the storage engine implements.
-//! - [`MemDevice`]: an in-memory sparse device for tests and demos.
+//! - [`MemDevice`]: an in-memory sparse device for tests and demos; [`SectorDevice`]: the same
+//!   with 512-byte sectors, refusing unaligned requests (tests of the front ends).
 //!
 //! Semantics follow the NBD protocol document (NetworkBlockDevice/nbd, doc/proto.md).
 
@@ -13,6 +14,7 @@ pub mod config;
 pub mod device;
 pub mod export;
 pub mod mem_device;
+pub mod sector_device;
 pub mod server;
 pub mod wire;
 
@@ -20,4 +22,5 @@ pub use config::ServerConfig;
 pub use device::{BlockDevice, DeviceError, Extent};
 pub use export::{ExportInfo, ExportMap, ExportProvider};
 pub use mem_device::{MemDevice, MemDeviceStats};
+pub use sector_device::SectorDevice;
 pub use server::{serve_connection, serve_tcp, serve_tcp_listener, serve_unix};

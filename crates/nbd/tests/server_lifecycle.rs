@@ -2,6 +2,9 @@
 //! the unix socket's permissions and stale-file handling, the handshake deadline,
 //! and TCP.
 
+// Real time is the point here: real sockets, real shutdown grace periods.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

@@ -32,7 +32,7 @@ use bytes::Bytes;
 use crate::aligned::AlignedBuf;
 use crate::checksum::checksum64;
 use crate::layout::round_up_block;
-use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::le::{get_u16, get_u32, get_u64, CodecError, Writer};
 use crate::record::{decode_record, encode_record, DecodedRecord, LogRecord, RECORD_HEADER_BYTES};
 use crate::ring::ChainPoint;
 
@@ -120,51 +120,43 @@ pub fn encode_block(
 }
 
 fn write_header(buf: &mut [u8], h: &BlockHeader) -> u64 {
-    put_u64(buf, 0, BLOCK_MAGIC);
-    put_u16(buf, 8, BLOCK_VERSION);
-    put_u16(buf, 10, BLOCK_HEADER_BYTES as u16);
-    put_u32(buf, 12, h.block_len_bytes);
-    put_u64(buf, 16, h.vdev_guid);
-    put_u64(buf, 24, h.block_seq);
-    put_u64(buf, 32, h.prev_chain);
-    put_u64(buf, 40, h.first_record_seq);
-    put_u32(buf, 48, h.record_count);
-    put_u32(buf, 52, h.payload_len_bytes);
-    put_u64(buf, 56, h.release_seq);
-    put_u64(buf, 64, h.txg_max);
-    put_u64(buf, 72, h.writer_epoch);
-    put_u64(buf, 80, h.epoch_first_seq);
-    put_u64(buf, 88, h.payload_checksum);
-    let checksum = checksum64(&buf[..HEADER_CHECKSUM_OFFSET]);
-    put_u64(buf, HEADER_CHECKSUM_OFFSET, checksum);
+    let mut w = Writer::with_capacity(BLOCK_HEADER_BYTES);
+    w.u64(BLOCK_MAGIC).u16(BLOCK_VERSION).u16(BLOCK_HEADER_BYTES as u16).u32(h.block_len_bytes);
+    w.u64(h.vdev_guid).u64(h.block_seq).u64(h.prev_chain).u64(h.first_record_seq);
+    w.u32(h.record_count).u32(h.payload_len_bytes).u64(h.release_seq).u64(h.txg_max);
+    w.u64(h.writer_epoch).u64(h.epoch_first_seq).u64(h.payload_checksum).zeros(24);
+    debug_assert_eq!(w.len(), HEADER_CHECKSUM_OFFSET);
+    let checksum = checksum64(&w.buf);
+    w.u64(checksum);
+    buf[..BLOCK_HEADER_BYTES].copy_from_slice(&w.buf);
     checksum
 }
 
 /// Decodes and verifies a block header read from the ring.
 pub fn decode_header(buf: &[u8], vdev_guid: u64) -> Result<BlockHeader, BlockError> {
-    if buf.len() < BLOCK_HEADER_BYTES || get_u64(buf, 0) != BLOCK_MAGIC {
+    if buf.len() < BLOCK_HEADER_BYTES || get_u64(buf, 0)? != BLOCK_MAGIC {
         return Err(BlockError::Garbage);
     }
-    let header_checksum = get_u64(buf, HEADER_CHECKSUM_OFFSET);
+    let header_checksum = get_u64(buf, HEADER_CHECKSUM_OFFSET)?;
     if header_checksum != checksum64(&buf[..HEADER_CHECKSUM_OFFSET]) {
         return Err(BlockError::Garbage);
     }
-    if get_u16(buf, 8) != BLOCK_VERSION || usize::from(get_u16(buf, 10)) != BLOCK_HEADER_BYTES {
+    if get_u16(buf, 8)? != BLOCK_VERSION || usize::from(get_u16(buf, 10)?) != BLOCK_HEADER_BYTES {
         return Err(BlockError::Garbage);
     }
     let header = BlockHeader {
-        block_len_bytes: get_u32(buf, 12),
-        vdev_guid: get_u64(buf, 16),
-        block_seq: get_u64(buf, 24),
-        prev_chain: get_u64(buf, 32),
-        first_record_seq: get_u64(buf, 40),
-        record_count: get_u32(buf, 48),
-        payload_len_bytes: get_u32(buf, 52),
-        release_seq: get_u64(buf, 56),
-        txg_max: get_u64(buf, 64),
-        writer_epoch: get_u64(buf, 72),
-        epoch_first_seq: get_u64(buf, 80),
-        payload_checksum: get_u64(buf, 88),
+        block_len_bytes: get_u32(buf, 12)?,
+        vdev_guid: get_u64(buf, 16)?,
+        block_seq: get_u64(buf, 24)?,
+        prev_chain: get_u64(buf, 32)?,
+        first_record_seq: get_u64(buf, 40)?,
+        record_count: get_u32(buf, 48)?,
+        payload_len_bytes: get_u32(buf, 52)?,
+        release_seq: get_u64(buf, 56)?,
+        txg_max: get_u64(buf, 64)?,
+        writer_epoch: get_u64(buf, 72)?,
+        epoch_first_seq: get_u64(buf, 80)?,
+        payload_checksum: get_u64(buf, 88)?,
         header_checksum,
     };
     let len_ok = u64::from(header.block_len_bytes)
@@ -173,6 +165,13 @@ pub fn decode_header(buf: &[u8], vdev_guid: u64) -> Result<BlockHeader, BlockErr
         return Err(BlockError::Garbage);
     }
     Ok(header)
+}
+
+impl From<CodecError> for BlockError {
+    /// Fewer bytes than a header holds: not a block (unreachable after the length check).
+    fn from(_: CodecError) -> Self {
+        BlockError::Garbage
+    }
 }
 
 /// Checks that a valid header is the next link of the chain.

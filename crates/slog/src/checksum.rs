@@ -8,10 +8,8 @@
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-/// Plain checksum of a byte range.
-pub(crate) fn checksum64(bytes: &[u8]) -> u64 {
-    xxh3_64(bytes)
-}
+/// Plain checksum of a byte range (the checksum of every fardisk structure).
+pub(crate) use fardisk_common::le::checksum64;
 
 /// Checksum of `bytes` chained from the previous link of the chain.
 pub(crate) fn chained64(bytes: &[u8], prev_chain: u64) -> u64 {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, SystemClock};
 use crate::device::file::FileProvider;
 use crate::device::DeviceProvider;
 use crate::layout::DEFAULT_FILE_SIZE_BYTES;
@@ -101,7 +101,7 @@ impl OpenOptions {
     pub fn new(provider: Arc<dyn DeviceProvider>) -> Self {
         Self {
             provider,
-            clock: Arc::new(MonotonicClock::new()),
+            clock: Arc::new(SystemClock::new()),
             max_batch_bytes: 1024 * 1024,
             max_waiters: 1024,
             missing: MissingPolicy::Refuse,

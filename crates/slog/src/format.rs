@@ -12,7 +12,7 @@ use crate::intent_log::IntentLog;
 use crate::label::{read_label, write_label, DeviceLabel, Role};
 use crate::layout::{round_down_block, HEAD_SLOT_OFFSETS_BYTES, RING_MIN_BYTES, RING_START_BYTES};
 use crate::ring::ChainPoint;
-use crate::rng::SplitMix64;
+use crate::rng::Rng;
 
 /// The first writer epoch of a freshly formatted vdev.
 pub(crate) const FIRST_EPOCH: u64 = 1;
@@ -95,7 +95,7 @@ fn new_vdev_guid(pool_guid: u128, paths: &[std::path::PathBuf], guid_seed: u64) 
         key.extend_from_slice(path.as_os_str().as_encoded_bytes());
         key.push(0);
     }
-    let mut rng = SplitMix64::new(guid_seed ^ crate::checksum::checksum64(&key));
+    let rng = Rng::new(guid_seed ^ crate::checksum::checksum64(&key));
     loop {
         let guid = rng.next_u64();
         if guid != 0 {

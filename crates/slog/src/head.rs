@@ -27,12 +27,14 @@ use crate::aligned::AlignedBuf;
 use crate::checksum::checksum64;
 use crate::device::LogDevice;
 use crate::layout::{BLOCK_SIZE_BYTES, HEAD_SLOT_OFFSETS_BYTES};
-use crate::le::{get_u16, get_u64, put_u16, put_u64};
+use crate::le::{get_u16, get_u64, Writer};
 use crate::ring::ChainPoint;
 
 pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDSLHEAD");
 pub const HEAD_VERSION: u16 = 1;
 const CHECKSUM_OFFSET: usize = 120;
+/// Bytes of a slot that carry the head (the rest of the 4 KiB slot is zero).
+const HEAD_BYTES: usize = 128;
 
 /// A verified log head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,44 +56,35 @@ pub(crate) struct HeadRead {
 
 impl LogHead {
     pub fn encode(&self) -> AlignedBuf {
+        let mut w = Writer::with_capacity(HEAD_BYTES);
+        w.u64(HEAD_MAGIC).u16(HEAD_VERSION).zeros(6).u64(self.vdev_guid).u64(self.generation);
+        w.u64(self.point.offset_bytes).u64(self.point.block_seq).u64(self.point.prev_chain);
+        w.u64(self.release_seq).u64(self.writer_epoch).u64(self.epoch_first_seq).zeros(40);
+        debug_assert_eq!(w.len(), CHECKSUM_OFFSET);
+        w.seal();
         let mut buf = AlignedBuf::zeroed(BLOCK_SIZE_BYTES as usize);
-        put_u64(&mut buf, 0, HEAD_MAGIC);
-        put_u16(&mut buf, 8, HEAD_VERSION);
-        put_u64(&mut buf, 16, self.vdev_guid);
-        put_u64(&mut buf, 24, self.generation);
-        put_u64(&mut buf, 32, self.point.offset_bytes);
-        put_u64(&mut buf, 40, self.point.block_seq);
-        put_u64(&mut buf, 48, self.point.prev_chain);
-        put_u64(&mut buf, 56, self.release_seq);
-        put_u64(&mut buf, 64, self.writer_epoch);
-        put_u64(&mut buf, 72, self.epoch_first_seq);
-        let checksum = checksum64(&buf[..CHECKSUM_OFFSET]);
-        put_u64(&mut buf, CHECKSUM_OFFSET, checksum);
+        buf[..HEAD_BYTES].copy_from_slice(&w.buf);
         debug_assert_eq!(Self::decode(&buf, self.vdev_guid), Some(*self));
         buf
     }
 
-    /// Decodes and verifies one slot; `None` for an empty, damaged or foreign slot.
+    /// Decodes and verifies one slot; `None` for an empty, damaged, short or foreign slot.
     pub fn decode(buf: &[u8], vdev_guid: u64) -> Option<LogHead> {
-        if buf.len() < 128 || get_u64(buf, 0) != HEAD_MAGIC || get_u16(buf, 8) != HEAD_VERSION {
+        let get = |at: usize| get_u64(buf, at).ok();
+        if buf.len() < HEAD_BYTES || get(0)? != HEAD_MAGIC || get_u16(buf, 8).ok()? != HEAD_VERSION
+        {
             return None;
         }
-        if get_u64(buf, CHECKSUM_OFFSET) != checksum64(&buf[..CHECKSUM_OFFSET])
-            || get_u64(buf, 16) != vdev_guid
-        {
+        if get(CHECKSUM_OFFSET)? != checksum64(&buf[..CHECKSUM_OFFSET]) || get(16)? != vdev_guid {
             return None;
         }
         Some(LogHead {
             vdev_guid,
-            generation: get_u64(buf, 24),
-            point: ChainPoint {
-                offset_bytes: get_u64(buf, 32),
-                block_seq: get_u64(buf, 40),
-                prev_chain: get_u64(buf, 48),
-            },
-            release_seq: get_u64(buf, 56),
-            writer_epoch: get_u64(buf, 64),
-            epoch_first_seq: get_u64(buf, 72),
+            generation: get(24)?,
+            point: ChainPoint { offset_bytes: get(32)?, block_seq: get(40)?, prev_chain: get(48)? },
+            release_seq: get(56)?,
+            writer_epoch: get(64)?,
+            epoch_first_seq: get(72)?,
         })
     }
 }

@@ -1,56 +1,23 @@
 //! `IntentLog`: all log vdevs of one pool, behind the commit / release / replay interface the
 //! engine uses.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex, RwLock};
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::oneshot;
 
 use crate::block::block_len_for_payload;
-use crate::clock::Clock;
 use crate::config::{OpenOptions, VdevConfig};
-use crate::device::DeviceProvider;
 use crate::error::LogError;
 use crate::open::{assemble_vdev, open_vdev_legs, plan_merge, PoolId};
+use crate::queue::{CommitReceipt, Waiter};
 use crate::record::LogRecord;
+use crate::shared::Shared;
 use crate::stats::{LogStats, StatsCounters};
 use crate::status::VdevStatus;
-use crate::vdev::{Session, Vdev, WriteCtx, WriteFailure};
-use crate::writer::{run_writer, Queue, Waiter};
-
-/// What a successful commit tells its caller.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitReceipt {
-    /// Global sequence number of the caller's first record (its records follow in order).
-    pub first_seq: u64,
-    pub record_count: u64,
-    /// The vdev the batch went to (`None` when there was nothing to write).
-    pub vdev_guid: Option<u64>,
-    /// Callers that shared this device write and flush.
-    pub batch_commits: u64,
-    pub batch_records: u64,
-}
-
-/// State shared by the API and the writer thread.
-pub(crate) struct Shared {
-    pub pool: PoolId,
-    pub vdevs: RwLock<Vec<Arc<Vdev>>>,
-    pub queue: Mutex<Queue>,
-    pub queue_wake: Condvar,
-    /// Signalled when the writer runs out of work (see `IntentLog::wait_idle`).
-    pub idle_wake: Condvar,
-    pub admission: Semaphore,
-    pub next_seq: AtomicU64,
-    pub session: Session,
-    poison_seq: Mutex<Option<u64>>,
-    rr_cursor: AtomicUsize,
-    pub stats: StatsCounters,
-    pub clock: Arc<dyn Clock>,
-    pub max_batch_bytes: u64,
-    pub provider: Arc<dyn DeviceProvider>,
-}
+use crate::vdev::{Session, Vdev};
+use crate::writer::run_writer;
 
 /// The separate intent log of one pool.
 pub struct IntentLog {
@@ -90,22 +57,7 @@ impl IntentLog {
             writer_epoch: (plan.max_epoch + 1).max(opts.writer_epoch),
             epoch_first_seq: plan.next_seq,
         };
-        let shared = Arc::new(Shared {
-            pool,
-            vdevs: RwLock::new(assembled),
-            queue: Mutex::new(Queue::default()),
-            queue_wake: Condvar::new(),
-            idle_wake: Condvar::new(),
-            admission: Semaphore::new(opts.max_waiters.max(1)),
-            next_seq: AtomicU64::new(plan.next_seq),
-            session,
-            poison_seq: Mutex::new(None),
-            rr_cursor: AtomicUsize::new(0),
-            stats: StatsCounters::default(),
-            clock: Arc::clone(&opts.clock),
-            max_batch_bytes: opts.max_batch_bytes.max(1),
-            provider: Arc::clone(&opts.provider),
-        });
+        let shared = Arc::new(Shared::new(pool, assembled, session, plan.next_seq, opts));
         shared.write_epoch_markers();
         let writer_shared = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
@@ -129,7 +81,7 @@ impl IntentLog {
     /// the order their writes were applied) enqueues under its own lock and waits outside it.
     pub async fn enqueue(&self, records: Vec<LogRecord>) -> Result<QueuedCommit<'_>, LogError> {
         let shared = &self.shared;
-        let started_us = shared.clock.now_us();
+        let started_us = shared.clock.mono_us();
         StatsCounters::add(&shared.stats.sync_requests, 1);
         for record in &records {
             record.validate().map_err(LogError::InvalidRecord)?;
@@ -197,6 +149,9 @@ impl IntentLog {
     /// `timeout` (a device that hangs). A simulation cuts the power only at such a point, so
     /// that what the devices hold does not depend on how fast the writer thread ran.
     pub fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+        // A watchdog on the writer thread, a real OS thread: bounded in real time whatever the
+        // injected clock does (a manual clock would never reach the deadline).
+        #[allow(clippy::disallowed_methods)]
         let deadline = std::time::Instant::now() + timeout;
         let mut queue = self.shared.queue.lock();
         while queue.busy || !queue.waiters.is_empty() || queue.head_dirty {
@@ -281,125 +236,6 @@ fn check_unique(vdevs: &[VdevConfig]) -> Result<(), LogError> {
     Ok(())
 }
 
-impl Shared {
-    pub fn space_used_bytes(&self) -> u64 {
-        self.vdevs.read().iter().map(|v| v.space_used_bytes()).sum()
-    }
-
-    pub fn space_total_bytes(&self) -> u64 {
-        self.vdevs.read().iter().map(|v| v.space_total_bytes()).sum()
-    }
-
-    /// Sequence number below which everything is released.
-    pub fn release_seq(&self) -> u64 {
-        let vdevs = self.vdevs.read().clone();
-        let first_live = vdevs.iter().filter_map(|v| v.ring.lock().first_live_seq()).min();
-        first_live.unwrap_or_else(|| self.next_seq.load(Ordering::Acquire))
-    }
-
-    /// The largest block any writable vdev could take; `None` when no vdev is writable.
-    pub fn max_block_bytes(&self) -> Option<u64> {
-        let vdevs = self.vdevs.read().clone();
-        vdevs
-            .iter()
-            .filter_map(|v| {
-                let inner = v.inner.lock();
-                v.accepts_writes(&inner).then(|| v.ring.lock().max_block_bytes())
-            })
-            .max()
-    }
-
-    /// Writes a block to the next vdev in round-robin order that takes it.
-    /// Runs `f` with the context vdev writes need.
-    pub fn with_ctx<R>(&self, f: impl FnOnce(&WriteCtx<'_>) -> R) -> R {
-        let release_seq = || self.release_seq();
-        f(&WriteCtx { session: self.session, stats: &self.stats, release_seq: &release_seq })
-    }
-
-    pub fn write_to_some_vdev(
-        &self,
-        first_seq: u64,
-        records: &[&LogRecord],
-    ) -> Result<u64, WriteFailure> {
-        let vdevs = self.vdevs.read().clone();
-        if vdevs.is_empty() {
-            return Err(WriteFailure::AllLegsFailed);
-        }
-        let start = self.rr_cursor.fetch_add(1, Ordering::Relaxed);
-        let mut failure = WriteFailure::NoSpace;
-        for step in 0..vdevs.len() {
-            let vdev = &vdevs[(start + step) % vdevs.len()];
-            let mut inner = vdev.inner.lock();
-            if !vdev.accepts_writes(&inner) {
-                continue;
-            }
-            match self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, records, ctx)) {
-                Ok(_) => return Ok(vdev.guid),
-                Err(WriteFailure::AllLegsFailed) => failure = WriteFailure::AllLegsFailed,
-                Err(WriteFailure::NoSpace) => {}
-            }
-        }
-        Err(failure)
-    }
-
-    pub fn poison(&self, first_seq: u64) {
-        self.poison_seq.lock().get_or_insert(first_seq);
-    }
-
-    /// While a failed batch sits between live records and later ones, nothing more may be
-    /// acknowledged (replay would stop at the gap): returns the txg to release first.
-    pub fn poisoned_txg(&self) -> Option<u64> {
-        let mut poison = self.poison_seq.lock();
-        let seq = (*poison)?;
-        let vdevs = self.vdevs.read().clone();
-        let txg = vdevs.iter().filter_map(|v| v.ring.lock().txg_max_before(seq)).max();
-        if txg.is_none() {
-            *poison = None;
-        }
-        txg
-    }
-
-    pub fn any_head_dirty(&self) -> bool {
-        self.vdevs.read().iter().any(|v| v.ring.lock().head_dirty())
-    }
-
-    /// Persists the head of every vdev whose in-memory head moved.
-    pub fn persist_dirty_heads(&self) {
-        let vdevs = self.vdevs.read().clone();
-        for vdev in vdevs {
-            let mut inner = vdev.inner.lock();
-            if vdev.ring.lock().head_dirty() && vdev.accepts_writes(&inner) {
-                self.with_ctx(|ctx| vdev.persist_head(&mut inner, ctx));
-            }
-        }
-    }
-
-    /// Writes an empty block of the new epoch on every writable vdev: it cuts off anything
-    /// stale beyond the tail and records where the epoch's sequence numbers start.
-    fn write_epoch_markers(&self) {
-        let vdevs = self.vdevs.read().clone();
-        let first_seq = self.next_seq.load(Ordering::Acquire);
-        for vdev in vdevs {
-            let mut inner = vdev.inner.lock();
-            if vdev.accepts_writes(&inner) {
-                if let Err(failure) =
-                    self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, &[], ctx))
-                {
-                    tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
-                }
-            }
-        }
-    }
-
-    pub fn finish_removal(&self, vdev_guid: u64) {
-        let mut vdevs = self.vdevs.write();
-        if let Some(index) = vdevs.iter().position(|v| v.guid == vdev_guid) {
-            vdevs.remove(index).finish_removal();
-            tracing::info!(vdev = vdev_guid, "log vdev removed");
-        }
-    }
-}
-
 /// Records queued in the log's order by [`IntentLog::enqueue`], not yet known to be durable.
 pub struct QueuedCommit<'a> {
     shared: &'a Arc<Shared>,
@@ -415,7 +251,7 @@ impl QueuedCommit<'_> {
         let result = self.answer.await.map_err(|_| LogError::Closed)?;
         self.shared
             .stats
-            .record_latency_us(self.shared.clock.now_us().saturating_sub(self.started_us));
+            .record_latency_us(self.shared.clock.mono_us().saturating_sub(self.started_us));
         result
     }
 }

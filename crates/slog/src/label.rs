@@ -24,7 +24,7 @@ use crate::aligned::AlignedBuf;
 use crate::checksum::checksum64;
 use crate::device::LogDevice;
 use crate::layout::{BLOCK_SIZE_BYTES, LABEL_OFFSETS_BYTES};
-use crate::le::{get_u128, get_u16, get_u64, get_u8, put_u128, put_u16, put_u64, put_u8};
+use crate::le::{get_u128, get_u16, get_u64, get_u8, CodecError, Writer};
 
 pub const LABEL_MAGIC: u64 = u64::from_le_bytes(*b"FDSKLABL");
 pub const LABEL_VERSION: u16 = 1;
@@ -115,20 +115,15 @@ impl DeviceLabel {
         if name.len() > POOL_NAME_MAX_BYTES {
             return Err(LabelDecodeError::Damaged("pool name longer than 64 bytes"));
         }
+        let mut w = Writer::with_capacity(LABEL_SIZE);
+        w.u64(LABEL_MAGIC).u16(LABEL_VERSION).u8(self.role.code()).u8(name.len() as u8);
+        w.u16(self.leg_index).u16(self.leg_count).u128(self.pool_guid).u64(self.vdev_guid);
+        w.u64(self.ring_start_bytes).u64(self.ring_end_bytes).zeros(8);
+        debug_assert_eq!(w.len(), NAME_OFFSET);
+        w.bytes(name).zeros(CHECKSUM_OFFSET - NAME_OFFSET - name.len()).seal();
+        debug_assert_eq!(w.len(), LABEL_SIZE);
         let mut buf = AlignedBuf::zeroed(LABEL_SIZE);
-        put_u64(&mut buf, 0, LABEL_MAGIC);
-        put_u16(&mut buf, 8, LABEL_VERSION);
-        put_u8(&mut buf, 10, self.role.code());
-        put_u8(&mut buf, 11, name.len() as u8);
-        put_u16(&mut buf, 12, self.leg_index);
-        put_u16(&mut buf, 14, self.leg_count);
-        put_u128(&mut buf, 16, self.pool_guid);
-        put_u64(&mut buf, 32, self.vdev_guid);
-        put_u64(&mut buf, 40, self.ring_start_bytes);
-        put_u64(&mut buf, 48, self.ring_end_bytes);
-        buf[NAME_OFFSET..NAME_OFFSET + name.len()].copy_from_slice(name);
-        let checksum = checksum64(&buf[..CHECKSUM_OFFSET]);
-        put_u64(&mut buf, CHECKSUM_OFFSET, checksum);
+        buf.copy_from_slice(&w.buf);
         // Pair assertion: what we are about to write must decode to what we meant.
         debug_assert_eq!(Self::decode(&buf).as_ref(), Ok(self));
         Ok(buf)
@@ -136,18 +131,18 @@ impl DeviceLabel {
 
     /// Decodes and verifies one label copy.
     pub fn decode(buf: &[u8]) -> Result<DeviceLabel, LabelDecodeError> {
-        if buf.len() < LABEL_SIZE || get_u64(buf, 0) != LABEL_MAGIC {
+        if buf.len() < LABEL_SIZE || get_u64(buf, 0)? != LABEL_MAGIC {
             return Err(LabelDecodeError::NotALabel);
         }
-        if get_u64(buf, CHECKSUM_OFFSET) != checksum64(&buf[..CHECKSUM_OFFSET]) {
+        if get_u64(buf, CHECKSUM_OFFSET)? != checksum64(&buf[..CHECKSUM_OFFSET]) {
             return Err(LabelDecodeError::Damaged("label checksum mismatch"));
         }
-        if get_u16(buf, 8) != LABEL_VERSION {
+        if get_u16(buf, 8)? != LABEL_VERSION {
             return Err(LabelDecodeError::Damaged("unknown label version"));
         }
         let role =
-            Role::from_code(get_u8(buf, 10)).ok_or(LabelDecodeError::Damaged("unknown role"))?;
-        let name_len = usize::from(get_u8(buf, 11));
+            Role::from_code(get_u8(buf, 10)?).ok_or(LabelDecodeError::Damaged("unknown role"))?;
+        let name_len = usize::from(get_u8(buf, 11)?);
         if name_len > POOL_NAME_MAX_BYTES {
             return Err(LabelDecodeError::Damaged("pool name length out of range"));
         }
@@ -156,18 +151,25 @@ impl DeviceLabel {
             .map_err(|_| LabelDecodeError::Damaged("pool name not UTF-8"))?;
         let label = DeviceLabel {
             pool_name,
-            pool_guid: get_u128(buf, 16),
-            vdev_guid: get_u64(buf, 32),
+            pool_guid: get_u128(buf, 16)?,
+            vdev_guid: get_u64(buf, 32)?,
             role,
-            leg_index: get_u16(buf, 12),
-            leg_count: get_u16(buf, 14),
-            ring_start_bytes: get_u64(buf, 40),
-            ring_end_bytes: get_u64(buf, 48),
+            leg_index: get_u16(buf, 12)?,
+            leg_count: get_u16(buf, 14)?,
+            ring_start_bytes: get_u64(buf, 40)?,
+            ring_end_bytes: get_u64(buf, 48)?,
         };
         if label.leg_index >= label.leg_count || label.ring_start_bytes >= label.ring_end_bytes {
             return Err(LabelDecodeError::Damaged("label fields out of range"));
         }
         Ok(label)
+    }
+}
+
+impl From<CodecError> for LabelDecodeError {
+    /// Fewer bytes than a label holds: no label (the length check above makes this unreachable).
+    fn from(_: CodecError) -> Self {
+        LabelDecodeError::NotALabel
     }
 }
 

@@ -21,7 +21,7 @@
 use bytes::Bytes;
 
 use crate::checksum::{chained64, checksum64};
-use crate::le::{get_u16, get_u32, get_u64, get_u8, put_u16, put_u32, put_u64, put_u8};
+use crate::le::{get_u16, get_u32, get_u64, get_u8, CodecError, Writer};
 
 pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"FDLR");
 pub const RECORD_VERSION: u16 = 1;
@@ -96,24 +96,22 @@ pub fn encode_record(
     record: &LogRecord,
     prev_chain: u64,
 ) -> u64 {
-    let header = &mut buf[at..at + RECORD_HEADER_BYTES];
-    put_u32(header, 0, RECORD_MAGIC);
-    put_u16(header, 4, RECORD_VERSION);
-    put_u8(header, 6, record.kind.code());
-    put_u8(header, 7, 0);
-    put_u64(header, 8, seq);
-    put_u64(header, 16, record.txg);
-    put_u32(header, 24, record.volume_id);
-    put_u32(header, 28, record.length_bytes);
-    put_u64(header, 32, record.offset_bytes);
-    put_u32(header, 40, record.data.len() as u32);
-    put_u32(header, 44, 0);
-    put_u64(header, 48, checksum64(&record.data));
-    let chain = chained64(&header[..CHAIN_OFFSET], prev_chain);
-    put_u64(header, CHAIN_OFFSET, chain);
+    let mut w = Writer::with_capacity(RECORD_HEADER_BYTES);
+    w.u32(RECORD_MAGIC).u16(RECORD_VERSION).u8(record.kind.code()).u8(0).u64(seq);
+    w.u64(record.txg).u32(record.volume_id).u32(record.length_bytes).u64(record.offset_bytes);
+    w.u32(record.data.len() as u32).u32(0).u64(checksum64(&record.data));
+    debug_assert_eq!(w.len(), CHAIN_OFFSET);
+    let chain = chained64(&w.buf, prev_chain);
+    w.u64(chain);
+    buf[at..at + RECORD_HEADER_BYTES].copy_from_slice(&w.buf);
     let data_at = at + RECORD_HEADER_BYTES;
     buf[data_at..data_at + record.data.len()].copy_from_slice(&record.data);
     chain
+}
+
+/// A record header shorter than its fields (unreachable: the header slice is checked first).
+fn short(_: CodecError) -> &'static str {
+    "record header past the payload"
 }
 
 /// A record decoded and verified from a block.
@@ -135,32 +133,35 @@ pub fn decode_record(
 ) -> Result<DecodedRecord, &'static str> {
     let header =
         payload.get(at..at + RECORD_HEADER_BYTES).ok_or("record header past the payload")?;
-    if get_u32(header, 0) != RECORD_MAGIC || get_u16(header, 4) != RECORD_VERSION {
+    if get_u32(header, 0).map_err(short)? != RECORD_MAGIC
+        || get_u16(header, 4).map_err(short)? != RECORD_VERSION
+    {
         return Err("bad record magic or version");
     }
-    let chain = get_u64(header, CHAIN_OFFSET);
+    let chain = get_u64(header, CHAIN_OFFSET).map_err(short)?;
     if chain != chained64(&header[..CHAIN_OFFSET], prev_chain) {
         return Err("record chain checksum mismatch");
     }
-    if get_u64(header, 8) != expect_seq {
+    if get_u64(header, 8).map_err(short)? != expect_seq {
         return Err("record sequence number out of order");
     }
-    let kind = RecordKind::from_code(get_u8(header, 6)).ok_or("unknown record kind")?;
-    let data_len = get_u32(header, 40) as usize;
+    let kind =
+        RecordKind::from_code(get_u8(header, 6).map_err(short)?).ok_or("unknown record kind")?;
+    let data_len = get_u32(header, 40).map_err(short)? as usize;
     let data_at = at + RECORD_HEADER_BYTES;
     if data_at + data_len > payload.len() {
         return Err("record data past the payload");
     }
     let data = payload.slice(data_at..data_at + data_len);
-    if checksum64(&data) != get_u64(header, 48) {
+    if checksum64(&data) != get_u64(header, 48).map_err(short)? {
         return Err("record data checksum mismatch");
     }
     let record = LogRecord {
-        txg: get_u64(header, 16),
-        volume_id: get_u32(header, 24),
+        txg: get_u64(header, 16).map_err(short)?,
+        volume_id: get_u32(header, 24).map_err(short)?,
         kind,
-        offset_bytes: get_u64(header, 32),
-        length_bytes: get_u32(header, 28),
+        offset_bytes: get_u64(header, 32).map_err(short)?,
+        length_bytes: get_u32(header, 28).map_err(short)?,
         data,
     };
     record.validate().map_err(|_| "record fields inconsistent")?;

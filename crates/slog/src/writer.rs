@@ -1,4 +1,4 @@
-//! The log writer thread and its group-commit queue.
+//! The log writer thread: it takes the waiters of the group-commit queue (queue.rs).
 //!
 //! Callers of `commit` queue a waiter and sleep. One thread takes every waiter queued (up to
 //! `max_batch_bytes`), writes them as one block to one vdev (round-robin), flushes every leg
@@ -11,29 +11,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
-
 use crate::error::LogError;
-use crate::intent_log::{CommitReceipt, Shared};
+use crate::queue::{CommitReceipt, Waiter};
 use crate::record::LogRecord;
+use crate::shared::Shared;
 use crate::stats::StatsCounters;
 use crate::vdev::WriteFailure;
-
-/// One caller waiting for its records to be durable.
-pub(crate) struct Waiter {
-    pub records: Vec<LogRecord>,
-    pub payload_bytes: u64,
-    pub reply: oneshot::Sender<Result<CommitReceipt, LogError>>,
-}
-
-#[derive(Default)]
-pub(crate) struct Queue {
-    pub waiters: VecDeque<Waiter>,
-    pub head_dirty: bool,
-    pub shutdown: bool,
-    /// The writer holds work taken from the queue (a batch or heads being written).
-    pub busy: bool,
-}
 
 /// The writer thread's main loop; returns at shutdown.
 pub(crate) fn run_writer(shared: Arc<Shared>) {

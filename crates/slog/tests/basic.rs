@@ -134,7 +134,7 @@ fn stats_count_requests_and_latency_with_injected_clock() {
     let rt = runtime();
     let provider = MemProvider::new();
     let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 1 << 20, 5);
-    let clock = Arc::new(ManualClock::new(1_000));
+    let clock = Arc::new(ManualClock::starting_at(std::time::Duration::from_micros(1_000)));
     let mut opts = open_opts(&provider);
     opts.clock = clock.clone();
     let log = IntentLog::open(POOL, POOL_GUID, &[config], &opts).expect("open");

@@ -8,6 +8,9 @@
 //! * records replayed once (even if their commit never returned) are replayed again until
 //!   they are published: the engine has applied them, so they must not vanish.
 
+// Real time is the point here: waits for the log writer, a real OS thread.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fardisk_slog::rng::SplitMix64;
+use fardisk_slog::rng::Rng;
 use fardisk_slog::{IntentLog, LogError, LogRecord, MemProvider, VdevConfig, VdevSpec};
 
 struct Model {
@@ -40,15 +43,15 @@ impl Model {
         }
     }
 
-    fn make_batch(&mut self, rng: &mut SplitMix64) -> Vec<LogRecord> {
+    fn make_batch(&mut self, rng: &Rng) -> Vec<LogRecord> {
         let count = 1 + rng.below(4);
         // Now and then a record of the previous (still open) txg arrives after newer ones, as
         // with concurrent committers: releases must still only free a prefix of the log.
         let late_txg = (self.current_txg - 1).max(self.published_txg + 1);
         (0..count)
             .map(|_| {
-                let len = if rng.chance(1, 5) { 0 } else { 1 + rng.below(5000) as usize };
-                let txg = if rng.chance(1, 6) { late_txg } else { self.current_txg };
+                let len = if rng.one_in(5) { 0 } else { 1 + rng.below(5000) as usize };
+                let txg = if rng.one_in(6) { late_txg } else { self.current_txg };
                 let rec = record(txg, self.next_id, len);
                 self.submitted.insert(self.next_id, rec.clone());
                 self.next_id += 1;
@@ -128,12 +131,7 @@ fn spec_for(seed: u64) -> Vec<VdevSpec> {
 }
 
 /// Commits a few batches concurrently; acknowledged records become durable in the model.
-fn commit_round(
-    rt: &tokio::runtime::Runtime,
-    log: &Arc<IntentLog>,
-    model: &mut Model,
-    rng: &mut SplitMix64,
-) {
+fn commit_round(rt: &tokio::runtime::Runtime, log: &Arc<IntentLog>, model: &mut Model, rng: &Rng) {
     let batches: Vec<_> = (0..1 + rng.below(4)).map(|_| model.make_batch(rng)).collect();
     let results = rt.block_on(commit_all(log, batches.clone()));
     let mut full = false;
@@ -183,13 +181,13 @@ fn crash_mid_commit(
     provider: &MemProvider,
     paths: &[PathBuf],
     model: &mut Model,
-    rng: &mut SplitMix64,
+    rng: &Rng,
 ) -> MemProvider {
     for path in paths {
         provider.device(path).expect("device").hold_flushes();
     }
     let batches: Vec<_> = (0..1 + rng.below(3)).map(|_| model.make_batch(rng)).collect();
-    if rng.chance(1, 2) {
+    if rng.one_in(2) {
         // Release right before the commits: the head update and the next block race for the
         // same flush, and the block may land in the space the release just freed.
         let txg = model.current_txg.saturating_sub(1);
@@ -209,7 +207,7 @@ fn crash_mid_commit(
 }
 
 fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
-    let mut rng = SplitMix64::new(seed);
+    let rng = Rng::new(seed);
     let mut provider = MemProvider::new();
     let ring_bytes = 64 * 1024 * (1 + rng.below(4));
     let configs: Vec<VdevConfig> =
@@ -220,7 +218,7 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
         let context = format!("seed {seed} round {round}");
         let log = Arc::new(open_mem(&provider, &configs));
         model.audit(&log.replay(model.published_txg).expect("replay"), &context);
-        let faulty_leg = (configs[0].legs.len() > 1 && rng.chance(1, 3))
+        let faulty_leg = (configs[0].legs.len() > 1 && rng.one_in(3))
             .then(|| configs[0].legs[rng.below(2) as usize].clone());
         let ops = 5 + rng.below(20);
         for op in 0..ops {
@@ -231,7 +229,7 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
                     .set_fail_writes(true);
             }
             match rng.below(10) {
-                0..=5 => commit_round(rt, &log, &mut model, &mut rng),
+                0..=5 => commit_round(rt, &log, &mut model, &rng),
                 6 | 7 => model.current_txg += 1,
                 _ => {
                     let txg = model.current_txg.saturating_sub(1 + rng.below(2));
@@ -244,8 +242,8 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
             &log.replay(model.published_txg).expect("replay"),
             &format!("{context} before crash"),
         );
-        provider = if rng.chance(1, 2) {
-            crash_mid_commit(rt, &log, &provider, &paths, &mut model, &mut rng)
+        provider = if rng.one_in(2) {
+            crash_mid_commit(rt, &log, &provider, &paths, &mut model, &rng)
         } else {
             provider.crash(rng.next_u64())
         };

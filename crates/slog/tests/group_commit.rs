@@ -1,5 +1,8 @@
 //! Group commit: concurrent committers share device writes and flushes.
 
+// Real time is the point here: group commit is observed across real threads in real time.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::sync::Arc;

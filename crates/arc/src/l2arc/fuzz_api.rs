@@ -13,7 +13,7 @@ use super::log_block::{
     decode_meta, encode_meta, meta_len_from_header, BlockPlace, BlockReject, LogBlockMeta,
     LOG_ENTRY_BYTES, LOG_HEADER_BYTES,
 };
-use crate::codec::xxh3_parts;
+use crate::codec::checksum64_parts;
 use crate::key::BlockKey;
 
 pub use super::label::cache_label_pool_guid;
@@ -107,6 +107,20 @@ impl L2LogBlock {
     pub fn meta_area_bytes(place: &L2Place) -> u32 {
         place.0.geometry().meta_bytes()
     }
+    pub fn sequence(&self) -> u64 {
+        self.0.sequence
+    }
+    /// Every entry as (segment_id, offset_bytes, len_bytes, data checksum, data offset in the
+    /// block at `place`).
+    pub fn entries(&self, place: &L2Place) -> Vec<(u64, u32, u32, u64, u32)> {
+        let g = place.0.geometry();
+        let e = self.0.entries.iter();
+        e.map(|e| {
+            let at = g.unit_offset(e.unit);
+            (e.key.segment_id, e.key.offset_bytes, e.len_bytes, e.checksum, at)
+        })
+        .collect()
+    }
 }
 
 /// A whole valid log block of `place.block_bytes()` holding `blocks` (key, data) as the writer
@@ -130,7 +144,7 @@ pub fn sample_log_block(place: &L2Place, sequence: u64, blocks: &[(u64, u32, &[u
 /// Recomputes the checksum of a label copy.
 pub fn reseal_label(buf: &mut [u8]) {
     if buf.len() >= L2_LABEL_BYTES {
-        let sum = xxh3_parts(&[&buf[..56]]);
+        let sum = checksum64_parts(&[&buf[..56]]);
         buf[56..64].copy_from_slice(&sum.to_le_bytes());
     }
 }
@@ -144,14 +158,14 @@ pub fn reseal_log_block(meta: &mut [u8]) {
     let count = u32::from_le_bytes(meta[48..52].try_into().expect("4 bytes")) as usize;
     let end =
         LOG_HEADER_BYTES.saturating_add(count.saturating_mul(LOG_ENTRY_BYTES)).min(meta.len());
-    let sum = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..end]]);
+    let sum = checksum64_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..end]]);
     meta[56..64].copy_from_slice(&sum.to_le_bytes());
 }
 
 /// Recomputes the checksum of a hot-set blob.
 pub fn reseal_hot_set(blob: &mut [u8]) {
     if blob.len() >= 24 {
-        let sum = xxh3_parts(&[&blob[..16], &blob[24..]]);
+        let sum = checksum64_parts(&[&blob[..16], &blob[24..]]);
         blob[16..24].copy_from_slice(&sum.to_le_bytes());
     }
 }

@@ -19,6 +19,7 @@
 
 use super::packed::PackedArray;
 use crate::key::BlockKey;
+use fardisk_common::rng::Rng;
 
 /// Bits of one entry for devices of up to 2^21 slots; larger devices widen the slot field.
 const ENTRY_BITS: u32 = 29;
@@ -83,8 +84,8 @@ pub(crate) struct DeviceIndex {
     size_bytes: u64,
     /// Blocks written to the device that the full table could not index.
     full_drops: u64,
-    /// Picks the entry to displace (splitmix64; deterministic, so the simulation replays).
-    kick_state: u64,
+    /// Picks the entry to displace (seeded; deterministic, so the simulation replays).
+    kick_rng: Rng,
 }
 
 fn bits_for(max_value: u64) -> u32 {
@@ -111,7 +112,7 @@ impl DeviceIndex {
             entries: 0,
             size_bytes: 0,
             full_drops: 0,
-            kick_state: u64::from(slot_count) ^ 0x5eed,
+            kick_rng: Rng::new(u64::from(slot_count) ^ 0x5eed),
         }
     }
 
@@ -226,10 +227,9 @@ impl DeviceIndex {
         }
         let mut undo: Vec<(usize, u32)> = Vec::new();
         let mut moving = value;
-        let mut bucket = buckets[(crate::codec::splitmix64(&mut self.kick_state) & 1) as usize];
+        let mut bucket = buckets[(self.kick_rng.next_u64() & 1) as usize];
         for _ in 0..KICKS_MAX {
-            let pick =
-                (crate::codec::splitmix64(&mut self.kick_state) % BUCKET_ENTRIES as u64) as usize;
+            let pick = self.kick_rng.below(BUCKET_ENTRIES as u64) as usize;
             let i = Self::positions(bucket).start + pick;
             let victim = self.table.get(i);
             undo.push((i, victim));

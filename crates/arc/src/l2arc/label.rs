@@ -15,7 +15,7 @@
 //! 64..4096 zero
 //! ```
 
-use crate::codec::{xxh3_parts, LeReader, LeWriter};
+use crate::codec::{checksum64_parts, CodecError, Reader, Writer};
 
 const LABEL_MAGIC: u64 = u64::from_le_bytes(*b"FDL2LABL");
 const LABEL_VERSION: u32 = 2;
@@ -41,19 +41,14 @@ pub(crate) struct Label {
 
 impl Label {
     pub(crate) fn encode(&self) -> [u8; LABEL_BYTES] {
-        let mut buf = [0u8; LABEL_BYTES];
-        let mut w = LeWriter::new(&mut buf);
-        w.u64(LABEL_MAGIC);
-        w.u32(LABEL_VERSION);
-        w.u32(ROLE_CACHE);
-        w.u128(self.pool_guid);
-        w.u64(self.device_guid);
-        w.u32(self.log_block_bytes);
-        w.u32(self.slot_count);
+        let mut w = Writer::with_capacity(LABEL_BYTES);
+        w.u64(LABEL_MAGIC).u32(LABEL_VERSION).u32(ROLE_CACHE).u128(self.pool_guid);
+        w.u64(self.device_guid).u32(self.log_block_bytes).u32(self.slot_count);
         w.u64(RING_OFFSET_BYTES);
-        debug_assert_eq!(w.position(), 56);
-        let checksum = xxh3_parts(&[&buf[..56]]);
-        buf[56..].copy_from_slice(&checksum.to_le_bytes());
+        debug_assert_eq!(w.len(), 56);
+        w.seal(); // xxh3_64 of bytes 0..56
+        let mut buf = [0u8; LABEL_BYTES];
+        buf.copy_from_slice(&w.buf);
         // Pair assertion: verify right before the bytes leave for the device.
         debug_assert_eq!(Label::decode(&buf), Ok(*self));
         buf
@@ -74,23 +69,23 @@ impl Label {
         if buf.len() < LABEL_BYTES {
             return Err(format!("label copy is {} bytes", buf.len()));
         }
-        let mut r = LeReader::new(buf);
-        let magic = r.u64();
+        let mut r = Reader::new(buf, "cache label");
+        let magic = r.u64().map_err(short)?;
         if magic != LABEL_MAGIC {
             return Err(format!("bad magic {magic:#018x}"));
         }
-        let version = r.u32();
+        let version = r.u32().map_err(short)?;
         if version != LABEL_VERSION && version != LABEL_VERSION_PACKED {
             return Err(format!("unsupported version {version}"));
         }
-        let role = r.u32();
-        let pool_guid = r.u128();
-        let device_guid = r.u64();
-        let log_block_bytes = r.u32();
-        let slot_count = r.u32();
-        let ring_offset = r.u64();
-        let stored = r.u64();
-        let computed = xxh3_parts(&[&buf[..56]]);
+        let role = r.u32().map_err(short)?;
+        let pool_guid = r.u128().map_err(short)?;
+        let device_guid = r.u64().map_err(short)?;
+        let log_block_bytes = r.u32().map_err(short)?;
+        let slot_count = r.u32().map_err(short)?;
+        let ring_offset = r.u64().map_err(short)?;
+        let stored = r.u64().map_err(short)?;
+        let computed = checksum64_parts(&[&buf[..56]]);
         if stored != computed {
             return Err(format!("checksum mismatch ({stored:#x} != {computed:#x})"));
         }
@@ -126,6 +121,11 @@ impl Label {
     pub(crate) fn is_old_version(version: u32) -> bool {
         version == LABEL_VERSION_PACKED
     }
+}
+
+/// Fewer bytes than the label's fields (unreachable after the length check).
+fn short(e: CodecError) -> String {
+    e.to_string()
 }
 
 /// The pool a cache device belongs to, from its first 8 KiB (both label copies); None when
@@ -181,7 +181,7 @@ mod tests {
     fn a_version_1_label_is_recognised_but_not_accepted() {
         let mut old = label().encode();
         old[8..12].copy_from_slice(&1u32.to_le_bytes());
-        let sum = xxh3_parts(&[&old[..56]]);
+        let sum = checksum64_parts(&[&old[..56]]);
         old[56..].copy_from_slice(&sum.to_le_bytes());
         assert_eq!(Label::decode_any_version(&old), Ok((label(), 1)));
         assert!(Label::decode(&old).unwrap_err().contains("version 1"));

@@ -26,7 +26,7 @@
 //! damage to data costs exactly the entries it touches.
 
 use super::geometry::{Geometry, BUCKET_UNITS, ENTRY_BYTES, HEADER_BYTES, UNIT_BYTES};
-use crate::codec::{xxh3_parts, LeReader, LeWriter};
+use crate::codec::{checksum64_parts, get_u32, get_u64, CodecError, Reader, Writer};
 use crate::key::BlockKey;
 
 const LOG_BLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FDL2LOGB");
@@ -89,20 +89,27 @@ pub(crate) fn meta_len_from_header(
     if header.len() < LOG_HEADER_BYTES {
         return Err(BlockReject::Corrupt("short header".into()));
     }
-    let mut r = LeReader::new(header);
-    if r.u64() != LOG_BLOCK_MAGIC {
+    let mut r = Reader::new(header, "cache log block");
+    if r.u64()? != LOG_BLOCK_MAGIC {
         return Err(BlockReject::Empty);
     }
-    match r.u32() {
+    match r.u32()? {
         LOG_BLOCK_VERSION => {}
         LOG_BLOCK_VERSION_PACKED => return Err(BlockReject::Foreign),
         version => return Err(BlockReject::Corrupt(format!("version {version}"))),
     }
-    let entry_count = u32::from_le_bytes(header[48..52].try_into().expect("4 bytes"));
+    let entry_count = get_u32(header, 48)?;
     if entry_count > place.geometry().data_units {
         return Err(BlockReject::Corrupt(format!("{entry_count} entries cannot fit")));
     }
     Ok(LOG_HEADER_BYTES + entry_count as usize * LOG_ENTRY_BYTES)
+}
+
+impl From<CodecError> for BlockReject {
+    /// Metadata shorter than its fields (unreachable after the length checks): damaged.
+    fn from(e: CodecError) -> Self {
+        BlockReject::Corrupt(e.to_string())
+    }
 }
 
 /// Verifies and parses the metadata of a log block read from `place`.
@@ -111,18 +118,18 @@ pub(crate) fn decode_meta(meta: &[u8], place: &BlockPlace) -> Result<LogBlockMet
     if meta.len() < meta_len {
         return Err(BlockReject::Corrupt("short entry table".into()));
     }
-    let stored = u64::from_le_bytes(meta[56..64].try_into().expect("8 bytes"));
-    let computed = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..meta_len]]);
+    let stored = get_u64(meta, 56)?;
+    let computed = checksum64_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..meta_len]]);
     if stored != computed {
         return Err(BlockReject::Corrupt(format!("checksum {stored:#x} != {computed:#x}")));
     }
-    let mut r = LeReader::new(&meta[12..56]);
-    let slot_index = r.u32();
-    let pool_guid = r.u128();
-    let device_guid = r.u64();
-    let sequence = r.u64();
-    let entry_count = r.u32();
-    let meta_bytes = r.u32();
+    let mut r = Reader::new(&meta[12..56], "cache log block");
+    let slot_index = r.u32()?;
+    let pool_guid = r.u128()?;
+    let device_guid = r.u64()?;
+    let sequence = r.u64()?;
+    let entry_count = r.u32()?;
+    let meta_bytes = r.u32()?;
     if pool_guid != place.pool_guid
         || device_guid != place.device_guid
         || slot_index != place.slot_index
@@ -146,14 +153,14 @@ fn decode_entries(
 ) -> Result<Vec<LogEntry>, BlockReject> {
     let geometry = place.geometry();
     let mut taken = vec![0u64; geometry.data_units.div_ceil(64) as usize];
-    let mut r = LeReader::new(table);
+    let mut r = Reader::new(table, "cache log block entry");
     let mut entries = Vec::with_capacity(entry_count as usize);
     for _ in 0..entry_count {
-        let key = BlockKey::new(r.u64(), r.u32());
-        let len_bytes = r.u32();
-        let checksum = r.u64();
-        let unit = r.u32();
-        let _reserved = r.u32();
+        let key = BlockKey::new(r.u64()?, r.u32()?);
+        let len_bytes = r.u32()?;
+        let checksum = r.u64()?;
+        let unit = r.u32()?;
+        let _reserved = r.u32()?;
         let units = Geometry::units_for(len_bytes);
         let corrupt = |why: &str| BlockReject::Corrupt(format!("entry at unit {unit}: {why}"));
         if len_bytes > BUCKET_UNITS * UNIT_BYTES
@@ -175,31 +182,20 @@ fn decode_entries(
 
 /// Encodes header plus entry table for `place`.
 pub(crate) fn encode_meta(place: &BlockPlace, sequence: u64, entries: &[LogEntry]) -> Vec<u8> {
-    let meta_len = LOG_HEADER_BYTES + entries.len() * LOG_ENTRY_BYTES;
-    let mut meta = vec![0u8; meta_len];
-    {
-        let mut w = LeWriter::new(&mut meta[LOG_HEADER_BYTES..]);
-        for e in entries {
-            w.u64(e.key.segment_id);
-            w.u32(e.key.offset_bytes);
-            w.u32(e.len_bytes);
-            w.u64(e.checksum);
-            w.u32(e.unit);
-            w.u32(0);
-        }
+    let mut table = Writer::with_capacity(entries.len() * LOG_ENTRY_BYTES);
+    for e in entries {
+        table.u64(e.key.segment_id).u32(e.key.offset_bytes).u32(e.len_bytes);
+        table.u64(e.checksum).u32(e.unit).u32(0);
     }
     let entry_count = u32::try_from(entries.len()).expect("entries bounded by block size");
-    let mut w = LeWriter::new(&mut meta[..56]);
-    w.u64(LOG_BLOCK_MAGIC);
-    w.u32(LOG_BLOCK_VERSION);
-    w.u32(place.slot_index);
-    w.u128(place.pool_guid);
-    w.u64(place.device_guid);
-    w.u64(sequence);
-    w.u32(entry_count);
-    w.u32(place.geometry().meta_bytes());
-    let checksum = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..]]);
-    meta[56..64].copy_from_slice(&checksum.to_le_bytes());
+    let mut meta = Writer::with_capacity(LOG_HEADER_BYTES + table.len());
+    meta.u64(LOG_BLOCK_MAGIC).u32(LOG_BLOCK_VERSION).u32(place.slot_index);
+    meta.u128(place.pool_guid).u64(place.device_guid).u64(sequence);
+    meta.u32(entry_count).u32(place.geometry().meta_bytes());
+    debug_assert_eq!(meta.len(), 56);
+    let checksum = checksum64_parts(&[&meta.buf, &table.buf]);
+    meta.u64(checksum).bytes(&table.buf);
+    let meta = meta.into_inner();
     // Pair assertion: the metadata must verify right before it is written.
     debug_assert_eq!(decode_meta(&meta, place).map(|m| m.entries.len()), Ok(entries.len()));
     meta
@@ -283,7 +279,7 @@ mod tests {
             meta.extend_from_slice(&e.unit.to_le_bytes());
             meta.extend_from_slice(&0u32.to_le_bytes());
         }
-        let sum = xxh3_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..]]);
+        let sum = checksum64_parts(&[&meta[..56], &meta[LOG_HEADER_BYTES..]]);
         meta[56..64].copy_from_slice(&sum.to_le_bytes());
         meta
     }

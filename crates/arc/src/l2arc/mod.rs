@@ -58,9 +58,9 @@ pub use writer::{WriteTickReport, WriterHandle};
 
 use crate::arc::EvictionFeed;
 use crate::clock::Clock;
-use crate::codec::splitmix64;
 use crate::key::BlockKey;
 use device::CacheDevice;
+use fardisk_common::rng::Rng;
 use stats::{load, L2Counters};
 use writer::WriterState;
 
@@ -71,7 +71,7 @@ pub(crate) struct Shared {
     pub(crate) config: L2ArcConfig,
     pub(crate) pool_guid: u128,
     pub(crate) clock: Arc<dyn Clock>,
-    guid_state: Mutex<u64>,
+    guid_rng: Rng,
     next_device_id: AtomicU32,
     pub(crate) devices: RwLock<Vec<Arc<CacheDevice>>>,
     pub(crate) writer: Mutex<WriterState>,
@@ -99,9 +99,8 @@ impl Shared {
     }
 
     fn new_device_guid(&self) -> u64 {
-        let mut state = self.guid_state.lock();
         // Zero is reserved so a zeroed header can never match a device.
-        (0..4).map(|_| splitmix64(&mut state)).find(|g| *g != 0).unwrap_or(1)
+        (0..4).map(|_| self.guid_rng.next_u64()).find(|g| *g != 0).unwrap_or(1)
     }
 }
 
@@ -121,14 +120,14 @@ impl L2Arc {
         seed: u64,
     ) -> Result<Self, L2Error> {
         config.validate()?;
-        let now_ms = clock.now_ms();
+        let now_ms = clock.mono_ms();
         let writer = WriterState::new(config.write_max_bytes_per_s, now_ms);
         Ok(Self {
             shared: Arc::new(Shared {
                 config,
                 pool_guid,
                 clock,
-                guid_state: Mutex::new(seed),
+                guid_rng: Rng::new(seed),
                 next_device_id: AtomicU32::new(0),
                 devices: RwLock::new(Vec::new()),
                 writer: Mutex::new(writer),

@@ -57,7 +57,7 @@ impl WriterState {
 }
 
 pub(crate) fn write_tick(shared: &Arc<Shared>, feed: &EvictionFeed) -> WriteTickReport {
-    let now_ms = shared.clock.now_ms();
+    let now_ms = shared.clock.mono_ms();
     let mut w = shared.writer.lock();
     if now_ms.saturating_sub(w.last_health_check_ms) >= shared.config.health_check_interval_ms {
         w.last_health_check_ms = now_ms;
@@ -98,7 +98,7 @@ pub(crate) fn flush_now(shared: &Arc<Shared>) -> WriteTickReport {
 }
 
 fn flush_locked(shared: &Shared, w: &mut WriterState, report: &mut WriteTickReport) {
-    let now_ms = shared.clock.now_ms();
+    let now_ms = shared.clock.mono_ms();
     for _ in 0..FLUSH_ROUNDS_MAX {
         if w.spill.is_empty() {
             break;

@@ -1,5 +1,7 @@
 //! Helpers shared by the L2ARC integration tests.
 #![allow(dead_code)]
+// Real time is the point here: the rig waits for real writer and rebuild threads.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,17 +24,11 @@ pub fn key(i: u64) -> BlockKey {
 
 /// Deterministic bytes unique to (key, version).
 pub fn payload(k: BlockKey, version: u8, len: usize) -> Bytes {
-    let mut seed = k.segment_id.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    let seed = k.segment_id.wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ u64::from(k.offset_bytes)
         ^ u64::from(version) << 56;
-    let bytes: Vec<u8> = (0..len)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed as u8
-        })
-        .collect();
+    let mut bytes = vec![0u8; len];
+    fardisk_common::rng::Rng::new(seed).fill(&mut bytes);
     Bytes::from(bytes)
 }
 
@@ -68,7 +64,7 @@ pub struct Rig {
 impl Rig {
     pub fn new(config: L2ArcConfig) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let clock = Arc::new(ManualClock::new(1_000_000));
+        let clock = Arc::new(ManualClock::starting_at(std::time::Duration::from_millis(1_000_000)));
         let l2 = L2Arc::new(config, POOL_GUID, clock.clone(), 42).expect("l2arc");
         Self { dir, clock, l2, feed: EvictionFeed::new(1 << 20, 1 << 30) }
     }

@@ -1,5 +1,6 @@
 //! [`Store`] over any `object_store::ObjectStore`: local directory, memory, S3, GCS, Azure.
 
+use super::url::{scheme_settings, SchemeSettings};
 use super::{PutMode, Store, StoreError, StoreErrorKind, StoreResult};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -21,6 +22,11 @@ impl ObjectStoreBackend {
         ObjectStoreBackend { inner, prefix, description }
     }
 
+    /// A store error with the hint for this store's scheme.
+    fn err(&self, op: &'static str, key: &str, e: object_store::Error) -> StoreError {
+        map_err(op, key, e, &scheme_settings(&self.description))
+    }
+
     fn path(&self, key: &str) -> Path {
         if self.prefix.is_empty() {
             Path::from(key)
@@ -30,7 +36,7 @@ impl ObjectStoreBackend {
     }
 }
 
-fn map_err(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
+fn map_err(op: &'static str, key: &str, e: object_store::Error, s: &SchemeSettings) -> StoreError {
     use object_store::Error as E;
     let kind = match &e {
         E::NotFound { .. } => StoreErrorKind::NotFound,
@@ -43,7 +49,7 @@ fn map_err(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
         _ => StoreErrorKind::Transient,
     };
     let detail = e.to_string();
-    let message = match hint(&e, &detail) {
+    let message = match hint(&e, &detail, s) {
         // What to do first; the client's own (long) text after it, shortened to keep one line.
         Some(h) => format!("{h} ({})", shorten(&detail, 240)),
         None => detail,
@@ -52,8 +58,9 @@ fn map_err(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
 }
 
 /// What an operator should do about the common failures, which object_store words for
-/// developers ("Generic S3 error: ... error sending request").
-fn hint(e: &object_store::Error, detail: &str) -> Option<&'static str> {
+/// developers ("Generic S3 error: ... error sending request"), naming the settings of the store's
+/// own scheme.
+fn hint(e: &object_store::Error, detail: &str, s: &SchemeSettings) -> Option<String> {
     let m = detail.to_ascii_lowercase();
     if matches!(e, object_store::Error::Unauthenticated { .. })
         || [
@@ -65,24 +72,32 @@ fn hint(e: &object_store::Error, detail: &str) -> Option<&'static str> {
         .iter()
         .any(|s| m.contains(s))
     {
-        return Some("the store refused the credentials: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the config file)");
+        return Some(format!(
+            "the store refused the credentials: check {} (or the config file)",
+            s.credentials
+        ));
     }
     if matches!(e, object_store::Error::PermissionDenied { .. })
         || m.contains("access denied")
         || m.contains("forbidden")
     {
-        return Some(
-            "the store denied access: check the credentials' permissions on this bucket and prefix",
-        );
+        return Some(format!(
+            "the store denied access: check the credentials' permissions on this {} and prefix \
+             ({})",
+            s.bucket, s.credentials
+        ));
     }
     if m.contains("nosuchbucket")
         || m.contains("no such bucket")
         || m.contains("bucket does not exist")
+        || m.contains("containernotfound")
     {
-        return Some("the bucket does not exist: create it first, or check the URL");
+        return Some(format!("the {} does not exist: create it first, or check the URL", s.bucket));
     }
     if m.contains("no space left") {
-        return Some("the store's disk is full: free space there (the pool retries by itself)");
+        return Some(
+            "the store's disk is full: free space there (the pool retries by itself)".into(),
+        );
     }
     if [
         "error sending request",
@@ -95,7 +110,10 @@ fn hint(e: &object_store::Error, detail: &str) -> Option<&'static str> {
     .iter()
     .any(|s| m.contains(s))
     {
-        return Some("cannot reach the store: check AWS_ENDPOINT_URL (or the URL), the network, and that the store is up");
+        return Some(format!(
+            "cannot reach the store: check {} (or the URL), the network, and that the store is up",
+            s.endpoint
+        ));
     }
     None
 }
@@ -143,13 +161,13 @@ impl Store for ObjectStoreBackend {
         self.inner
             .put_opts(&self.path(key), data.into(), opts)
             .await
-            .map_err(|e| map_err("PUT", key, e))?;
+            .map_err(|e| self.err("PUT", key, e))?;
         Ok(())
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        let r = self.inner.get(&self.path(key)).await.map_err(|e| map_err("GET", key, e))?;
-        r.bytes().await.map_err(|e| map_err("GET", key, e))
+        let r = self.inner.get(&self.path(key)).await.map_err(|e| self.err("GET", key, e))?;
+        r.bytes().await.map_err(|e| self.err("GET", key, e))
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
@@ -158,7 +176,7 @@ impl Store for ObjectStoreBackend {
             .inner
             .get_range(&self.path(key), range)
             .await
-            .map_err(|e| map_err("GET", key, e))?;
+            .map_err(|e| self.err("GET", key, e))?;
         if b.len() as u64 != want {
             return Err(StoreError::new(
                 StoreErrorKind::Transient,
@@ -171,7 +189,7 @@ impl Store for ObjectStoreBackend {
     }
 
     async fn head(&self, key: &str) -> StoreResult<u64> {
-        let meta = self.inner.head(&self.path(key)).await.map_err(|e| map_err("HEAD", key, e))?;
+        let meta = self.inner.head(&self.path(key)).await.map_err(|e| self.err("HEAD", key, e))?;
         Ok(meta.size)
     }
 
@@ -179,7 +197,7 @@ impl Store for ObjectStoreBackend {
         match self.inner.delete(&self.path(key)).await {
             Ok(()) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(map_err("DELETE", key, e)),
+            Err(e) => Err(self.err("DELETE", key, e)),
         }
     }
 
@@ -192,12 +210,40 @@ impl Store for ObjectStoreBackend {
             .map_ok(|m| (m.location.as_ref()[strip..].to_string(), m.size))
             .try_collect()
             .await
-            .map_err(|e| map_err("LIST", prefix, e))?;
+            .map_err(|e| self.err("LIST", prefix, e))?;
         out.sort();
         Ok(out)
     }
 
     fn describe(&self) -> String {
         self.description.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic { store: "S3", source: text.to_string().into() }
+    }
+
+    #[test]
+    fn hints_name_the_settings_of_the_stores_own_scheme() {
+        for (url, own, foreign) in [
+            ("s3://b/p", "AWS_ENDPOINT_URL", ["GOOGLE_", "AZURE"]),
+            ("gs://b/p", "GOOGLE_BASE_URL", ["AWS_", "AZURE"]),
+            ("az://c/p", "AZURE_STORAGE_ENDPOINT", ["AWS_", "GOOGLE_"]),
+        ] {
+            let s = scheme_settings(url);
+            let unreachable = map_err("GET", "k", generic("error sending request"), &s).message;
+            let refused = map_err("GET", "k", generic("InvalidAccessKeyId"), &s).message;
+            assert!(unreachable.contains(own), "{unreachable}");
+            for f in foreign {
+                assert!(!unreachable.contains(f) && !refused.contains(f), "{url}: {refused}");
+            }
+        }
+        let az = map_err("PUT", "k", generic("ContainerNotFound"), &scheme_settings("az://c"));
+        assert!(az.message.starts_with("the container does not exist"), "{}", az.message);
     }
 }

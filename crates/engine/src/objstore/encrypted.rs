@@ -131,6 +131,69 @@ fn aad(key: &str, index: u64) -> Vec<u8> {
     a
 }
 
+fn header(fingerprint: u64, plain_bytes: u64) -> [u8; HEADER_BYTES as usize] {
+    let mut h = [0u8; HEADER_BYTES as usize];
+    h[..8].copy_from_slice(ENCRYPTED_MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(CHUNK_PLAIN_BYTES as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&fingerprint.to_le_bytes());
+    h[24..32].copy_from_slice(&plain_bytes.to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&h[..32]);
+    h[32..40].copy_from_slice(&sum.to_le_bytes());
+    h
+}
+
+/// The sealed form of object `key` holding `plain`, chunk `i` sealed under `nonce(i)`.
+fn seal_chunks(
+    cipher: &Aes256GcmSiv,
+    fingerprint: u64,
+    key: &str,
+    plain: &[u8],
+    mut nonce: impl FnMut(u64) -> [u8; NONCE_BYTES as usize],
+) -> StoreResult<Vec<u8>> {
+    let chunks = chunk_count(plain.len() as u64);
+    let mut out = Vec::with_capacity((HEADER_BYTES + chunks * CHUNK_SEALED_BYTES) as usize);
+    out.extend_from_slice(&header(fingerprint, plain.len() as u64));
+    let mut padded = [0u8; CHUNK_PLAIN_BYTES as usize];
+    for i in 0..chunks {
+        let start = (i * CHUNK_PLAIN_BYTES) as usize;
+        let end = (start + CHUNK_PLAIN_BYTES as usize).min(plain.len());
+        padded.fill(0);
+        padded[..end - start].copy_from_slice(&plain[start..end]);
+        let nonce = nonce(i);
+        let sealed = cipher
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg: &padded, aad: &aad(key, i) })
+            .map_err(|_| corrupt("put", key, "encryption failed"))?;
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&sealed);
+    }
+    debug_assert_eq!(out.len() as u64, HEADER_BYTES + chunks * CHUNK_SEALED_BYTES);
+    Ok(out)
+}
+
+/// Seals `plain` as object `key` exactly as a put does, but with the nonces given (chunk `i`
+/// takes `nonces[i]`, which must cover every chunk): the golden fixtures reproduce a stored object
+/// byte for byte with it. Stored objects always get random nonces (`EncryptedStore`); never store
+/// what this returns.
+#[doc(hidden)]
+pub fn seal_with_nonces(
+    key: &EncryptionKey,
+    object_key: &str,
+    plain: &[u8],
+    nonces: &[[u8; 12]],
+) -> StoreResult<Vec<u8>> {
+    let cipher = Aes256GcmSiv::new_from_slice(&key.bytes).expect("32-byte key");
+    let chunks = chunk_count(plain.len() as u64) as usize;
+    if nonces.len() < chunks {
+        return Err(corrupt(
+            "put",
+            object_key,
+            format!("{chunks} chunks, {} nonces", nonces.len()),
+        ));
+    }
+    seal_chunks(&cipher, key.fingerprint(), object_key, plain, |i| nonces[i as usize])
+}
+
 fn chunk_count(plain_bytes: u64) -> u64 {
     plain_bytes.div_ceil(CHUNK_PLAIN_BYTES).max(1)
 }
@@ -146,20 +209,9 @@ impl EncryptedStore {
         let cipher = Aes256GcmSiv::new_from_slice(&key.bytes).expect("32-byte key");
         // The nonce stream mixes the injected seed with fresh entropy: a simulation replays the
         // same plaintexts, and must still never reuse nonces across processes.
+        #[allow(clippy::disallowed_methods)] // Nonces must never repeat, not even on a replay.
         let rng = Rng::new(seed ^ Rng::from_entropy().next_u64());
         EncryptedStore { inner, cipher, fingerprint: key.fingerprint(), rng }
-    }
-
-    fn header(&self, plain_bytes: u64) -> [u8; HEADER_BYTES as usize] {
-        let mut h = [0u8; HEADER_BYTES as usize];
-        h[..8].copy_from_slice(ENCRYPTED_MAGIC);
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[12..16].copy_from_slice(&(CHUNK_PLAIN_BYTES as u32).to_le_bytes());
-        h[16..24].copy_from_slice(&self.fingerprint.to_le_bytes());
-        h[24..32].copy_from_slice(&plain_bytes.to_le_bytes());
-        let sum = xxhash_rust::xxh3::xxh3_64(&h[..32]);
-        h[32..40].copy_from_slice(&sum.to_le_bytes());
-        h
     }
 
     /// Verifies a header; returns the object's plaintext length.
@@ -197,27 +249,12 @@ impl EncryptedStore {
     }
 
     fn seal(&self, key: &str, plain: &[u8]) -> StoreResult<Vec<u8>> {
-        let chunks = chunk_count(plain.len() as u64);
-        let mut out = Vec::with_capacity((HEADER_BYTES + chunks * CHUNK_SEALED_BYTES) as usize);
-        out.extend_from_slice(&self.header(plain.len() as u64));
-        let mut padded = [0u8; CHUNK_PLAIN_BYTES as usize];
-        for i in 0..chunks {
-            let start = (i * CHUNK_PLAIN_BYTES) as usize;
-            let end = (start + CHUNK_PLAIN_BYTES as usize).min(plain.len());
-            padded.fill(0);
-            padded[..end - start].copy_from_slice(&plain[start..end]);
+        seal_chunks(&self.cipher, self.fingerprint, key, plain, |_| {
             let mut nonce = [0u8; NONCE_BYTES as usize];
             nonce[..8].copy_from_slice(&self.rng.next_u64().to_le_bytes());
             nonce[8..].copy_from_slice(&(self.rng.next_u64() as u32).to_le_bytes());
-            let sealed = self
-                .cipher
-                .encrypt(Nonce::from_slice(&nonce), Payload { msg: &padded, aad: &aad(key, i) })
-                .map_err(|_| corrupt("put", key, "encryption failed"))?;
-            out.extend_from_slice(&nonce);
-            out.extend_from_slice(&sealed);
-        }
-        debug_assert_eq!(out.len() as u64, HEADER_BYTES + chunks * CHUNK_SEALED_BYTES);
-        Ok(out)
+            nonce
+        })
     }
 
     /// Opens whole chunks `first..` held in `sealed`.

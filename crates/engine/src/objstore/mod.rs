@@ -3,22 +3,30 @@
 //! distance, retries, instrumentation, fault injection and client-side encryption.
 
 mod backend;
+mod capability;
 mod encrypted;
 mod faulty;
 mod instrumented;
 mod power_cut;
 mod retry;
+mod settings;
 mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
-pub use encrypted::{is_encrypted_object, EncryptedStore, EncryptionKey};
+pub use capability::{
+    check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
+};
+pub use encrypted::{is_encrypted_object, seal_with_nonces, EncryptedStore, EncryptionKey};
 pub use faulty::{FaultCounts, FaultPlan, FaultyStore};
 pub use instrumented::{InstrumentedStore, StoreStats, StoreStatsSnapshot, LATENCY_BUCKETS_US};
 pub use power_cut::{PowerCutCounts, PowerCutStore};
 pub use retry::{RetryPolicy, RetryingStore};
+pub use settings::{is_store_var, StoreSettings};
 pub use simulate::{SimulateSpec, SimulatedStore};
-pub use url::{open_store_url, FILE_STORE_FSYNC};
+pub use url::{
+    open_store_url, open_store_url_with, scheme_settings, SchemeSettings, FILE_STORE_FSYNC,
+};
 
 use bytes::Bytes;
 use std::ops::Range;

@@ -27,65 +27,32 @@ impl Pool {
     /// Runs the audit; `Err(Error::Corrupt ..)` describes the first mismatches.
     pub async fn audit_space(&self) -> Result<SpaceAudit> {
         let inner = &self.inner;
-        let _guard = inner.sync_lock.lock().await;
+        let _guard = inner.txg.sync_lock.lock().await;
         let (trees, space, carry) = {
             let meta = inner.meta.read();
             let mut trees: Vec<TreeRef> = meta.volumes.values().map(|v| v.tree).collect();
             trees.extend(meta.snapshots.values().map(|s| s.tree));
             (trees, meta.root.space, meta.root.space_carry.clone())
         };
-        let mut seen: HashSet<(u64, u32)> = HashSet::new();
-        let mut referenced: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut count = |p: &BlockPtr| {
-            if !p.is_hole() && seen.insert((p.segment_id, p.offset_bytes)) {
-                *referenced.entry(p.segment_id).or_default() += p.physical_bytes as u64;
-            }
-        };
+        let mut referenced = Referenced::default();
         for t in &trees {
             let walk = TreeWalk::walk(t, &inner.cache, &**inner).await?;
-            walk.pages.iter().for_each(|(_, _, p)| count(p));
+            walk.pages.iter().for_each(|(_, _, p)| referenced.count(p));
             for (_, slot) in &walk.leaf_slots {
-                count(&BlockPtr::from_bytes(slot)?);
+                referenced.count(&BlockPtr::from_bytes(slot)?);
             }
         }
         let space_walk = TreeWalk::walk(&space, &inner.cache, &**inner).await?;
-        space_walk.pages.iter().for_each(|(_, _, p)| count(p));
+        space_walk.pages.iter().for_each(|(_, _, p)| referenced.count(p));
         let mut table: BTreeMap<u64, SegmentSpace> = BTreeMap::new();
         for (seg, slot) in &space_walk.leaf_slots {
             table.insert(*seg, SegmentSpace::from_slot(slot)?);
         }
-        let mut expected: BTreeMap<u64, i64> = BTreeMap::new();
-        for (seg, s) in &table {
-            if s.freed_txg == 0 && !s.is_empty_slot() {
-                expected.insert(*seg, s.live_bytes as i64);
-            }
-        }
-        for (seg, d) in &carry {
-            *expected.entry(*seg).or_default() += d;
-        }
-        let mut problems = Vec::new();
-        for (seg, want) in &expected {
-            let got = referenced.get(seg).copied().unwrap_or(0) as i64;
-            if got != *want {
-                problems.push(format!(
-                    "segment {seg:016x}: table says {want} live bytes, the maps reference {got}"
-                ));
-            }
-        }
-        for (seg, got) in &referenced {
-            if !expected.contains_key(seg) {
-                let state = match table.get(seg) {
-                    Some(s) if s.freed_txg != 0 => format!("freed in txg {}", s.freed_txg),
-                    _ => "not in the space table".to_string(),
-                };
-                problems.push(format!(
-                    "segment {seg:016x}: {got} bytes referenced but the segment is {state}"
-                ));
-            }
-        }
+        let expected = expected_live(&table, &carry);
+        let mut problems = compare(&table, &expected, &referenced.bytes);
         let stored: HashSet<String> =
             inner.store.list("segments/").await?.into_iter().map(|(k, _)| k).collect();
-        for seg in referenced.keys() {
+        for seg in referenced.bytes.keys() {
             if !stored.contains(&segment_key(*seg)) {
                 problems
                     .push(format!("segment {seg:016x} is referenced but missing from the store"));
@@ -101,9 +68,68 @@ impl Pool {
         }
         Ok(SpaceAudit {
             trees: trees.len() + 1,
-            referenced_segments: referenced.len(),
-            referenced_bytes: referenced.values().sum(),
+            referenced_segments: referenced.bytes.len(),
+            referenced_bytes: referenced.bytes.values().sum(),
             live_segments: expected.len(),
         })
     }
+}
+
+/// Physical bytes the maps reference per segment, each block counted once (snapshots and
+/// clones share blocks with their volume).
+#[derive(Default)]
+struct Referenced {
+    seen: HashSet<(u64, u32)>,
+    bytes: BTreeMap<u64, u64>,
+}
+
+impl Referenced {
+    fn count(&mut self, p: &BlockPtr) {
+        if !p.is_hole() && self.seen.insert((p.segment_id, p.offset_bytes)) {
+            *self.bytes.entry(p.segment_id).or_default() += p.physical_bytes as u64;
+        }
+    }
+}
+
+/// Live bytes per segment as the space table says, with the root's carried page bytes.
+fn expected_live(table: &BTreeMap<u64, SegmentSpace>, carry: &[(u64, i64)]) -> BTreeMap<u64, i64> {
+    let mut expected: BTreeMap<u64, i64> = BTreeMap::new();
+    for (seg, s) in table {
+        if s.freed_txg == 0 && !s.is_empty_slot() {
+            expected.insert(*seg, s.live_bytes as i64);
+        }
+    }
+    for (seg, d) in carry {
+        *expected.entry(*seg).or_default() += d;
+    }
+    expected
+}
+
+/// Every segment whose table entry and references disagree, as one line each.
+fn compare(
+    table: &BTreeMap<u64, SegmentSpace>,
+    expected: &BTreeMap<u64, i64>,
+    referenced: &BTreeMap<u64, u64>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (seg, want) in expected {
+        let got = referenced.get(seg).copied().unwrap_or(0) as i64;
+        if got != *want {
+            problems.push(format!(
+                "segment {seg:016x}: table says {want} live bytes, the maps reference {got}"
+            ));
+        }
+    }
+    for (seg, got) in referenced {
+        if !expected.contains_key(seg) {
+            let state = match table.get(seg) {
+                Some(s) if s.freed_txg != 0 => format!("freed in txg {}", s.freed_txg),
+                _ => "not in the space table".to_string(),
+            };
+            problems.push(format!(
+                "segment {seg:016x}: {got} bytes referenced but the segment is {state}"
+            ));
+        }
+    }
+    problems
 }

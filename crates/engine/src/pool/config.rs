@@ -1,9 +1,13 @@
 //! Tunables of an imported pool, with ZFS-like defaults. Properties stored in the root override
-//! them at import (`txg_timeout`, `compression`, ...).
+//! them at import (`txg_timeout`, `compression`, ...); their names, defaults and allowed values
+//! are the property table's (`crate::props`).
 
 use crate::compress::Compression;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::objstore::RetryPolicy;
+use crate::props::{
+    COMPRESSION, DIRTY_BYTES_MAX, MAP_CACHE_BYTES, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -42,13 +46,16 @@ pub struct PoolConfig {
     /// None: a txg whose upload fails is retried until the store comes back (production).
     /// Some(n): give up after n attempts and fault the pool (tests that simulate a crash).
     pub sync_attempts_max: Option<u64>,
+    /// Where a fenced writer writes the records it acknowledged and never published (held.rs);
+    /// None: they stay only in its log until the process ends.
+    pub held_records_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
-            txg_timeout: Some(Duration::from_secs(5)),
-            dirty_bytes_max: 512 << 20,
+            txg_timeout: Some(Duration::from_secs(TXG_TIMEOUT.default_number())),
+            dirty_bytes_max: DIRTY_BYTES_MAX.default_number(),
             dirty_sync_bytes: 96 << 20,
             dirty_delay_min_percent: 60,
             dirty_delay_scale_us: 500,
@@ -56,111 +63,83 @@ impl Default for PoolConfig {
             upload_concurrency: 8,
             read_concurrency: 32,
             read_request_bytes_max: 4 << 20,
-            map_cache_bytes: 64 << 20,
+            map_cache_bytes: MAP_CACHE_BYTES.default_number() as usize,
             compression: Compression::Lz4,
             retry: RetryPolicy::default(),
             compact_live_percent: 50,
             compact_bytes_per_txg: 64 << 20,
-            roots_kept: 8,
-            root_retention_s: 0,
+            roots_kept: ROOTS_KEPT.default_number(),
+            root_retention_s: ROOT_RETENTION_S.default_number(),
             readahead_bytes_max: 8 << 20,
             sync_attempts_max: None,
+            held_records_dir: None,
         }
     }
 }
 
-/// Properties a pool stores in its root, with their defaults; `get all` lists these.
-pub const POOL_PROPS: &[(&str, &str)] = &[
-    ("compression", "lz4"),
-    ("txg_timeout", "5"),
-    ("dirty_bytes_max", "536870912"),
-    ("sync", "standard"),
-    ("logbias", "latency"),
-    ("arc_max", "1073741824"),
-    ("map_cache_bytes", "67108864"),
-    ("l2arc_write_max", "8388608"),
-    ("roots_kept", "8"),
-    ("root_retention_s", "0"),
-    ("scrub_rate_max", "67108864"),
-    ("multihost", "off"),
-    ("multihost_lease_ms", "20000"),
-];
-
-pub fn parse_u64(name: &str, v: &str) -> Result<u64> {
-    v.parse::<u64>()
-        .map_err(|_| Error::BadInput(format!("{name} must be a whole number, not '{v}'")))
-}
-
-/// Checks one property value; the same check guards `create -o` and `set`.
-pub fn validate_prop(name: &str, value: &str) -> Result<()> {
-    match name {
-        "compression" => Compression::parse(value).map(|_| ()),
-        "txg_timeout" => match parse_u64(name, value)? {
-            1..=300 => Ok(()),
-            _ => Err(Error::BadInput("txg_timeout must be 1 to 300 seconds".into())),
-        },
-        "dirty_bytes_max" => match parse_u64(name, value)? {
-            v if v >= 16 << 20 => Ok(()),
-            _ => Err(Error::BadInput("dirty_bytes_max must be at least 16 MiB (16777216)".into())),
-        },
-        "sync" => match value {
-            "standard" | "always" | "disabled" => Ok(()),
-            _ => Err(Error::BadInput("sync must be standard, always or disabled".into())),
-        },
-        "logbias" => match value {
-            "latency" | "throughput" => Ok(()),
-            _ => Err(Error::BadInput("logbias must be latency or throughput".into())),
-        },
-        "arc_max" | "l2arc_write_max" | "roots_kept" | "scrub_rate_max" => {
-            parse_u64(name, value).map(|_| ())
-        }
-        "map_cache_bytes" => match parse_u64(name, value)? {
-            v if v >= 1 << 20 => Ok(()),
-            _ => Err(Error::BadInput("map_cache_bytes must be at least 1 MiB (1048576)".into())),
-        },
-        "multihost" => match value {
-            "on" | "off" => Ok(()),
-            _ => Err(Error::BadInput("multihost must be on or off".into())),
-        },
-        "multihost_lease_ms" => match parse_u64(name, value)? {
-            5_000..=600_000 => Ok(()),
-            _ => Err(Error::BadInput(
-                "multihost_lease_ms must be 5000 to 600000 (milliseconds)".into(),
-            )),
-        },
-        "root_retention_s" => match parse_u64(name, value)? {
-            0..=31_536_000 => Ok(()),
-            _ => Err(Error::BadInput("root_retention_s must be 0 to 31536000 (a year)".into())),
-        },
-        _ => Err(Error::BadInput(format!(
-            "unknown property '{name}'; known: {}",
-            POOL_PROPS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
-        ))),
-    }
-}
+pub use crate::props::{validate_prop, POOL_PROPS};
 
 impl PoolConfig {
-    /// Applies stored properties over the defaults.
+    /// Applies the stored properties over these tunables (only those the pool sets: a value
+    /// the caller chose stays when the pool has none). A stored value that does not parse stops
+    /// the import with the property's refusal.
     pub fn apply_props(&mut self, props: &BTreeMap<String, String>) -> Result<()> {
-        for (k, v) in props {
-            match k.as_str() {
-                "compression" => self.compression = Compression::parse(v)?,
-                "txg_timeout" if self.txg_timeout.is_some() => {
-                    self.txg_timeout = Some(Duration::from_secs(parse_u64(k, v)?))
-                }
-                "dirty_bytes_max" => {
-                    self.dirty_bytes_max = parse_u64(k, v)?;
-                    self.dirty_sync_bytes = self.dirty_sync_bytes.min(self.dirty_bytes_max / 4);
-                }
-                "roots_kept" => self.roots_kept = parse_u64(k, v)?.max(1),
-                // The page cache is sized at import: a `set` takes effect at the next one.
-                "map_cache_bytes" => {
-                    self.map_cache_bytes = parse_u64(k, v)?.try_into().unwrap_or(usize::MAX)
-                }
-                "root_retention_s" => self.root_retention_s = parse_u64(k, v)?,
-                _ => {}
-            }
+        if let Some(v) = props.get(COMPRESSION.name) {
+            self.compression = Compression::parse(v)?;
+        }
+        // Tests that drive txgs by hand run without a timeout; a stored one does not start it.
+        if let (Some(_), Some(s)) = (self.txg_timeout, TXG_TIMEOUT.stored_number(props)?) {
+            self.txg_timeout = Some(Duration::from_secs(s));
+        }
+        if let Some(bytes) = DIRTY_BYTES_MAX.stored_number(props)? {
+            self.dirty_bytes_max = bytes;
+            self.dirty_sync_bytes = self.dirty_sync_bytes.min(self.dirty_bytes_max / 4);
+        }
+        if let Some(n) = ROOTS_KEPT.stored_number(props)? {
+            self.roots_kept = n.max(1);
+        }
+        // The page cache is sized at import: a `set` takes effect at the next one.
+        if let Some(bytes) = MAP_CACHE_BYTES.stored_number(props)? {
+            self.map_cache_bytes = bytes.try_into().unwrap_or(usize::MAX);
+        }
+        if let Some(s) = ROOT_RETENTION_S.stored_number(props)? {
+            self.root_retention_s = s;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_property_tables() {
+        let c = PoolConfig::default();
+        assert_eq!(c.txg_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(c.dirty_bytes_max, 512 << 20);
+        assert_eq!(c.map_cache_bytes, 64 << 20);
+        assert_eq!(c.compression.name(), COMPRESSION.default_text());
+        assert_eq!((c.roots_kept, c.root_retention_s), (8, 0));
+    }
+
+    #[test]
+    fn stored_properties_override_only_what_they_set() {
+        let mut c =
+            PoolConfig { txg_timeout: None, dirty_bytes_max: 32 << 20, ..Default::default() };
+        let props = BTreeMap::from([
+            ("txg_timeout".to_string(), "30".to_string()),
+            ("map_cache_bytes".to_string(), "16777216".to_string()),
+            ("roots_kept".to_string(), "0".to_string()),
+            ("compression".to_string(), "zstd".to_string()),
+        ]);
+        c.apply_props(&props).expect("valid");
+        assert_eq!(c.txg_timeout, None, "a test's hand-driven txgs stay hand-driven");
+        assert_eq!(c.dirty_bytes_max, 32 << 20);
+        assert_eq!(c.map_cache_bytes, 16 << 20);
+        assert_eq!(c.roots_kept, 1);
+        assert_eq!(c.compression, Compression::Zstd);
+        let bad = BTreeMap::from([("dirty_bytes_max".to_string(), "lots".to_string())]);
+        assert!(PoolConfig::default().apply_props(&bad).is_err());
     }
 }

@@ -17,7 +17,7 @@
 //! kept; older ones are deleted when a new one is written. A history event that cannot be
 //! written is logged and dropped: history never fails the command it describes.
 
-use super::{Inner, Pool};
+use super::Inner;
 use crate::codec::{verify_sealed, Reader, Writer};
 use crate::error::{Error, Result};
 use crate::objstore::{DynStore, PutMode};
@@ -104,18 +104,6 @@ pub(crate) async fn record(inner: &Inner, event: &str) {
     };
     if let Err(err) = write_history_event(&inner.store, &e, inner.rng.next_u64() as u32).await {
         tracing::warn!(error = %err, event, "could not record the event in the pool history");
-    }
-}
-
-impl Pool {
-    /// Records one event (the command line of a command that changed the pool).
-    pub async fn log_history(&self, event: &str) {
-        record(&self.inner, event).await
-    }
-
-    /// The newest `limit` events, oldest first.
-    pub async fn history(&self, limit: usize) -> Result<Vec<HistoryEvent>> {
-        read_history(self.inner.store.as_ref(), limit).await
     }
 }
 

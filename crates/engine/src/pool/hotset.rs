@@ -46,6 +46,9 @@ const WARM_IN_FLIGHT: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct HotTracker {
     counts: Mutex<HashMap<(u32, u64), u32>>,
+    /// xxh3 of the list this import last stored: an idle pool's periodic save (every 5 minutes
+    /// in the daemon) would otherwise PUT the same bytes 12 times an hour.
+    saved_sum: Mutex<Option<u64>>,
 }
 
 /// Warm-up progress, shown in status.
@@ -84,7 +87,9 @@ impl HotTracker {
     }
 }
 
-fn encode(txg: u64, regions: &[(u32, u64, u32)]) -> Vec<u8> {
+/// The `hotset` object listing `regions` as (volume id, region index, demand reads), taken at
+/// published txg `txg` (exported as `pool::encode_hot_set`).
+pub fn encode(txg: u64, regions: &[(u32, u64, u32)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES + regions.len() * ENTRY_BYTES + 8);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -100,7 +105,8 @@ fn encode(txg: u64, regions: &[(u32, u64, u32)]) -> Vec<u8> {
     out
 }
 
-fn decode(bytes: &[u8]) -> Result<Vec<(u32, u64, u32)>> {
+/// Verifies a `hotset` object; its regions as (volume id, region index, reads).
+pub fn decode(bytes: &[u8]) -> Result<Vec<(u32, u64, u32)>> {
     let corrupt = |why: &str| Error::corrupt("hot set", why);
     if bytes.len() < HEADER_BYTES + 8 || &bytes[..8] != MAGIC {
         return Err(corrupt("bad magic or too short"));
@@ -137,7 +143,12 @@ impl Pool {
         let regions = self.inner.hot.hottest(max.min(TRACKED_REGIONS_MAX));
         let blob = encode(self.published_txg(), &regions);
         debug_assert!(decode(&blob).is_ok(), "a hot set must decode right before it is written");
+        let sum = xxhash_rust::xxh3::xxh3_64(&blob);
+        if *self.inner.hot.saved_sum.lock() == Some(sum) {
+            return Ok(regions.len()); // What the store holds already: no request.
+        }
         self.inner.store.put(HOT_SET_KEY, Bytes::from(blob), PutMode::Overwrite).await?;
+        *self.inner.hot.saved_sum.lock() = Some(sum);
         Ok(regions.len())
     }
 
@@ -200,7 +211,7 @@ impl Pool {
         };
         let last = (first + REGION_BLOCKS).min(blocks) - 1;
         let ok = match self.resolve(volume_id, tree, first, last).await {
-            Ok(sources) => super::read::prefetch_sources(&self.inner, &sources).await.is_ok(),
+            Ok(sources) => super::fetch::prefetch_sources(&self.inner, &sources).await.is_ok(),
             Err(_) => false,
         };
         let counter = if ok { &w.regions_done } else { &w.regions_skipped };

@@ -34,7 +34,7 @@ pub const LEASE_VERSION: u32 = 1;
 /// `flags` bit: the holder exported the pool; an importer need not wait.
 pub const LEASE_RELEASED: u32 = 1;
 /// The lease length when the pool does not set `multihost_lease_ms`.
-pub const LEASE_MS_DEFAULT: u64 = 20_000;
+pub const LEASE_MS_DEFAULT: u64 = crate::props::MULTIHOST_LEASE_MS.default_number();
 /// Taken off the writer's validity and added to the importer's wait (clock-rate differences).
 pub const LEASE_MARGIN_MS: u64 = 2_000;
 /// Leases kept behind the newest (older ones are deleted as the writer renews).
@@ -318,14 +318,8 @@ pub(crate) async fn renew_loop(inner: Arc<Inner>, lease: Arc<Lease>) {
         match lease.renew(inner.store.as_ref(), &inner.env).await {
             Ok(()) => {}
             Err(Error::Fenced(why)) => {
-                let published = *inner.published.borrow();
-                let open = inner.txg.lock().open_txg;
-                let log_bytes = inner.intent.log().map(|l| l.space_used_bytes()).unwrap_or(0);
-                tracing::error!(
-                    "{why}; this writer stops. Writes it acknowledged from its intent log after txg {published} (txgs {}..={open}, {log_bytes} bytes of log in use) are not in the store: the log keeps them unreleased until the device is reformatted",
-                    published + 1
-                );
-                inner.health.lock().fault(&Error::Fenced(why));
+                inner.health.lock().fault(&Error::Fenced(why.clone()));
+                super::held::hold_on_fenced(&inner, &why).await;
                 return;
             }
             Err(e) => tracing::warn!(error = %e, "could not renew the multihost lease; will retry"),

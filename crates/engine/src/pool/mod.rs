@@ -1,193 +1,217 @@
-//! A pool: volumes whose durable home is an object store, committed in atomic transaction groups.
-//! `open.rs` creates and imports (fencing), `write.rs`/`read.rs` are the data paths, `sync.rs`
-//! turns the syncing txg into segments and a root, `gc.rs` compacts and deletes.
+//! A pool: volumes whose durable home is an object store, committed in atomic transaction
+//! groups. `Pool` is the facade the front ends (crates/fardisk, crates/bench) use; `Inner`, below,
+//! is what an imported pool is: its identity and shared services, then each subsystem's state
+//! behind that subsystem's own lock(s).
+//!
+//! # Layers
+//! A module uses only modules of lower layers, never one above it:
+//!
+//! ```text
+//!  open/     create; import: checks, claim, log replay (replay.rs), rewind; read-only import
+//!    |
+//!  the facade: mod.rs and write, read, volume, snapshot, vdevs, scrub, hotset, audit, status,
+//!    |         lease (the Pool methods live here, by topic; nothing below sees Pool)
+//!    v
+//!  intent/   sync requests: records made durable on the intent log, or a txg waited for
+//!    v
+//!  syncer    one txg at a time: the commit, then reclaim; its loop adds compaction
+//!    |-----------------.
+//!    v                 |
+//!  reclaim/            |  retained roots, deferred deletes, compaction, orphans (queues work
+//!    |                 |  for the next txg, so it sits above txg/ and below the syncer)
+//!    v                 v
+//!  txg/      the open and syncing txg, queued work, and the commit: pack (segments and
+//!    |       uploads), maps (block maps), space (space table), retry (waiting out outages)
+//!    v
+//!  fetch     verified block reads through the ARC, the cache device and the store
+//!    v
+//!  meta, health, counters, history, names, env, config   (leaves: nothing in the pool)
+//! ```
+//!
+//! scripts/check-module-cycles.py checks that no `use`/path reference goes around in a circle.
+//! Access through `Inner`'s fields follows the same order by design: a subsystem reads the state
+//! of those below it (every layer reads `meta`, `health`, `config`), and calls nothing above.
+//! `Inner` itself lives here, not in a module of its own: it names every subsystem's state, so
+//! any module holding it would depend on all the others.
 
+// The facade, by topic.
 mod audit;
-mod commit_reads;
-mod config;
-mod gc;
-mod history;
 mod hotset;
-mod intent;
 mod lease;
 mod open;
-mod orphans;
-mod point_in_time;
 mod read;
-mod rewind;
 mod scrub;
 mod snapshot;
-mod snapshot_space;
 mod status;
-mod sync;
 mod vdevs;
 mod volume;
 mod write;
+// Subsystems (their layers: the module doc above).
+mod fetch;
+mod intent;
+mod reclaim;
+mod syncer;
+mod txg;
+// Leaves.
+mod config;
+mod counters;
+mod env;
+mod health;
+mod held;
+mod history;
+mod meta;
+mod names;
 
+pub use crate::fence::list_root_txgs;
 pub use audit::SpaceAudit;
 pub use config::{validate_prop, PoolConfig, POOL_PROPS};
-pub use history::{read_history, this_host, write_history_event, HistoryEvent, HISTORY_KEPT};
+pub use env::Env;
+pub use health::PoolHealth;
+pub use held::{list_held_files, HeldRecord, HeldRecords, HeldSummary, HELD_FILE_SUFFIX};
+pub use history::{
+    decode_event, encode_event, read_history, this_host, write_history_event, HistoryEvent,
+    HISTORY_KEPT,
+};
+pub use hotset::{decode as decode_hot_set, encode as encode_hot_set, HOT_SET_KEY};
+pub use intent::LogDevices;
 pub use lease::{lease_key, LeaseRecord, LEASE_MARGIN_MS};
-pub use open::{check_pool_name, log_configs, CreateOptions, ImportOptions, LogDevices};
-pub use point_in_time::{list_root_txgs, PointInTime};
+pub use names::{check_pool_name, split_snapshot_name};
+pub use open::{log_configs, CreateOptions, ImportOptions, PointInTime};
 pub use scrub::{ScrubError, ScrubProgress, ScrubState, SCRUB_RATE_MAX_DEFAULT};
-pub use snapshot::{split_snapshot_name, SnapshotInfo};
-pub use status::{PoolHealth, PoolStatus, VolumeInfo};
+pub use snapshot::SnapshotInfo;
+pub use status::{PoolStatus, VolumeInfo};
 pub use vdevs::RemovedVdev;
 
-use crate::blkptr::BlockPtr;
-use crate::blockmap::{BlockSource, PageCache};
+use crate::blockmap::PageCache;
 use crate::cache::BlockCache;
-use crate::clock::Clock;
-use crate::dirty::DirtySet;
 use crate::error::{Error, Result};
 use crate::objstore::{DynStore, StoreStats};
 use crate::rng::Rng;
-use crate::root::{Root, VolumeEntry};
+use crate::root::Root;
 use parking_lot::{Mutex, RwLock};
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::sync::{watch, Notify};
 
-/// Shared environment: injected time, randomness and threads.
-#[derive(Debug, Clone)]
-pub struct Env {
-    pub clock: Arc<dyn Clock>,
-    pub seed: u64,
-    /// Runs CPU and device work (packing segments, cache-device reads, copying a log leg) on the
-    /// calling task instead of tokio's blocking threads. Only for a simulation on one thread:
-    /// another thread finishing sooner or later would reorder the tasks that run meanwhile, and
-    /// a seed would not replay.
-    pub blocking_inline: bool,
-}
-
-impl Env {
-    pub fn system() -> Env {
-        Env {
-            clock: Arc::new(crate::clock::SystemClock::default()),
-            seed: Rng::from_entropy().next_u64(),
-            blocking_inline: false,
-        }
-    }
-
-    /// Runs `work` off the async workers (or inline, see `blocking_inline`).
-    pub(crate) async fn blocking<R: Send + 'static>(
-        &self,
-        what: &str,
-        work: impl FnOnce() -> R + Send + 'static,
-    ) -> crate::error::Result<R> {
-        if self.blocking_inline {
-            return Ok(work());
-        }
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|e| crate::error::Error::Bug(format!("{what} task failed: {e}")))
-    }
-}
-
-/// Work queued for the next sync that is not user data.
-#[derive(Debug, Default)]
-pub(crate) struct PendingMeta {
-    /// Volumes destroyed since the last sync: their trees are freed by the sync.
-    pub destroyed: Vec<VolumeEntry>,
-    /// Compaction: blocks to move out of sparse segments, (tree, block, old pointer, physical bytes).
-    pub relocations: Vec<(u32, u64, BlockPtr, bytes::Bytes)>,
-    /// Compaction: pages to rewrite, (tree, level, index, old pointer).
-    pub page_moves: Vec<(u32, u8, u64, BlockPtr)>,
-    /// Deleted segments whose space slots the next sync clears.
-    pub deleted_segments: Vec<u64>,
-    /// Snapshot creates, destroys, rollbacks and promotes, in request order.
-    pub snapshot_ops: Vec<snapshot_space::SnapshotOp>,
-    /// Set when only metadata changed (properties, volume create/resize) so a root is due.
-    pub meta_changed: bool,
-}
-
-#[derive(Debug)]
-pub(crate) struct TxgState {
-    pub open: DirtySet,
-    pub open_txg: u64,
-    pub syncing: Option<Arc<DirtySet>>,
-}
-
-/// Everything the in-memory pool knows that the next root will record.
-#[derive(Debug)]
-pub(crate) struct Meta {
-    pub root: Root,
-    /// Volumes by id, as of now (ahead of the last published root).
-    pub volumes: BTreeMap<u32, VolumeEntry>,
-    /// Snapshots by id, as of the last sync (only the sync changes them).
-    pub snapshots: BTreeMap<u32, crate::root::SnapshotEntry>,
-    /// Segments waiting to be deleted: id -> txg that freed them.
-    pub pending_deletes: BTreeMap<u64, u64>,
-}
-
+/// An imported pool, shared by every handle and background task.
+///
+/// Lock order, outermost first: a lock may be taken while holding only locks listed before it.
+/// 1. `txg.sync_lock` (one commit at a time) and the intent log's `order` (sync requests
+///    queueing in the log): async, held across awaits, never held together;
+/// 2. `readahead` (read.rs);
+/// 3. `meta`;
+/// 4. `txg.pending`, then `txg.state` (txg/mod.rs);
+/// 5. the intent log's `state`, then its `log` slot (intent/mod.rs);
+/// 6. leaves, under which nothing else is taken: `config`, `health`, reclaim's `roots` and
+///    `pending_deletes`, `scrub`'s progress, `prefetching`, `hot`, the lease's state, the page
+///    cache's and the block cache's own locks, and the test hooks.
+///
+/// Every lock from 2 on is a blocking lock held for in-memory work only, never across an await.
 pub(crate) struct Inner {
+    // Identity, fixed at import.
+    pub name: String,
+    pub guid: u128,
+    /// This writer's epoch (segment ids carry it).
+    pub epoch: u64,
+    pub import_id: u128,
+    // Services every layer uses.
     pub store: DynStore,
     pub store_stats: Arc<StoreStats>,
     pub env: Env,
     pub rng: Rng,
     pub config: RwLock<PoolConfig>,
-    pub name: String,
-    pub guid: u128,
-    pub epoch: u64,
-    pub import_id: u128,
-    pub meta: RwLock<Meta>,
-    pub pending: Mutex<PendingMeta>,
-    pub txg: Mutex<TxgState>,
+    /// Block-map pages (blockmap/): a leaf, with its own locks.
     pub cache: PageCache,
+    /// The ARC and L2ARC: a leaf, with its own locks.
     pub blocks: Arc<dyn BlockCache>,
-    /// One sync at a time; held for the whole sync.
-    pub sync_lock: tokio::sync::Mutex<()>,
-    /// Newest published txg.
-    pub published: watch::Sender<u64>,
-    /// Wakes the syncer early (dirty threshold, sync request).
-    pub kick: Notify,
-    /// Wakes writers stalled on the dirty limit.
-    pub dirty_freed: Notify,
-    pub health: Mutex<status::HealthState>,
-    pub counters: status::Counters,
-    pub readahead: Mutex<BTreeMap<u32, read::SeqDetector>>,
-    pub intent: intent::Intent,
-    /// Blocks being prefetched, by location: a demand read of one waits for it instead of
-    /// fetching it a second time.
-    pub prefetching:
-        Mutex<std::collections::HashMap<(u64, u32), tokio::sync::watch::Receiver<bool>>>,
-    /// Demand reads per region, for the hot set saved at export (hotset.rs).
-    pub hot: hotset::HotTracker,
-    pub warmup: hotset::WarmupCounters,
+    pub health: Mutex<health::HealthState>,
+    pub counters: counters::Counters,
+    // Each subsystem's own state, top to bottom.
+    /// The multihost lease (`multihost=on`), set at import (lease.rs).
+    pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     /// The current or last scrub (scrub.rs).
     pub scrub: scrub::ScrubControl,
-    /// Roots in the store and their ages (point_in_time.rs).
-    pub roots: Mutex<point_in_time::RetainedRoots>,
+    /// Demand reads per region, for the hot set saved at export, and warm-up progress (hotset.rs).
+    pub hot: hotset::HotTracker,
+    pub warmup: hotset::WarmupCounters,
+    /// Sequential streams per volume (read.rs).
+    pub readahead: read::Readahead,
+    /// The intent log and the records waiting for a sync request (intent/).
+    pub intent: intent::Intent,
+    /// Retained roots and freed segments waiting for deletion (reclaim/).
+    pub reclaim: reclaim::Reclaim,
+    /// The open, syncing and published txgs and the work queued for the next (txg/).
+    pub txg: txg::Txgs,
+    /// Prefetches in flight (fetch.rs).
+    pub prefetching: fetch::Prefetching,
+    /// The root the next txg records: volumes, snapshots, properties, vdevs (meta.rs).
+    pub meta: RwLock<meta::Meta>,
+    /// Set once the writer was fenced: what it held and where (held.rs). A leaf lock.
+    pub held: Mutex<Option<held::HeldSummary>>,
     /// Test hook: a partial-block write that finds a semaphore here waits for one permit after
     /// reading its edge blocks and before taking the txg lock (write.rs).
-    /// The multihost lease (`multihost=on`), set at import.
-    pub lease: std::sync::OnceLock<Arc<lease::Lease>>,
     #[cfg(test)]
     pub pause_before_write_lock: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }
 
+/// What a new in-memory pool is made of (shared by import and read-only import).
+pub(crate) struct InnerParts<'a> {
+    pub store: DynStore,
+    pub store_stats: Arc<StoreStats>,
+    pub rng: Rng,
+    pub config: PoolConfig,
+    pub name: &'a str,
+    pub root: &'a Root,
+    pub import_id: u128,
+    pub log: Option<Arc<fardisk_slog::IntentLog>>,
+    pub log_devices: LogDevices,
+    pub env: Env,
+    pub blocks: Arc<dyn BlockCache>,
+}
+
 impl Inner {
-    fn prop(&self, volume_id: Option<u32>, key: &str) -> Option<String> {
-        let meta = self.meta.read();
-        if let Some(v) =
-            volume_id.and_then(|id| meta.volumes.get(&id)).and_then(|v| v.props.get(key))
-        {
-            return Some(v.clone());
-        }
-        meta.root.props.get(key).cloned()
-    }
-    /// `sync=always`: every write is a sync request.
-    pub fn sync_always(&self) -> bool {
-        self.prop(None, "sync").as_deref() == Some("always")
-    }
-    /// `sync=disabled`: sync requests return at once (unsafe, as in ZFS; for benchmarks only).
-    pub fn sync_disabled(&self) -> bool {
-        self.prop(None, "sync").as_deref() == Some("disabled")
-    }
-    /// `logbias=throughput` on the volume (or the pool): big writes skip the log.
-    pub fn logbias_throughput(&self, volume_id: u32) -> bool {
-        self.prop(Some(volume_id), "logbias").as_deref() == Some("throughput")
+    /// A new in-memory pool at root `p.root` (the claim root of an import, or the root a
+    /// read-only import opens).
+    pub(crate) fn new(p: InnerParts<'_>) -> Arc<Inner> {
+        let InnerParts {
+            store,
+            store_stats,
+            rng,
+            config,
+            name,
+            root: claim,
+            import_id,
+            log,
+            log_devices,
+            env,
+            blocks,
+        } = p;
+        Arc::new(Inner {
+            store,
+            store_stats,
+            rng,
+            config: parking_lot::RwLock::new(config.clone()),
+            name: name.to_string(),
+            guid: claim.pool_guid,
+            epoch: claim.epoch,
+            import_id,
+            cache: PageCache::new(config.map_cache_bytes),
+            meta: parking_lot::RwLock::new(meta::Meta::new(claim)),
+            txg: txg::Txgs::new(claim.txg),
+            blocks,
+            health: Default::default(),
+            counters: Default::default(),
+            readahead: Default::default(),
+            intent: intent::Intent::new(log, log_devices),
+            prefetching: Default::default(),
+            hot: Default::default(),
+            warmup: Default::default(),
+            scrub: Default::default(),
+            reclaim: Default::default(),
+            lease: Default::default(),
+            held: Default::default(),
+            #[cfg(test)]
+            pause_before_write_lock: Default::default(),
+            env,
+        })
     }
 }
 
@@ -231,24 +255,24 @@ impl Pool {
 
     /// The newest published txg.
     pub fn published_txg(&self) -> u64 {
-        *self.inner.published.borrow()
+        self.inner.txg.published_txg()
     }
 
     /// The txg that writes issued now land in.
     pub fn open_txg(&self) -> u64 {
-        self.inner.txg.lock().open_txg
+        self.inner.txg.open_txg()
     }
 
     /// Syncs the open txg now and waits until its root is published. Returns the newest published
     /// txg. A pool with nothing dirty returns at once.
     pub async fn sync_txg(&self) -> Result<u64> {
-        sync::sync_through_open(&self.inner).await
+        syncer::sync_through_open(&self.inner).await
     }
 
     /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the
     /// call is durable — on the intent log when the pool has a healthy one, else in the store.
     pub async fn sync_request(&self) -> Result<()> {
-        if self.inner.sync_disabled() {
+        if self.inner.meta.read().sync_disabled() {
             return Ok(());
         }
         intent::sync_request(&self.inner).await?;
@@ -263,7 +287,7 @@ impl Pool {
     /// segments) has ended; until then no freed segment is deleted. The simulation waits for it
     /// so that a seed issues the same store requests in the same order every time.
     pub fn import_settled(&self) -> bool {
-        self.inner.roots.lock().settled
+        self.inner.reclaim.settled()
     }
 
     /// Status and statistics of the log devices (None without a log).
@@ -289,8 +313,8 @@ impl Pool {
             }
             return Ok(());
         }
-        sync::sync_until_clean(&self.inner).await?;
-        sync::publish_export(&self.inner).await?;
+        syncer::sync_until_clean(&self.inner).await?;
+        txg::publish_export(&self.inner).await?;
         if let Some(lease) = self.inner.lease.get() {
             if let Err(e) = lease.release(self.inner.store.as_ref(), &self.inner.env).await {
                 tracing::warn!(error = %e, "could not release the multihost lease; the next import waits it out");
@@ -302,16 +326,32 @@ impl Pool {
         Ok(())
     }
 
+    /// Runs one compaction pass now and syncs its moves (tests, `fardisk compact`). Returns the
+    /// number of segments whose live blocks were queued for moving.
+    pub async fn compact_now(&self) -> Result<usize> {
+        let n = reclaim::compact_step(&self.inner).await?;
+        syncer::sync_until_clean(&self.inner).await?;
+        Ok(n)
+    }
+
+    /// Runs one orphan collection pass now (tests; a running pool also collects after import and
+    /// every hour). Returns the number of segments deleted.
+    pub async fn collect_orphans_now(&self) -> Result<u64> {
+        reclaim::collect_orphans(&self.inner).await
+    }
+
+    /// Records one event (the command line of a command that changed the pool).
+    pub async fn log_history(&self, event: &str) {
+        history::record(&self.inner, event).await
+    }
+
+    /// The newest `limit` events, oldest first.
+    pub async fn history(&self, limit: usize) -> Result<Vec<HistoryEvent>> {
+        read_history(self.inner.store.as_ref(), limit).await
+    }
+
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.inner.health.lock().check_writable()
-    }
-}
-
-/// Reads blocks for the block map through the block cache.
-#[async_trait::async_trait]
-impl BlockSource for Inner {
-    async fn read_block(&self, ptr: &BlockPtr) -> Result<bytes::Bytes> {
-        read::read_verified(self, ptr).await
     }
 }
 

@@ -1,30 +1,26 @@
-//! The read path: dirty data first (open, then syncing txg), then the block map, then the block
-//! cache, then the store by ranged GETs. Adjacent blocks of one segment coalesce into one request,
-//! independent requests run in parallel, sequential access triggers readahead. Reads never wait
-//! for uploads: the syncing txg's data stays readable in memory until its root is published.
+//! The read path: dirty data first (open, then syncing txg), then the block map, then the blocks
+//! themselves through the caches and the store (fetch.rs). Sequential access triggers readahead.
+//! Reads never wait for uploads: the syncing txg's data stays readable in memory until its root
+//! is published.
 
-use super::{bad, Inner, Pool};
+use super::fetch::{fetch_blocks, is_missing_segment, Source};
+use super::{bad, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::FANOUT;
-use crate::codec::checksum64;
-use crate::compress::decompress;
+use crate::clock::timeout;
 use crate::dirty::{Dirty, BLOCK_BYTES};
-use crate::error::{Error, Result};
-use crate::objstore::StoreErrorKind;
-use crate::segment::segment_key;
+use crate::error::Result;
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
-use std::sync::Arc;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
 
-pub(super) enum Source {
-    Mem(Bytes),
-    Zero,
-    Ptr(BlockPtr),
-}
+/// Sequential streams per volume, which drive readahead.
+#[derive(Debug, Default)]
+pub(crate) struct Readahead(Mutex<BTreeMap<u32, SeqDetector>>);
 
-/// Detects sequential streams per volume to drive readahead.
+/// Detects a sequential stream on one volume.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct SeqDetector {
+struct SeqDetector {
     next_block: u64,
     run_blocks: u64,
     prefetched_to: u64,
@@ -54,17 +50,17 @@ impl Pool {
                 // A segment the store does not have, for one of two reasons that are no damage:
                 // - it left the store while this read waited between resolving its pointers and
                 //   fetching them: an overwrite or compaction freed it and the collector deleted
-                //   it roots_kept txgs later (gc.rs does not wait for reads in flight; under load
-                //   that is a second or two), and the map now points elsewhere;
+                //   it roots_kept txgs later (reclaim/ does not wait for reads in flight; under
+                //   load that is a second or two), and the map now points elsewhere;
                 // - it is the running sync's, not uploaded yet: compaction's moves (and scrub's
                 //   repairs) reach the map before their segment reaches the store, and no dirty
-                //   data stands in for them as it does for written blocks (sync.rs).
+                //   data stands in for them as it does for written blocks (txg/).
                 // So wait for the sync in progress to end, then look again, as scrub does. A
                 // segment the current map still references fails again and is reported.
                 Err(e) if is_missing_segment(&e) && looked_again < MISSING_SEGMENT_LOOKS_MAX => {
                     looked_again += 1;
-                    let _ = tokio::time::timeout(MISSING_SEGMENT_WAIT, self.inner.sync_lock.lock())
-                        .await;
+                    let sync_done = self.inner.txg.sync_lock.lock();
+                    let _ = timeout(&*self.inner.env.clock, MISSING_SEGMENT_WAIT, sync_done).await;
                     tree = self.readable_tree(volume_id)?.1;
                 }
                 other => break other?,
@@ -131,7 +127,7 @@ impl Pool {
     ) -> Result<Vec<Source>> {
         let mut out: Vec<Option<Source>> = Vec::with_capacity((last - first + 1) as usize);
         {
-            let t = self.inner.txg.lock();
+            let t = self.inner.txg.state.lock();
             for b in first..=last {
                 let d = t
                     .open
@@ -177,7 +173,7 @@ impl Pool {
         }
         let (window_blocks, tree) = {
             let max = self.inner.config.read().readahead_bytes_max / BLOCK_BYTES;
-            let mut ra = self.inner.readahead.lock();
+            let mut ra = self.inner.readahead.0.lock();
             let d = ra.entry(volume_id).or_default();
             if first == d.next_block && first != 0 {
                 d.run_blocks += last - first + 1;
@@ -215,253 +211,8 @@ impl Pool {
     }
 }
 
-/// Brings the blocks of `sources` into the block cache as prefetches (warm-up).
-pub(super) async fn prefetch_sources(inner: &Arc<Inner>, sources: &[Source]) -> Result<()> {
-    fetch_blocks(inner, sources, true).await.map(|_| ())
-}
-
-/// Logical bytes for every source, fetching what is needed from the cache or the store.
-async fn fetch_blocks(
-    inner: &Arc<Inner>,
-    sources: &[Source],
-    prefetch: bool,
-) -> Result<Vec<Bytes>> {
-    let zero = Bytes::from(vec![0u8; BLOCK_BYTES as usize]);
-    let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
-    let mut wanted: Vec<(usize, BlockPtr)> = Vec::new();
-    let mut on_device: Vec<(usize, BlockPtr)> = Vec::new();
-    for (i, s) in sources.iter().enumerate() {
-        out.push(match s {
-            Source::Mem(b) => Some(b.clone()),
-            Source::Zero => Some(zero.clone()),
-            Source::Ptr(p) => match inner
-                .blocks
-                .get_ram(p, prefetch)
-                .and_then(|phys| verify_decode(inner, p, &phys).ok())
-            {
-                Some(b) => Some(b),
-                None => {
-                    if inner.blocks.on_device(p) {
-                        on_device.push((i, *p));
-                    } else {
-                        wanted.push((i, *p));
-                    }
-                    None
-                }
-            },
-        });
-    }
-    if !on_device.is_empty() {
-        wanted.extend(read_from_device(inner, on_device, prefetch, &mut out).await);
-    }
-    if !prefetch && !wanted.is_empty() {
-        wanted = wait_for_prefetches(inner, wanted, &mut out).await;
-    }
-    let max_req = inner.config.read().read_request_bytes_max;
-    let concurrency = inner.config.read().read_concurrency;
-    let groups = coalesce(&wanted, max_req);
-    let results: Vec<Result<Vec<(usize, Bytes)>>> = futures::stream::iter(groups)
-        .map(|g| fetch_group(inner, g, prefetch))
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
-    for r in results {
-        for (i, b) in r? {
-            out[i] = Some(b);
-        }
-    }
-    out.into_iter().map(|b| b.ok_or_else(|| Error::Bug("block left unread".into()))).collect()
-}
-
-/// Cache-device reads in parallel on blocking threads (at most `read_concurrency` at once per
-/// request); returns the blocks the device could not give back verified (evicted meanwhile, or
-/// a bad copy), which go to the store.
-async fn read_from_device(
-    inner: &Arc<Inner>,
-    blocks: Vec<(usize, BlockPtr)>,
-    prefetch: bool,
-    out: &mut [Option<Bytes>],
-) -> Vec<(usize, BlockPtr)> {
-    let concurrency = inner.config.read().read_concurrency.max(1);
-    let results: Vec<(usize, BlockPtr, Option<Bytes>)> = futures::stream::iter(blocks)
-        .map(|(i, p)| {
-            let cache = inner.blocks.clone();
-            let env = inner.env.clone();
-            async move {
-                let got = cache.read_device(p, prefetch, env).await;
-                (i, p, got)
-            }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    let mut missed = Vec::new();
-    for (i, p, got) in results {
-        match got.and_then(|phys| verify_decode(inner, &p, &phys).ok()) {
-            Some(b) => out[i] = Some(b),
-            None => missed.push((i, p)),
-        }
-    }
-    missed
-}
-
-/// Groups blocks that sit back to back in one segment into single ranged GETs.
-fn coalesce(wanted: &[(usize, BlockPtr)], max_req: u64) -> Vec<Vec<(usize, BlockPtr)>> {
-    let mut sorted = wanted.to_vec();
-    sorted.sort_by_key(|(_, p)| (p.segment_id, p.offset_bytes));
-    let mut groups: Vec<Vec<(usize, BlockPtr)>> = Vec::new();
-    for (i, p) in sorted {
-        if let Some(g) = groups.last_mut() {
-            let (_, first) = g[0];
-            let (_, prev) = g[g.len() - 1];
-            let adjacent = prev.segment_id == p.segment_id && prev.range().end == p.range().start;
-            if adjacent && p.range().end - first.range().start <= max_req {
-                g.push((i, p));
-                continue;
-            }
-        }
-        groups.push(vec![(i, p)]);
-    }
-    groups
-}
-
-/// Demand blocks that a prefetch is already fetching: wait for it (bounded), then take them from
-/// the cache. Returns the blocks still to fetch.
-async fn wait_for_prefetches(
-    inner: &Arc<Inner>,
-    wanted: Vec<(usize, BlockPtr)>,
-    out: &mut [Option<Bytes>],
-) -> Vec<(usize, BlockPtr)> {
-    let pending: Vec<tokio::sync::watch::Receiver<bool>> = {
-        let map = inner.prefetching.lock();
-        wanted
-            .iter()
-            .filter_map(|(_, p)| map.get(&(p.segment_id, p.offset_bytes)).cloned())
-            .collect()
-    };
-    if pending.is_empty() {
-        return wanted;
-    }
-    for mut rx in pending {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx.wait_for(|done| *done))
-            .await;
-    }
-    let mut still = Vec::new();
-    for (i, p) in wanted {
-        match inner.blocks.get(&p, false).and_then(|phys| verify_decode(inner, &p, &phys).ok()) {
-            Some(b) => out[i] = Some(b),
-            None => still.push((i, p)),
-        }
-    }
-    still
-}
-
-async fn fetch_group(
-    inner: &Arc<Inner>,
-    g: Vec<(usize, BlockPtr)>,
-    prefetch: bool,
-) -> Result<Vec<(usize, Bytes)>> {
-    if !prefetch {
-        return fetch_group_now(inner, g, false).await;
-    }
-    // Register the blocks so demand reads wait for this fetch instead of repeating it.
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let keys: Vec<(u64, u32)> = {
-        let mut map = inner.prefetching.lock();
-        let mut mine = Vec::new();
-        for (_, p) in &g {
-            let k = (p.segment_id, p.offset_bytes);
-            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(k) {
-                e.insert(rx.clone());
-                mine.push(k);
-            }
-        }
-        mine
-    };
-    let r = fetch_group_now(inner, g, true).await;
-    {
-        let mut map = inner.prefetching.lock();
-        for k in keys {
-            map.remove(&k);
-        }
-    }
-    let _ = tx.send(true);
-    r
-}
-
-async fn fetch_group_now(
-    inner: &Arc<Inner>,
-    g: Vec<(usize, BlockPtr)>,
-    prefetch: bool,
-) -> Result<Vec<(usize, Bytes)>> {
-    let start = g[0].1.range().start;
-    let end = g[g.len() - 1].1.range().end;
-    let bytes = get_segment_range(inner, g[0].1.segment_id, start..end).await?;
-    let mut out = Vec::with_capacity(g.len());
-    for (i, p) in g {
-        let r = p.range();
-        let phys = &bytes[(r.start - start) as usize..(r.end - start) as usize];
-        let logical = verify_decode(inner, &p, phys)?;
-        // A copy, as in sync.rs's cache_written: a slice would keep the whole GET buffer (up to
-        // `read_request_bytes_max` of coalesced blocks, or a decrypted chunk run) alive for as
-        // long as any one of its blocks stays cached, and the ARC only counts the block.
-        inner.blocks.insert(&p, Bytes::copy_from_slice(phys), prefetch);
-        out.push((i, logical));
-    }
-    Ok(out)
-}
-
-/// Why a read fails when the store has no segment its pointer names.
-const SEGMENT_MISSING: &str = "missing from the store although the map references it";
 /// Times a read resolves its pointers again after finding a segment gone (see `Pool::read`).
 const MISSING_SEGMENT_LOOKS_MAX: u32 = 3;
 /// The longest a read waits for the running sync before it looks again (a sync retrying through a
 /// store outage may take much longer; the read then fails as it would have).
 const MISSING_SEGMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-fn is_missing_segment(e: &Error) -> bool {
-    matches!(e, Error::Corrupt { why, .. } if why == SEGMENT_MISSING)
-}
-
-async fn get_segment_range(
-    inner: &Inner,
-    segment_id: u64,
-    range: std::ops::Range<u64>,
-) -> Result<Bytes> {
-    inner.counters.add_store_read(range.end - range.start);
-    match inner.store.get_range(&segment_key(segment_id), range).await {
-        Ok(b) => Ok(b),
-        Err(e) if e.kind == StoreErrorKind::NotFound => {
-            Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Checksum before decompression (rule 3); a mismatch is counted and never returned.
-fn verify_decode(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<Bytes> {
-    let found = checksum64(phys);
-    if found != p.checksum {
-        inner.counters.add_checksum_error();
-        inner.blocks.invalidate(p);
-        return Err(Error::Checksum {
-            what: format!("block at segment {:016x} offset {}", p.segment_id, p.offset_bytes),
-            expected: p.checksum,
-            found,
-        });
-    }
-    Ok(Bytes::from(decompress(p.compression()?, phys, p.logical_bytes as usize)?))
-}
-
-/// One block by pointer, through the cache (map pages, compaction).
-pub(crate) async fn read_verified(inner: &Inner, p: &BlockPtr) -> Result<Bytes> {
-    if let Some(phys) = inner.blocks.get(p, false) {
-        if let Ok(b) = verify_decode(inner, p, &phys) {
-            return Ok(b);
-        }
-    }
-    let phys = get_segment_range(inner, p.segment_id, p.range()).await?;
-    let b = verify_decode(inner, p, &phys)?;
-    inner.blocks.insert(p, Bytes::copy_from_slice(&phys), false);
-    Ok(b)
-}

@@ -18,9 +18,11 @@
 //! Progress lives in memory: pause keeps the task and its position; a restart of the daemon
 //! forgets a paused scrub (the last result stays in the pool's history).
 
+use super::txg::Relocation;
 use super::{Inner, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{TreeRef, TreeWalk};
+use crate::clock::timeout;
 use crate::codec::checksum64;
 use crate::error::{Error, Result};
 use crate::objstore::StoreErrorKind;
@@ -40,7 +42,7 @@ const GAP_BYTES_MAX: u64 = 256 << 10;
 /// Errors listed one by one (all are counted).
 const ERRORS_LISTED_MAX: usize = 64;
 /// Default of the `scrub_rate_max` property: bytes per second read from the store.
-pub const SCRUB_RATE_MAX_DEFAULT: u64 = 64 << 20;
+pub const SCRUB_RATE_MAX_DEFAULT: u64 = crate::props::SCRUB_RATE_MAX.default_number();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -129,6 +131,9 @@ impl Pool {
         // Scrub repairs by rewriting blocks; a read-only import cannot.
         self.check_writable()?;
         let ctl = &self.inner.scrub;
+        // Read before `progress` is locked: it is a leaf (lock order: pool/mod.rs).
+        let live = self.inner.meta.read().root.totals.live_bytes;
+        let rate = rate_max(&self.inner);
         {
             let mut p = ctl.progress.lock();
             match p.state {
@@ -145,12 +150,11 @@ impl Pool {
                 }
                 _ => {}
             }
-            let live = self.inner.meta.read().root.totals.live_bytes;
             *p = ScrubProgress {
                 state: ScrubState::Scanning,
                 started_ms: self.inner.env.clock.wall_ms(),
                 to_examine_bytes: live,
-                rate_bytes_per_s_max: rate_max(&self.inner),
+                rate_bytes_per_s_max: rate,
                 ..Default::default()
             };
         }
@@ -159,25 +163,7 @@ impl Pool {
         let inner = self.inner.clone();
         self.spawn(async move {
             let outcome = run(&inner).await;
-            let event = {
-                let mut p = inner.scrub.progress.lock();
-                p.finished_ms = inner.env.clock.wall_ms();
-                p.state = match outcome {
-                    Ok(true) => ScrubState::Finished,
-                    Ok(false) => ScrubState::Canceled,
-                    Err(e) => {
-                        p.failure = Some(e.to_string());
-                        ScrubState::Failed
-                    }
-                };
-                tracing::info!(state = ?p.state, examined_bytes = p.examined_bytes, errors = p.errors_total(), repaired = p.repaired_blocks, "scrub ended");
-                format!(
-                    "scrub {}: examined {} blocks ({} bytes) in {} s, {} errors, {} repaired{}",
-                    format!("{:?}", p.state).to_ascii_lowercase(), p.examined_blocks, p.examined_bytes,
-                    p.finished_ms.saturating_sub(p.started_ms) / 1000, p.errors_total(), p.repaired_blocks,
-                    p.failure.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
-                )
-            };
+            let event = finish(&inner, outcome);
             super::history::record(&inner, &event).await;
         });
         Ok(())
@@ -210,8 +196,35 @@ impl Pool {
     }
 }
 
+/// Records how a scrub ended; returns the line for the pool's history.
+fn finish(inner: &Inner, outcome: Result<bool>) -> String {
+    let mut p = inner.scrub.progress.lock();
+    p.finished_ms = inner.env.clock.wall_ms();
+    p.state = match outcome {
+        Ok(true) => ScrubState::Finished,
+        Ok(false) => ScrubState::Canceled,
+        Err(e) => {
+            p.failure = Some(e.to_string());
+            ScrubState::Failed
+        }
+    };
+    tracing::info!(state = ?p.state, examined_bytes = p.examined_bytes, errors = p.errors_total(), repaired = p.repaired_blocks, "scrub ended");
+    format!(
+        "scrub {}: examined {} blocks ({} bytes) in {} s, {} errors, {} repaired{}",
+        format!("{:?}", p.state).to_ascii_lowercase(),
+        p.examined_blocks,
+        p.examined_bytes,
+        p.finished_ms.saturating_sub(p.started_ms) / 1000,
+        p.errors_total(),
+        p.repaired_blocks,
+        p.failure.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
+    )
+}
+
 fn rate_max(inner: &Inner) -> u64 {
     inner
+        .meta
+        .read()
         .prop(None, "scrub_rate_max")
         .and_then(|v| v.parse().ok())
         .unwrap_or(SCRUB_RATE_MAX_DEFAULT)
@@ -400,8 +413,13 @@ async fn report_bad(inner: &Arc<Inner>, name: &str, item: &Item, kind: &str) {
         if let Some(phys) =
             inner.blocks.get(&item.ptr, false).filter(|b| checksum64(b) == item.ptr.checksum)
         {
-            inner.pending.lock().relocations.push((item.tree.tree_id, block, item.ptr, phys));
-            inner.kick.notify_one();
+            inner.txg.pending.lock().relocations.push(Relocation {
+                tree_id: item.tree.tree_id,
+                block,
+                old: item.ptr,
+                physical: phys,
+            });
+            inner.txg.kick();
             with_progress(inner, |p| p.repaired_bytes += u64::from(item.ptr.physical_bytes));
             repaired = true;
         }
@@ -490,7 +508,8 @@ impl Pacer {
             }
             if *self.paused.borrow() {
                 // Woken by resume or cancel (both flip `paused` to false).
-                let _ = tokio::time::timeout(Duration::from_secs(1), self.paused.changed()).await;
+                let _ =
+                    timeout(&*inner.env.clock, Duration::from_secs(1), self.paused.changed()).await;
                 continue;
             }
             let rate = rate_max(inner);

@@ -1,11 +1,12 @@
 //! Snapshots, clones, rollback and promote of volumes. A snapshot is a volume's block map frozen
 //! at one txg: O(1) to take (one root entry, no data copied) and readable like a volume by its own
 //! id. Every change is queued for the next txg sync, which moves the space with it
-//! (snapshot_space.rs), and the call returns once that txg's root is published.
+//! (txg/snapshot_space.rs), and the call returns once that txg's root is published.
 
-use super::snapshot_space::{self, SnapshotOp};
-use super::volume::{check_volume_name, no_volume};
-use super::{bad, sync, Pool};
+use super::names::check_volume_name;
+use super::txg::snapshot_space::{self, SnapshotOp};
+use super::volume::no_volume;
+use super::{bad, syncer, Pool};
 use crate::blockmap::TreeRef;
 use crate::dirty::BLOCK_BYTES;
 use crate::error::Result;
@@ -26,14 +27,6 @@ pub struct SnapshotInfo {
     pub referenced_bytes: u64,
     /// Volumes cloned from it (it cannot be destroyed while any exists).
     pub clones: Vec<String>,
-}
-
-/// Splits `VOLUME@SNAPSHOT`.
-pub fn split_snapshot_name(full: &str) -> Result<(&str, &str)> {
-    match full.split_once('@') {
-        Some((v, s)) if !v.is_empty() && !s.is_empty() => Ok((v, s)),
-        _ => Err(bad(format!("'{full}' is not a snapshot name: use VOLUME@SNAPSHOT"))),
-    }
 }
 
 impl Pool {
@@ -74,7 +67,7 @@ impl Pool {
             self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
         let id = {
             let mut meta = self.inner.meta.write();
-            let pending = self.inner.pending.lock();
+            let pending = self.inner.txg.pending.lock();
             let queued = pending.snapshot_ops.iter().any(|op| matches!(op, SnapshotOp::Create { volume_id: v, name: n, .. } if *v == volume_id && n == name));
             if queued || meta.snapshots.values().any(|s| s.volume_id == volume_id && s.name == name)
             {
@@ -143,12 +136,12 @@ impl Pool {
                     origin: Some(snap.id),
                 },
             );
-            self.inner.pending.lock().meta_changed = true;
+            self.inner.txg.queue_meta_change();
             id
         };
         let target = self.open_txg();
-        self.inner.kick.notify_one();
-        sync::wait_published(&self.inner, target).await?;
+        self.inner.txg.kick();
+        syncer::wait_published(&self.inner, target).await?;
         Ok(id)
     }
 
@@ -216,7 +209,7 @@ impl Pool {
         }
         let volume_id =
             self.volume_id(volume).ok_or_else(|| no_volume(&self.inner.name, volume))?;
-        self.inner.txg.lock().open.drop_volume(volume_id);
+        self.inner.txg.state.lock().open.drop_volume(volume_id);
         self.queue_and_wait(SnapshotOp::Rollback { volume_id, snapshot_id: s.id }).await
     }
 
@@ -242,23 +235,13 @@ impl Pool {
     /// Queues `op` for the open txg and waits until that txg's root is published.
     async fn queue_and_wait(&self, op: SnapshotOp) -> Result<()> {
         let target = {
-            let mut pending = self.inner.pending.lock();
+            let mut pending = self.inner.txg.pending.lock();
             pending.snapshot_ops.push(op);
             // Same lock order as the sync's freeze: the txg that takes `pending` is this one.
-            self.inner.txg.lock().open_txg
+            self.inner.txg.state.lock().open_txg
         };
-        self.inner.kick.notify_one();
-        sync::wait_published(&self.inner, target).await
-    }
-
-    /// Snapshot names of a volume (volume destroy refuses while any exists).
-    pub(crate) fn snapshot_names_of(&self, volume_id: u32) -> Vec<String> {
-        let meta = self.inner.meta.read();
-        meta.snapshots
-            .values()
-            .filter(|s| s.volume_id == volume_id)
-            .map(|s| s.name.clone())
-            .collect()
+        self.inner.txg.kick();
+        syncer::wait_published(&self.inner, target).await
     }
 }
 

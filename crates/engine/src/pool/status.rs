@@ -1,128 +1,12 @@
-//! Health and counters of an imported pool: what `status`, `iostat` and metrics report.
+//! What `status`, `iostat` and the metrics report of an imported pool: its health (health.rs),
+//! its counters (counters.rs) and each subsystem's state, gathered without holding one
+//! subsystem's lock while asking another.
 
+use super::health::PoolHealth;
 use super::Pool;
-use crate::error::{Error, Result};
 use crate::objstore::StoreStatsSnapshot;
 use crate::space::SpaceTotals;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "state", content = "reason")]
-pub enum PoolHealth {
-    Online,
-    /// Serving with reduced redundancy or speed: a log leg or device is unavailable.
-    Degraded(String),
-    /// The store is unreachable: commits wait and retry; writes continue up to the dirty limit.
-    Suspended(String),
-    /// Another importer took the pool over.
-    Fenced(String),
-    /// A commit failed for good; the pool must be re-imported.
-    Faulted(String),
-}
-
-#[derive(Debug)]
-pub(crate) struct HealthState {
-    pub health: PoolHealth,
-    /// Imported read-only at this txg (point_in_time.rs): every change is refused.
-    pub read_only_txg: Option<u64>,
-}
-
-impl Default for HealthState {
-    fn default() -> Self {
-        HealthState { health: PoolHealth::Online, read_only_txg: None }
-    }
-}
-
-impl HealthState {
-    pub fn check_writable(&self) -> Result<()> {
-        if let Some(t) = self.read_only_txg {
-            return Err(Error::BadInput(format!(
-                "the pool is imported read-only at txg {t}; export it and import it without --txg/--at/--read-only to change it"
-            )));
-        }
-        self.check_not_fenced()
-    }
-    pub fn check_not_fenced(&self) -> Result<()> {
-        match &self.health {
-            PoolHealth::Fenced(w) => Err(Error::Fenced(w.clone())),
-            PoolHealth::Faulted(w) => {
-                Err(Error::Unavailable(format!("pool is faulted: {w}; export and import it again")))
-            }
-            _ => Ok(()),
-        }
-    }
-    pub fn suspend(&mut self, why: String) {
-        if matches!(self.health, PoolHealth::Online | PoolHealth::Suspended(_)) {
-            self.health = PoolHealth::Suspended(why);
-        }
-    }
-    pub fn resume(&mut self) {
-        if matches!(self.health, PoolHealth::Suspended(_)) {
-            self.health = PoolHealth::Online;
-        }
-    }
-    pub fn fault(&mut self, e: &Error) {
-        self.health = match e {
-            Error::Fenced(w) => PoolHealth::Fenced(w.clone()),
-            other => PoolHealth::Faulted(other.to_string()),
-        };
-    }
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    txgs: AtomicU64,
-    txg_dirty_bytes: AtomicU64,
-    txg_sync_us_total: AtomicU64,
-    segments: AtomicU64,
-    segment_bytes: AtomicU64,
-    store_read_bytes: AtomicU64,
-    checksum_errors: AtomicU64,
-    throttle_delays: AtomicU64,
-    throttle_delay_us: AtomicU64,
-    stalls: AtomicU64,
-    readahead_blocks: AtomicU64,
-    compacted_segments: AtomicU64,
-    deleted_segments: AtomicU64,
-    orphans_deleted: AtomicU64,
-}
-
-impl Counters {
-    pub fn record_txg(&self, dirty_bytes: u64, us: u64) {
-        self.txgs.fetch_add(1, Ordering::Relaxed);
-        self.txg_dirty_bytes.fetch_add(dirty_bytes, Ordering::Relaxed);
-        self.txg_sync_us_total.fetch_add(us, Ordering::Relaxed);
-    }
-    pub fn add_segment(&self, bytes: u64) {
-        self.segments.fetch_add(1, Ordering::Relaxed);
-        self.segment_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-    pub fn add_store_read(&self, bytes: u64) {
-        self.store_read_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-    pub fn add_checksum_error(&self) {
-        self.checksum_errors.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn add_throttle_delay(&self, us: u64) {
-        self.throttle_delays.fetch_add(1, Ordering::Relaxed);
-        self.throttle_delay_us.fetch_add(us, Ordering::Relaxed);
-    }
-    pub fn add_stall(&self) {
-        self.stalls.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn add_readahead(&self, blocks: u64) {
-        self.readahead_blocks.fetch_add(blocks, Ordering::Relaxed);
-    }
-    pub fn add_compacted(&self) {
-        self.compacted_segments.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn add_deleted(&self) {
-        self.deleted_segments.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn add_orphan_deleted(&self) {
-        self.orphans_deleted.fetch_add(1, Ordering::Relaxed);
-    }
-}
+use std::sync::atomic::Ordering;
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VolumeInfo {
@@ -174,6 +58,9 @@ pub struct PoolStatus {
     pub warmup: serde_json::Value,
     /// The current or last scrub since import (state "none" before the first).
     pub scrub: super::ScrubProgress,
+    /// Once fenced: the records this writer acknowledged and never published, and the file
+    /// that holds them (held.rs); null otherwise.
+    pub held: Option<super::HeldSummary>,
 }
 
 /// The intent log in `status --json` (names as zpool status and zil kstats use them).
@@ -256,32 +143,12 @@ impl Pool {
 
     pub fn status(&self) -> PoolStatus {
         let i = &self.inner;
-        let c = &i.counters;
-        let meta = i.meta.read();
-        let (open_txg, syncing) = {
-            let t = i.txg.lock();
-            (t.open_txg, t.syncing.is_some())
-        };
-        let txgs = c.txgs.load(Ordering::Relaxed);
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        PoolStatus {
-            name: i.name.clone(),
-            guid: format!("{:032x}", i.guid),
-            health: self.health(),
-            store: i.store.describe(),
-            epoch: i.epoch,
-            import_id: format!("{:032x}", i.import_id),
-            published_txg: meta.root.txg,
-            read_only_txg: i.health.lock().read_only_txg,
-            published_time_ms: meta.root.time_ms,
-            open_txg,
-            dirty_bytes: self.dirty_bytes(),
-            dirty_bytes_max: i.config.read().dirty_bytes_max,
-            syncing,
-            space: meta.root.totals,
-            garbage_bytes: meta.root.totals.garbage_bytes(),
-            compress_ratio: meta.root.totals.compress_ratio(),
-            volumes: meta
+        let c = i.counters.snapshot();
+        // The root's part in one look, and `meta` released before anything else is asked: other
+        // subsystems' locks are not taken under it here (lock order: pool/mod.rs).
+        let (root, volumes) = {
+            let meta = i.meta.read();
+            let volumes: Vec<VolumeInfo> = meta
                 .volumes
                 .values()
                 .map(|v| VolumeInfo {
@@ -290,28 +157,55 @@ impl Pool {
                     size_bytes: v.size_bytes,
                     allocated_bytes: v.allocated_blocks * 4096,
                 })
-                .collect(),
+                .collect();
+            ((meta.root.txg, meta.root.time_ms, meta.root.totals), volumes)
+        };
+        let (published_txg, published_time_ms, totals) = root;
+        let (open_txg, syncing) = {
+            let t = i.txg.state.lock();
+            (t.open_txg, t.syncing.is_some())
+        };
+        let txgs = c.txgs;
+        PoolStatus {
+            name: i.name.clone(),
+            guid: format!("{:032x}", i.guid),
+            health: self.health(),
+            store: i.store.describe(),
+            epoch: i.epoch,
+            import_id: format!("{:032x}", i.import_id),
+            published_txg,
+            read_only_txg: i.health.lock().read_only_txg,
+            published_time_ms,
+            open_txg,
+            dirty_bytes: self.dirty_bytes(),
+            dirty_bytes_max: i.config.read().dirty_bytes_max,
+            syncing,
+            space: totals,
+            garbage_bytes: totals.garbage_bytes(),
+            compress_ratio: totals.compress_ratio(),
+            volumes,
             txgs_synced: txgs,
             txg_sync_ms_avg: if txgs == 0 {
                 0.0
             } else {
-                l(&c.txg_sync_us_total) as f64 / txgs as f64 / 1000.0
+                c.txg_sync_us_total as f64 / txgs as f64 / 1000.0
             },
-            segments_uploaded: l(&c.segments),
-            segment_bytes_uploaded: l(&c.segment_bytes),
-            checksum_errors: l(&c.checksum_errors),
-            throttle_delays: l(&c.throttle_delays),
-            throttle_stalls: l(&c.stalls),
-            readahead_blocks: l(&c.readahead_blocks),
-            compacted_segments: l(&c.compacted_segments),
-            deleted_segments: l(&c.deleted_segments),
-            orphans_deleted: l(&c.orphans_deleted),
-            pending_deletes: meta.pending_deletes.len() as u64,
+            segments_uploaded: c.segments,
+            segment_bytes_uploaded: c.segment_bytes,
+            checksum_errors: c.checksum_errors,
+            throttle_delays: c.throttle_delays,
+            throttle_stalls: c.stalls,
+            readahead_blocks: c.readahead_blocks,
+            compacted_segments: c.compacted_segments,
+            deleted_segments: c.deleted_segments,
+            orphans_deleted: c.orphans_deleted,
+            pending_deletes: i.reclaim.pending_deletes(),
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),
             log: log_json(i),
             warmup: super::hotset::warmup_json(i),
             scrub: self.scrub_progress(),
+            held: i.held.lock().clone(),
         }
     }
 }

@@ -11,9 +11,9 @@
 //! Cache devices hold nothing the store does not; the root lists them so the next import opens
 //! them again.
 
-use super::{sync, Pool};
+use super::{syncer, Pool};
 use crate::error::{Error, Result};
-use crate::root::VdevEntry;
+use crate::root::{VdevEntry, VdevRole};
 use fardisk_slog::{IntentLog, OpenOptions, RemoveOutcome, VdevConfig, VdevKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ const REMOVE_DRAIN_SYNCS_MAX: usize = 8;
 /// What `Pool::remove_device` took out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemovedVdev {
-    pub role: String,
+    pub role: VdevRole,
     pub paths: Vec<String>,
 }
 
@@ -66,14 +66,14 @@ impl Pool {
     async fn publish_vdevs(&self, change: impl FnOnce(&mut Vec<VdevEntry>)) -> Result<u64> {
         let target = {
             // Under the sync lock no sync sits between copying the root and installing it.
-            let _sync = self.inner.sync_lock.lock().await;
+            let _sync = self.inner.txg.sync_lock.lock().await;
             change(&mut self.inner.meta.write().root.vdevs);
-            self.inner.pending.lock().meta_changed = true;
-            self.inner.txg.lock().open_txg
+            self.inner.txg.queue_meta_change();
+            self.inner.txg.open_txg()
         };
         // The txg that carries the change, not a clean pool: writers may keep it dirty forever.
-        sync::wait_published(&self.inner, target).await?;
-        Ok(*self.inner.published.borrow())
+        syncer::wait_published(&self.inner, target).await?;
+        Ok(self.inner.txg.published_txg())
     }
 
     /// Adds a log vdev whose devices `fardisk_slog::IntentLog::format` labelled for this pool.
@@ -91,8 +91,9 @@ impl Pool {
         };
         if let Err(e) = added {
             // Not in use: take it out of the root again (best effort; it is empty either way).
-            let _ =
-                self.publish_vdevs(|v| v.retain(|x| x.guid != entry.guid || x.role != "log")).await;
+            let _ = self
+                .publish_vdevs(|v| v.retain(|x| x.guid != entry.guid || x.role != VdevRole::Log))
+                .await;
             return Err(e);
         }
         tracing::info!(paths = ?entry.paths, "log vdev added");
@@ -102,10 +103,11 @@ impl Pool {
     /// The pool had no log: open one over `config` and start recording writes into it.
     fn start_log(&self, config: VdevConfig) -> Result<()> {
         let mut o = OpenOptions::new(self.inner.intent.devices.0.clone());
+        o.clock = self.inner.env.clock.clone();
         o.writer_epoch = self.inner.epoch;
         let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o)
             .map_err(|e| slog_err("opening the new log", e))?;
-        let txg = self.inner.txg.lock();
+        let txg = self.inner.txg.state.lock();
         self.inner.intent.attach(Arc::new(log), txg.open_txg);
         Ok(())
     }
@@ -114,7 +116,7 @@ impl Pool {
     pub async fn add_cache_vdev(&self, path: &str) -> Result<()> {
         self.check_device_unused(path)?;
         let entry = VdevEntry {
-            role: "cache".into(),
+            role: VdevRole::Cache,
             mirror: false,
             guid: 0,
             paths: vec![path.to_string()],
@@ -136,10 +138,12 @@ impl Pool {
                 ))
                 },
             )?;
-        let removed = RemovedVdev { role: entry.role.clone(), paths: entry.paths.clone() };
-        if entry.role == "cache" {
-            self.publish_vdevs(|v| v.retain(|x| !(x.role == "cache" && x.paths == entry.paths)))
-                .await?;
+        let removed = RemovedVdev { role: entry.role, paths: entry.paths.clone() };
+        if entry.role == VdevRole::Cache {
+            self.publish_vdevs(|v| {
+                v.retain(|x| !(x.role == VdevRole::Cache && x.paths == entry.paths))
+            })
+            .await?;
             return Ok(removed);
         }
         let log = self
@@ -159,13 +163,13 @@ impl Pool {
 
     async fn remove_last_log(&self, log: Arc<IntentLog>, entry: &VdevEntry) -> Result<()> {
         {
-            let txg = self.inner.txg.lock();
+            let txg = self.inner.txg.state.lock();
             self.inner.intent.detach(txg.open_txg);
         }
         // This one root both holds every write acknowledged through the log and stops listing
         // it: a crash before it replays the log, a crash after it needs no log.
         let published = self
-            .publish_vdevs(|v| v.retain(|x| !(x.role == "log" && x.guid == entry.guid)))
+            .publish_vdevs(|v| v.retain(|x| !(x.role == VdevRole::Log && x.guid == entry.guid)))
             .await?;
         log.release_through_txg(published);
         let leg = PathBuf::from(&entry.paths[0]);
@@ -186,8 +190,8 @@ impl Pool {
                 if !still_listed(log, entry.guid) {
                     break;
                 }
-                self.inner.pending.lock().meta_changed = true;
-                let published = sync::sync_until_clean(&self.inner).await?;
+                self.inner.txg.queue_meta_change();
+                let published = syncer::sync_until_clean(&self.inner).await?;
                 if published >= release_through_txg {
                     log.release_through_txg(published);
                 }
@@ -199,7 +203,8 @@ impl Pool {
                 )));
             }
         }
-        self.publish_vdevs(|v| v.retain(|x| !(x.role == "log" && x.guid == entry.guid))).await?;
+        self.publish_vdevs(|v| v.retain(|x| !(x.role == VdevRole::Log && x.guid == entry.guid)))
+            .await?;
         Ok(())
     }
 
@@ -209,7 +214,7 @@ impl Pool {
         let entry = self
             .vdevs()
             .into_iter()
-            .find(|v| v.role == "log" && v.paths.iter().any(|p| p == old))
+            .find(|v| v.role == VdevRole::Log && v.paths.iter().any(|p| p == old))
             .ok_or_else(|| {
                 Error::BadInput(format!(
                     "{old} is not a log device of pool '{}' (see 'fardisk status -v')",
@@ -239,7 +244,8 @@ impl Pool {
         let paths: Vec<String> =
             config.legs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
         self.publish_vdevs(|v| {
-            if let Some(x) = v.iter_mut().find(|x| x.role == "log" && x.guid == entry.guid) {
+            if let Some(x) = v.iter_mut().find(|x| x.role == VdevRole::Log && x.guid == entry.guid)
+            {
                 x.paths = paths;
             }
         })

@@ -1,6 +1,7 @@
 //! Volumes: thin-provisioned block devices of a fixed virtual size with 4 KiB logical blocks
 //! (like zvols). Changes are visible at once and recorded by the next txg's root.
 
+use super::names::check_volume_name;
 use super::{bad, Pool};
 use crate::blockmap::TreeRef;
 use crate::dirty::BLOCK_BYTES;
@@ -10,10 +11,6 @@ use std::collections::BTreeMap;
 
 /// 16 TiB: the size the issue asks for, and what a 4-level map of 4 KiB blocks addresses.
 pub const VOLUME_BYTES_MAX: u64 = 16 << 40;
-
-pub fn check_volume_name(name: &str) -> Result<()> {
-    super::open::check_pool_name(name)
-}
 
 fn check_size(size_bytes: u64) -> Result<()> {
     if size_bytes == 0 || !size_bytes.is_multiple_of(BLOCK_BYTES) || size_bytes > VOLUME_BYTES_MAX {
@@ -67,7 +64,7 @@ impl Pool {
             origin: None,
         };
         meta.volumes.insert(id, entry);
-        self.inner.pending.lock().meta_changed = true;
+        self.inner.txg.queue_meta_change();
         Ok(id)
     }
 
@@ -75,7 +72,7 @@ impl Pool {
     pub fn volume_destroy(&self, name: &str) -> Result<()> {
         self.check_writable()?;
         let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
-        let snaps = self.snapshot_names_of(id);
+        let snaps = self.inner.meta.read().snapshot_names_of(id);
         if !snaps.is_empty() {
             return Err(bad(format!(
                 "volume '{name}' has {} snapshot(s) ({}); destroy them first, or use -r",
@@ -90,8 +87,8 @@ impl Pool {
             .volumes
             .remove(&id)
             .ok_or_else(|| Error::Bug("volume vanished".into()))?;
-        self.inner.txg.lock().open.drop_volume(id);
-        let mut p = self.inner.pending.lock();
+        self.inner.txg.state.lock().open.drop_volume(id);
+        let mut p = self.inner.txg.pending.lock();
         p.destroyed.push(entry);
         p.meta_changed = true;
         Ok(())
@@ -106,24 +103,25 @@ impl Pool {
         let v = meta.volumes.get_mut(&id).ok_or_else(|| no_volume(&self.inner.name, name))?;
         if size_bytes < v.size_bytes {
             // The blocks past the new end are trimmed, so a later grow reads zeros there.
-            self.inner.txg.lock().open.trim(
+            self.inner.txg.state.lock().open.trim(
                 id,
                 size_bytes / BLOCK_BYTES,
                 v.size_bytes / BLOCK_BYTES,
             );
         }
         v.size_bytes = size_bytes;
-        self.inner.pending.lock().meta_changed = true;
+        self.inner.txg.queue_meta_change();
         Ok(())
     }
 
     pub fn volume_set_prop(&self, name: &str, key: &str, value: &str) -> Result<()> {
+        let value = crate::props::canonical_volume_prop(key, value)?;
         let id = self.volume_id(name).ok_or_else(|| no_volume(&self.inner.name, name))?;
         let mut meta = self.inner.meta.write();
         if let Some(v) = meta.volumes.get_mut(&id) {
-            v.props.insert(key.to_string(), value.to_string());
+            v.props.insert(key.to_string(), value);
         }
-        self.inner.pending.lock().meta_changed = true;
+        self.inner.txg.queue_meta_change();
         Ok(())
     }
 
@@ -132,16 +130,17 @@ impl Pool {
         self.inner.meta.read().root.props.clone()
     }
 
+    /// Sets a pool property; a size given with a suffix (`16M`) is stored in bytes.
     pub fn set_prop(&self, key: &str, value: &str) -> Result<()> {
-        super::validate_prop(key, value)?;
+        let value = crate::props::canonical_prop(key, value, true)?;
         self.check_writable()?;
         self.inner
             .config
             .write()
-            .apply_props(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
-        self.inner.meta.write().root.props.insert(key.to_string(), value.to_string());
-        self.inner.pending.lock().meta_changed = true;
-        self.inner.kick.notify_one();
+            .apply_props(&BTreeMap::from([(key.to_string(), value.clone())]))?;
+        self.inner.meta.write().root.props.insert(key.to_string(), value);
+        self.inner.txg.queue_meta_change();
+        self.inner.txg.kick();
         Ok(())
     }
 }

@@ -3,6 +3,7 @@
 //! throttle delays and finally stalls writers as ZFS's does.
 
 use super::{bad, Pool};
+use crate::clock::timeout;
 use crate::dirty::{is_all_zero, Dirty, BLOCK_BYTES};
 use crate::error::Result;
 use bytes::{Bytes, BytesMut};
@@ -38,7 +39,7 @@ impl Pool {
     /// durable when this returns.
     pub async fn write(&self, volume_id: u32, offset: u64, data: Bytes) -> Result<u64> {
         let txg = self.write_inner(volume_id, offset, data, true).await?;
-        if self.inner.sync_always() {
+        if self.inner.meta.read().sync_always() {
             self.sync_request().await?;
         }
         Ok(txg)
@@ -132,9 +133,9 @@ impl Pool {
         let first = offset / BLOCK_BYTES;
         let end = offset + data.len() as u64;
         let last = (end - 1) / BLOCK_BYTES;
-        let logbias_throughput = log && self.inner.logbias_throughput(volume_id);
+        let logbias_throughput = log && self.inner.meta.read().logbias_throughput(volume_id);
         let pending_max = self.inner.config.read().dirty_bytes_max;
-        let mut t = self.inner.txg.lock();
+        let mut t = self.inner.txg.state.lock();
         let txg = t.open_txg;
         let partial = |block: u64| {
             let b_start = block * BLOCK_BYTES;
@@ -154,27 +155,13 @@ impl Pool {
             let d = if hi - lo == BLOCK_BYTES {
                 whole_block(piece)
             } else {
-                // Patch onto the newest version: the open txg's if another writer got there first.
-                let base = match t.open.get(volume_id, block) {
-                    Some(Dirty::Data(b)) => b,
-                    Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
-                    None if block == first => edges
-                        .head
-                        .clone()
-                        .ok_or_else(|| crate::Error::Bug("head block not read".into()))?,
-                    None => edges
-                        .tail
-                        .clone()
-                        .ok_or_else(|| crate::Error::Bug("tail block not read".into()))?,
-                };
-                let mut buf = BytesMut::from(&base[..]);
-                let within = (lo - b_start) as usize;
-                buf[within..within + piece.len()].copy_from_slice(&piece);
-                whole_block(buf.freeze())
+                let edge =
+                    if block == first { (&edges.head, "head") } else { (&edges.tail, "tail") };
+                patch(t.open.get(volume_id, block), edge, (lo - b_start) as usize, &piece)?
             };
             t.open.insert(volume_id, block, d);
         }
-        // Records given up for their size (intent.rs) are made durable by the txg: start it.
+        // Records given up for their size (intent/) are made durable by the txg: start it.
         let gave_up = log
             && self.inner.intent.record_write(
                 txg,
@@ -185,7 +172,7 @@ impl Pool {
                 pending_max,
             );
         if gave_up || t.open.bytes >= self.inner.config.read().dirty_sync_bytes {
-            self.inner.kick.notify_one();
+            self.inner.txg.kick();
         }
         Ok(Some(txg))
     }
@@ -241,7 +228,7 @@ impl Pool {
             .await?;
         }
         let txg = {
-            let mut t = self.inner.txg.lock();
+            let mut t = self.inner.txg.state.lock();
             t.open.trim(volume_id, first_full, end_full);
             if log
                 && self.inner.intent.record_zero(
@@ -252,7 +239,7 @@ impl Pool {
                     pending_max,
                 )
             {
-                self.inner.kick.notify_one();
+                self.inner.txg.kick();
             }
             t.open_txg
         };
@@ -286,17 +273,39 @@ impl Pool {
                 return Ok(());
             }
             self.inner.counters.add_stall();
-            self.inner.kick.notify_one();
-            let freed = self.inner.dirty_freed.notified();
-            let _ = tokio::time::timeout(Duration::from_millis(STALL_WAIT_MS), freed).await;
+            self.inner.txg.kick();
+            let freed = self.inner.txg.dirty_freed();
+            let stall = Duration::from_millis(STALL_WAIT_MS);
+            let _ = timeout(&*self.inner.env.clock, stall, freed).await;
             self.check_writable()?;
         }
     }
 
     pub fn dirty_bytes(&self) -> u64 {
-        let t = self.inner.txg.lock();
-        t.open.bytes + t.syncing.as_ref().map(|s| s.bytes).unwrap_or(0)
+        self.inner.txg.dirty_bytes()
     }
+}
+
+/// A block the write covers only in part, `piece` at byte `within`: patched onto the newest
+/// version, the open txg's (`dirty`) if another writer got there first, else the edge block
+/// read before the txg lock (`edge`: its bytes, and which edge it is).
+fn patch(
+    dirty: Option<Dirty>,
+    edge: (&Option<Bytes>, &str),
+    within: usize,
+    piece: &[u8],
+) -> Result<Dirty> {
+    let base = match dirty {
+        Some(Dirty::Data(b)) => b,
+        Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
+        None => {
+            let (read, which) = edge;
+            read.clone().ok_or_else(|| crate::Error::Bug(format!("{which} block not read")))?
+        }
+    };
+    let mut buf = BytesMut::from(&base[..]);
+    buf[within..within + piece.len()].copy_from_slice(piece);
+    Ok(whole_block(buf.freeze()))
 }
 
 fn whole_block(b: Bytes) -> Dirty {

@@ -4,6 +4,7 @@
 
 use fardisk_arc::{L2Arc, L2ArcConfig};
 use fardisk_engine::arc_cache::ArcBlockCache;
+use fardisk_engine::clock::ManualClock;
 use fardisk_engine::rng::Rng;
 use fardisk_slog::{CrashDevice, MemProvider};
 use std::path::{Path, PathBuf};
@@ -114,13 +115,13 @@ pub fn l2_config() -> L2ArcConfig {
 }
 
 /// The ARC with an L2ARC over `path` (formatted when absent or unusable, as the daemon does),
-/// with no writer thread and a manual clock: the simulation feeds it at chosen steps, and waits
+/// with no writer thread, on the simulation's clock: the simulation feeds it at chosen steps, and waits
 /// for the index rebuild, so the device holds the same blocks on every replay.
 pub fn open_cache(
     path: &Path,
     pool_guid: u128,
     seed: u64,
-    clock: Arc<fardisk_arc::ManualClock>,
+    clock: Arc<ManualClock>,
 ) -> (Arc<ArcBlockCache>, bool) {
     let opened = if path.exists() {
         L2Arc::open(l2_config(), pool_guid, clock.clone(), seed, &[path.to_path_buf()])
@@ -141,6 +142,8 @@ pub fn open_cache(
         if l2.stats().rebuild.done {
             break;
         }
+        // The rebuild runs on the L2ARC's own OS thread: wait for it in real time (bounded).
+        #[allow(clippy::disallowed_methods)]
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     assert!(l2.stats().rebuild.done, "the cache index rebuild did not finish in 10 s");

@@ -6,8 +6,9 @@
 //! history no older than the last acknowledged sync, that every object the maps reference exists
 //! and that space adds up.
 //!
-//! Everything random comes from the seed and time is a `ManualClock` on a current-thread runtime,
-//! so a failing seed replays: `FARDISK_SIM_SEED=N cargo test -p fardisk-engine --test simulation
+//! Everything random comes from the seed and time is one `ManualClock` on a current-thread
+//! runtime (the engine's, which the store faults, the intent log and the L2ARC all read), so a
+//! failing seed replays: `FARDISK_SIM_SEED=N cargo test -p fardisk-engine --test simulation
 //! -- --nocapture one_seed`.
 
 pub mod devices;
@@ -111,8 +112,6 @@ pub struct World {
     pub dir: PathBuf,
     pub pool: Option<Pool>,
     pub cache: Option<Arc<fardisk_engine::arc_cache::ArcBlockCache>>,
-    /// The L2ARC's clock (its write-rate budget), advanced by the steps that feed it.
-    pub cache_clock: Arc<fardisk_arc::ManualClock>,
     pub history: History,
     pub report: Report,
     pub step: usize,
@@ -177,7 +176,6 @@ impl World {
             dir,
             pool: None,
             cache: None,
-            cache_clock: Arc::new(fardisk_arc::ManualClock::new(0)),
             history: History::new(&VOLUMES.map(|(_, b)| b)),
             report: Report {
                 seed: opts.seed,
@@ -208,7 +206,12 @@ impl World {
             )
             .expect("format the log");
             let paths = log.legs.iter().map(|p| p.display().to_string()).collect();
-            vdevs.push(VdevEntry { role: "log".into(), mirror: true, guid: cfg.vdev_guid, paths });
+            vdevs.push(VdevEntry {
+                role: fardisk_engine::root::VdevRole::Log,
+                mirror: true,
+                guid: cfg.vdev_guid,
+                paths,
+            });
         }
         let store: Arc<dyn Store> = self.faulty.clone();
         Pool::create(
@@ -251,13 +254,7 @@ impl World {
     pub async fn import(&mut self) {
         for attempt in 0..40 {
             self.cache = self.cache_path.as_ref().map(|p| {
-                devices::open_cache(
-                    p,
-                    self.guid,
-                    self.opts.seed ^ attempt,
-                    self.cache_clock.clone(),
-                )
-                .0
+                devices::open_cache(p, self.guid, self.opts.seed ^ attempt, self.clock.clone()).0
             });
             let cache: Arc<dyn fardisk_engine::cache::BlockCache> = match &self.cache {
                 Some(c) => c.clone(),

@@ -443,6 +443,8 @@ impl World {
             if !matches!(pool.scrub_progress().state, ScrubState::Scanning | ScrubState::Paused) {
                 break;
             }
+            // Lets the scrub task run; the simulated time is the ManualClock, not this.
+            #[allow(clippy::disallowed_methods)]
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let p = pool.scrub_progress();
@@ -472,7 +474,8 @@ impl World {
     fn feed_cache(&mut self) {
         if let Some(cache) = &self.cache {
             if let Some(l2) = cache.l2() {
-                self.cache_clock.advance_ms(1000);
+                // A second passes: the L2ARC's write-rate budget refills.
+                self.clock.advance(Duration::from_secs(1));
                 l2.write_tick(&cache.arc().feed());
                 l2.flush();
             }

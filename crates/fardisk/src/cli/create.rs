@@ -1,13 +1,15 @@
 //! `fardisk create`: a new pool in an object store, with its log and cache devices.
 
 use super::vdev_spec::parse_vdevs;
-use crate::daemon::serve::open_store;
-use crate::paths::{save_record, PoolRecord};
-use crate::vdev_format::{format_cache_device, format_log_vdev};
+use crate::config::Config;
+use crate::control::command_line;
+use crate::paths::PoolRecord;
+use crate::store::open_store;
+use crate::vdev_format::{format_cache_device, format_log_vdev, VdevArg};
 use anyhow::{bail, Result};
 use fardisk_engine::objstore::SimulateSpec;
 use fardisk_engine::pool::CreateOptions;
-use fardisk_engine::root::VdevEntry;
+use fardisk_engine::root::{VdevEntry, VdevRole};
 use fardisk_engine::{Env, Pool};
 use std::collections::BTreeMap;
 
@@ -38,35 +40,37 @@ pub struct CreateArgs {
 pub fn format_vdevs(
     pool: &str,
     guid: u128,
-    vdevs: &[super::vdev_spec::VdevArg],
+    vdevs: &[VdevArg],
     force: bool,
 ) -> Result<Vec<VdevEntry>> {
     let env = Env::system();
     let mut out = Vec::new();
     for v in vdevs {
         let seed = env.seed ^ out.len() as u64;
-        out.push(if v.role == "log" {
-            format_log_vdev(pool, guid, v, force, seed)?
-        } else {
-            format_cache_device(guid, &v.paths[0], env.seed ^ 0xcace)?
+        out.push(match v.role {
+            VdevRole::Log => format_log_vdev(pool, guid, v, force, seed)?,
+            VdevRole::Cache => format_cache_device(guid, &v.paths[0], env.seed ^ 0xcace)?,
         });
     }
     Ok(out)
 }
 
+/// `-o PROP=VALUE`s checked against the property table; a size given with a suffix (`16M`) in
+/// bytes, as the root stores it.
 pub fn parse_props(items: &[String]) -> Result<BTreeMap<String, String>> {
     let mut props = BTreeMap::new();
     for p in items {
         let Some((k, v)) = p.split_once('=') else {
             bail!("-o {p}: expected PROP=VALUE, e.g. -o compression=zstd")
         };
-        fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("-o {p}: {e}"))?;
-        props.insert(k.to_string(), v.to_string());
+        let v = fardisk_engine::props::canonical_prop(k, v, false)
+            .map_err(|e| anyhow::anyhow!("-o {p}: {e}"))?;
+        props.insert(k.to_string(), v);
     }
     Ok(props)
 }
 
-pub async fn run(a: CreateArgs) -> Result<()> {
+pub async fn run(a: CreateArgs, cfg: &Config) -> Result<()> {
     let props = parse_props(&a.props)?;
     let vdevs = parse_vdevs(&a.vdevs)?;
     let simulate = a
@@ -82,9 +86,9 @@ pub async fn run(a: CreateArgs) -> Result<()> {
             key: crate::keys::load_or_generate(p)?,
             file: Some(p.clone()),
         }),
-        None => crate::keys::resolve(None, None)?,
+        None => crate::keys::resolve(cfg, None, None)?,
     };
-    let store = open_store(&a.store_url, &simulate, &env, true, key.as_ref().map(|k| &k.key))?;
+    let store = open_store(cfg, &a.store_url, &simulate, &env, true, key.as_ref().map(|k| &k.key))?;
     let guid = fardisk_engine::rng::Rng::from_entropy().next_u128();
     let entries = format_vdevs(&a.pool, guid, &vdevs, a.force)?;
     let opts = CreateOptions { props, vdevs: entries, pool_guid: Some(guid) };
@@ -95,13 +99,13 @@ pub async fn run(a: CreateArgs) -> Result<()> {
         time_ms: env.clock.wall_ms(),
         txg: root.txg,
         host: fardisk_engine::pool::this_host(),
-        event: crate::daemon::control::command_line(),
+        event: command_line(),
     };
     if let Err(e) = fardisk_engine::pool::write_history_event(&store, &event, guid as u32).await {
         tracing::warn!(error = %e, "could not record the create in the pool history");
     }
     let key_file = key.as_ref().and_then(|k| k.file.as_ref()).map(|p| p.display().to_string());
-    save_record(&PoolRecord {
+    cfg.paths.save_record(&PoolRecord {
         name: a.pool.clone(),
         store_url: a.store_url.clone(),
         simulate: a.simulate.clone(),
@@ -115,4 +119,23 @@ pub async fn run(a: CreateArgs) -> Result<()> {
         a.pool, a.store_url, root.pool_guid
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_properties_take_size_suffixes() {
+        let props = parse_props(&["arc_max=16M".into(), "compression=zstd".into()]).expect("valid");
+        assert_eq!(props.get("arc_max").map(String::as_str), Some("16777216"));
+        assert_eq!(props.get("compression").map(String::as_str), Some("zstd"));
+        let e = parse_props(&["scrub_rate_max=fast".into()]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("-o scrub_rate_max=fast: scrub_rate_max must be a whole number"),
+            "{e}"
+        );
+        let e = parse_props(&["arc_max".into()]).unwrap_err().to_string();
+        assert!(e.contains("expected PROP=VALUE"), "{e}");
+    }
 }

@@ -6,9 +6,10 @@
 //! second `destroy -f` deletes what is left. Objects under the prefix that fardisk did not write
 //! are never touched.
 
-use crate::daemon::serve::open_store;
-use crate::paths::{control_socket, load_record, remove_record};
+use crate::config::Config;
+use crate::store::open_store;
 use anyhow::{bail, Context, Result};
+use fardisk_engine::root::VdevRole;
 use fardisk_engine::{Env, Pool};
 use std::io::{Read, Seek, SeekFrom, Write};
 
@@ -35,14 +36,14 @@ fn is_pool_key(key: &str) -> bool {
     POOL_KEY_PREFIXES.iter().any(|p| if p.ends_with('/') { key.starts_with(p) } else { key == *p })
 }
 
-pub async fn run(a: DestroyArgs) -> Result<()> {
-    let known = load_record(&a.pool);
+pub async fn run(a: DestroyArgs, cfg: &Config) -> Result<()> {
+    let known = cfg.paths.load_record(&a.pool);
     let url = match (&a.store_url, &known) {
         (Some(u), _) => u.clone(),
         (None, Some(r)) => r.store_url.clone(),
         (None, None) => bail!("pool '{}' is not known on this host; give its STORE_URL", a.pool),
     };
-    if crate::daemon::control::is_alive(&control_socket(&a.pool)).await {
+    if crate::control::is_alive(&cfg.paths.control_socket(&a.pool)).await {
         bail!(
             "pool '{}' is imported on this host; export it first (fardisk export {})",
             a.pool,
@@ -51,11 +52,12 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
     }
     let env = Env::system();
     let key = crate::keys::resolve(
+        cfg,
         a.key_file.as_deref(),
         known.as_ref().and_then(|r| r.key_file.as_deref()),
     )?;
     // No simulated distance: destroying is not measured, and the user should not wait for it.
-    let store = open_store(&url, &None, &env, false, key.as_ref().map(|k| &k.key))?;
+    let store = open_store(cfg, &url, &None, &env, false, key.as_ref().map(|k| &k.key))?;
     let mut keys: Vec<String> = store
         .list("")
         .await
@@ -85,7 +87,7 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
     }
     // Roots ascending (the newest last), then everything else.
     keys.sort_by_key(|k| (!k.starts_with("roots/") && k != "head", k.clone()));
-    let bar = crate::progress::bar(&format!("destroying {}", a.pool), "objects");
+    let bar = crate::progress::bar(cfg.progress, &format!("destroying {}", a.pool), "objects");
     if let Some(b) = &bar {
         b.set_length(keys.len() as u64);
     }
@@ -109,7 +111,7 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
     if let Some(r) = &root {
         for v in &r.vdevs {
             for p in &v.paths {
-                match clear_label(p, r.pool_guid, v.role == "log") {
+                match clear_label(p, r.pool_guid, v.role == VdevRole::Log) {
                     Ok(true) => cleared.push(p.clone()),
                     Ok(false) => {}
                     Err(e) => eprintln!("fardisk: warning: cannot clear the label of {p}: {e}; 'fardisk create -f' can still reuse it"),
@@ -117,8 +119,8 @@ pub async fn run(a: DestroyArgs) -> Result<()> {
             }
         }
     }
-    remove_record(&a.pool);
-    let _ = std::fs::remove_file(crate::paths::log_file(&a.pool));
+    cfg.paths.remove_record(&a.pool);
+    let _ = std::fs::remove_file(cfg.paths.log_file(&a.pool));
     println!(
         "destroyed pool '{}': {} objects deleted from {url}{}",
         a.pool,

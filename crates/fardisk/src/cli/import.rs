@@ -1,7 +1,9 @@
 //! `fardisk import` (start the daemon, in the background by default) and `fardisk export`.
 
-use crate::daemon::{self, DaemonOptions, NbdListen};
-use crate::paths::{control_socket, load_record, log_file, save_record, PoolRecord};
+use crate::config::Config;
+use crate::control::daemon_options::parse_listen;
+use crate::control::{call, is_alive, DaemonOptions, DaemonRunner, NbdListen, Request};
+use crate::paths::PoolRecord;
 use anyhow::{bail, Context, Result};
 use fardisk_engine::objstore::SimulateSpec;
 use fardisk_engine::pool::PointInTime;
@@ -62,13 +64,18 @@ pub struct ImportArgs {
     /// import can run beside the writer's
     #[arg(long = "as", value_name = "NAME")]
     pub local_name: Option<String>,
+    /// FUSE over io_uring for --mount: auto (when the kernel offers it, i.e.
+    /// /sys/module/fuse/parameters/enable_uring is Y), on (turn that switch on if it is off;
+    /// refuse on a kernel without it), off (/dev/fuse only)
+    #[arg(long, value_name = "on|off|auto", default_value = "auto")]
+    pub fuse_uring: String,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
 }
 
-fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
-    let known = load_record(&a.pool);
+fn resolve(a: &ImportArgs, cfg: &Config) -> Result<(PoolRecord, DaemonOptions)> {
+    let known = cfg.paths.load_record(&a.pool);
     let store_url = match (&a.store_url, &known) {
         (Some(u), _) => u.clone(),
         (None, Some(r)) => r.store_url.clone(),
@@ -83,6 +90,7 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let nbd = a.nbd.iter().map(|s| NbdListen::parse(s)).collect::<Result<Vec<_>>>()?;
     let key = crate::keys::resolve(
+        cfg,
         a.key_file.as_deref(),
         known.as_ref().and_then(|r| r.key_file.as_deref()),
     )?;
@@ -97,7 +105,10 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
     if a.local_name.is_some() && read_only.is_none() {
         bail!("--as names a read-only import; add --read-only, --txg or --at");
     }
+    let fuse_uring =
+        crate::fuse::UringMode::parse(&a.fuse_uring).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = DaemonOptions {
+        fuse_uring,
         read_only,
         store_pool: a.pool.clone(),
         pool: a.local_name.clone().unwrap_or_else(|| a.pool.clone()),
@@ -108,14 +119,17 @@ fn resolve(a: &ImportArgs) -> Result<(PoolRecord, DaemonOptions)> {
         force: a.force,
         missing_log: a.missing_log,
         rewind: a.rewind,
-        config: PoolConfig::default(),
+        config: PoolConfig {
+            held_records_dir: Some(cfg.paths.held_dir()),
+            ..PoolConfig::default()
+        },
         key: key.map(|k| k.key),
         metrics: a
             .metrics
             .clone()
-            .or_else(|| std::env::var("FARDISK_METRICS").ok())
+            .or_else(|| cfg.metrics.clone())
             .as_deref()
-            .map(|m| daemon::metrics_http::parse_listen(m, a.metrics_public))
+            .map(|m| parse_listen(m, a.metrics_public))
             .transpose()?,
     };
     Ok((record, opts))
@@ -135,14 +149,14 @@ fn point_in_time(a: &ImportArgs) -> Result<Option<PointInTime>> {
     })
 }
 
-pub fn run(a: ImportArgs) -> Result<()> {
-    let (record, opts) = resolve(&a)?;
+pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> {
+    let (record, opts) = resolve(&a, cfg)?;
     if a.force && !a.foreground {
         eprintln!(
             "fardisk: --force takes the pool from its writer. With multihost=off, a writer that is still running keeps acknowledging sync writes from its own intent log until its next commit finds it fenced, and those writes are lost; with multihost=on this import first waits out that writer's lease (fardisk set multihost=on POOL)."
         );
     }
-    let socket = control_socket(&opts.pool);
+    let socket = cfg.paths.control_socket(&opts.pool);
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         let hint = if opts.read_only.is_some() {
             "; give the read-only import another local name with --as NAME"
@@ -156,19 +170,21 @@ pub fn run(a: ImportArgs) -> Result<()> {
         );
     }
     if a.foreground {
-        daemon::serve::tune_allocator();
-        let rt = super::runtime()?;
-        rt.block_on(daemon::run(opts))?;
-        return Ok(());
+        return run_daemon(opts, cfg);
     }
-    start_background(&a, &record, opts.read_only.is_some())
+    start_background(&a, cfg, &record, opts.read_only.is_some())
 }
 
 /// Re-executes this binary with --foreground, detached, logging to the pool's log file, and waits
 /// until its control socket answers (or it dies, whose last log line is then the error).
-fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Result<()> {
+fn start_background(
+    a: &ImportArgs,
+    cfg: &Config,
+    record: &PoolRecord,
+    read_only: bool,
+) -> Result<()> {
     let name = record.name.as_str();
-    let log = log_file(name);
+    let log = cfg.paths.log_file(name);
     std::fs::create_dir_all(log.parent().context("log dir")?)?;
     let out = std::fs::OpenOptions::new()
         .create(true)
@@ -181,7 +197,9 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&args).stdin(std::process::Stdio::null()).stdout(out.try_clone()?).stderr(out);
-    if std::env::var_os("FARDISK_LOG").is_none() {
+    // The daemon reads the same configuration (environment and config file) when it starts;
+    // without a log filter there it logs at info.
+    if cfg.log.is_none() {
         cmd.env("FARDISK_LOG", "info");
     }
     // SAFETY: the pre_exec closure only calls setsid(2), which is async-signal-safe and touches
@@ -194,11 +212,11 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
         });
     }
     let mut child = cmd.spawn().context("cannot start the daemon")?;
-    let socket = control_socket(name);
+    let socket = cfg.paths.control_socket(name);
     let deadline = Instant::now() + Duration::from_secs(a.wait);
     let rt = super::runtime()?;
     // On a terminal: a spinner showing what the daemon is doing (log replay, L2ARC open, mount).
-    let spinner = crate::progress::spinner(&format!("importing {name}"));
+    let spinner = crate::progress::spinner(cfg.progress, &format!("importing {name}"));
     while Instant::now() < deadline {
         if let Some(sp) = &spinner {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -216,7 +234,7 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
             let last = last.trim_start_matches("fardisk: ");
             bail!("{last} (daemon exited with {status}; log: {})", log.display());
         }
-        if rt.block_on(daemon::control::is_alive(&socket)) {
+        if rt.block_on(is_alive(&socket)) {
             if let Some(sp) = &spinner {
                 sp.finish_and_clear();
             }
@@ -229,7 +247,7 @@ fn start_background(a: &ImportArgs, record: &PoolRecord, read_only: bool) -> Res
                     log.display()
                 );
             } else {
-                save_record(record)?;
+                cfg.paths.save_record(record)?;
                 println!(
                     "pool '{name}' imported (daemon pid {}, log {})",
                     child.id(),
@@ -255,24 +273,22 @@ fn daemon_log_message(line: &str) -> String {
     text.chars().take(100).collect()
 }
 
-pub async fn export(pool: &str) -> Result<()> {
-    let socket = control_socket(pool);
-    if !daemon::control::is_alive(&socket).await {
+pub async fn export(pool: &str, cfg: &Config) -> Result<()> {
+    let socket = cfg.paths.control_socket(pool);
+    if !is_alive(&socket).await {
         bail!("pool '{pool}' is not imported on this host");
     }
     // The daemon stops answering other requests while it drains; say up front how much there is.
-    let dirty = daemon::control::call(&socket, "status", serde_json::Value::Null)
+    let dirty = call(&socket, Request::Status)
         .await
         .ok()
         .and_then(|v| v["dirty_bytes"].as_u64())
         .unwrap_or(0);
-    let spinner = crate::progress::spinner(&format!(
-        "exporting {pool}: draining {} to the store",
-        super::size::human(dirty)
-    ));
-    let v = daemon::control::call(&socket, "export", serde_json::Value::Null)
-        .await
-        .context("export failed");
+    let spinner = crate::progress::spinner(
+        cfg.progress,
+        &format!("exporting {pool}: draining {} to the store", super::size::human(dirty)),
+    );
+    let v = call(&socket, Request::Export).await.context("export failed");
     if let Some(sp) = spinner {
         sp.finish_and_clear();
     }

@@ -7,6 +7,8 @@
 
 use super::query::{call, IostatArgs};
 use super::size::human;
+use crate::config::Config;
+use crate::control::Request;
 use anyhow::Result;
 use std::fmt::Write as _;
 
@@ -119,14 +121,14 @@ fn rate(now: Option<u64>, before: Option<u64>, secs: f64) -> Option<f64> {
     now.map(|n| n.saturating_sub(before.unwrap_or(0)) as f64 / secs)
 }
 
-pub async fn iostat(a: IostatArgs) -> Result<()> {
+pub async fn iostat(a: IostatArgs, cfg: &Config) -> Result<()> {
     let interval = a.interval.unwrap_or(0);
     let count = a.count.unwrap_or(if interval == 0 { 1 } else { u64::MAX });
     let mut prev: Option<(Vec<Counters>, Option<u64>)> = None;
     let mut printed = 0u64;
     // Bounded by `count`; an interval with no count runs until interrupted, as zpool iostat does.
     while printed < count {
-        let v = call(&a.pool, "status", Value::Null).await?;
+        let v = call(cfg, &a.pool, Request::Status).await?;
         let now = rows(&v, a.verbose);
         let secs = if prev.is_some() { interval.max(1) as f64 } else { 1.0 };
         let find = |row: &Counters| {

@@ -3,6 +3,7 @@
 
 mod create;
 mod destroy;
+mod held_cmds;
 mod import;
 mod iostat;
 mod query;
@@ -16,8 +17,8 @@ mod vdev_cmds;
 mod vdev_spec;
 mod volume;
 
-pub use vdev_spec::VdevArg;
-
+use crate::config::Config;
+use crate::control::{one_line, DaemonRunner, Request};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -129,6 +130,13 @@ pub enum Command {
     /// with progress on a terminal
     #[command(after_help = "Example:\n  fardisk wait tank")]
     Wait { pool: String },
+    /// Writes a fenced writer acknowledged from its log and never published (multihost=on or
+    /// a forced import elsewhere): `held list`, `held show FILE`, `held discard FILE`
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  fardisk held list\n  fardisk held show /var/lib/fardisk/held/tank-...-txg41-42.held\n  fardisk held discard /var/lib/fardisk/held/tank-...-txg41-42.held"
+    )]
+    Held(held_cmds::HeldCmd),
     /// ARC and L2ARC statistics, as /proc/spl/kstat/zfs/arcstats (`--json` for all counters)
     #[command(after_help = "Example:\n  fardisk arcstat tank")]
     Arcstat {
@@ -138,8 +146,9 @@ pub enum Command {
     },
 }
 
-/// Runs the CLI; returns the process exit code.
-pub fn main() -> i32 {
+/// Runs the CLI; returns the process exit code. `run_daemon` serves a pool in this process
+/// (`import --foreground`; the binary passes `daemon::run_foreground`).
+pub fn main(run_daemon: DaemonRunner) -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -156,13 +165,19 @@ pub fn main() -> i32 {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    // Before any thread starts: the config file fills in environment variables.
-    if let Err(e) = crate::config_file::apply() {
-        eprintln!("fardisk: {}", one_line(&e));
-        return 1;
-    }
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FARDISK_LOG")
-        .unwrap_or_else(|_| "warn".into());
+    // Read once (environment, then the config file) and passed down from here.
+    let config = match Config::load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fardisk: {}", one_line(&e));
+            return 1;
+        }
+    };
+    let filter = config
+        .log
+        .as_deref()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| "warn".into());
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -171,12 +186,14 @@ pub fn main() -> i32 {
         .try_init();
     let result = match cli.command {
         // The daemon builds its own runtime after daemonizing.
-        Command::Import(a) => import::run(a),
-        Command::Scrub(a) => match runtime().and_then(|rt| rt.block_on(scrub_cmds::scrub(a))) {
-            Ok(code) => return code,
-            Err(e) => Err(e),
-        },
-        other => runtime().and_then(|rt| rt.block_on(dispatch(other))),
+        Command::Import(a) => import::run(a, &config, run_daemon),
+        Command::Scrub(a) => {
+            match runtime().and_then(|rt| rt.block_on(scrub_cmds::scrub(a, &config))) {
+                Ok(code) => return code,
+                Err(e) => Err(e),
+            }
+        }
+        other => runtime().and_then(|rt| rt.block_on(dispatch(other, &config))),
     };
     match result {
         Ok(()) => 0,
@@ -191,48 +208,37 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
-/// The whole error chain on one line, most specific cause last.
-pub fn one_line(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for c in e.chain() {
-        let s = c.to_string();
-        if !parts.iter().any(|p| p.contains(&s)) {
-            parts.push(s);
-        }
-    }
-    parts.join(": ").replace('\n', " ")
-}
-
-async fn dispatch(c: Command) -> anyhow::Result<()> {
+async fn dispatch(c: Command, cfg: &Config) -> anyhow::Result<()> {
     match c {
-        Command::Create(a) => create::run(a).await,
+        Command::Create(a) => create::run(a, cfg).await,
+        Command::Held(c) => held_cmds::run(c, cfg),
         Command::Import(_) => unreachable!("handled before the runtime starts"),
-        Command::Export { pool } => import::export(&pool).await,
-        Command::Destroy(a) => destroy::run(a).await,
-        Command::Status(a) => query::status(a).await,
-        Command::List(a) => query::list(a).await,
-        Command::Iostat(a) => iostat::iostat(a).await,
-        Command::Volume(v) => volume::run(v).await,
-        Command::Snapshot(a) => snapshot_cmds::snapshot(a).await,
-        Command::Clone(a) => snapshot_cmds::clone(a).await,
-        Command::Promote { target } => snapshot_cmds::promote(&target).await,
-        Command::Rollback(a) => snapshot_cmds::rollback(a).await,
-        Command::Get(a) => query::get(a).await,
-        Command::Set(a) => query::set(a).await,
-        Command::Arcstat { pool, json } => query::arcstat(&pool, json).await,
+        Command::Export { pool } => import::export(&pool, cfg).await,
+        Command::Destroy(a) => destroy::run(a, cfg).await,
+        Command::Status(a) => query::status(a, cfg).await,
+        Command::List(a) => query::list(a, cfg).await,
+        Command::Iostat(a) => iostat::iostat(a, cfg).await,
+        Command::Volume(v) => volume::run(v, cfg).await,
+        Command::Snapshot(a) => snapshot_cmds::snapshot(a, cfg).await,
+        Command::Clone(a) => snapshot_cmds::clone(a, cfg).await,
+        Command::Promote { target } => snapshot_cmds::promote(&target, cfg).await,
+        Command::Rollback(a) => snapshot_cmds::rollback(a, cfg).await,
+        Command::Get(a) => query::get(a, cfg).await,
+        Command::Set(a) => query::set(a, cfg).await,
+        Command::Arcstat { pool, json } => query::arcstat(&pool, json, cfg).await,
         Command::Hotset { pool } => {
-            let v = query::call(&pool, "hotset_save", serde_json::Value::Null).await?;
+            let v = query::call(cfg, &pool, Request::HotsetSave).await?;
             println!("pool '{pool}': hot set of {} regions (64 KiB each) saved", v["regions"]);
             Ok(())
         }
         Command::Scrub(_) => unreachable!("handled before dispatch (it has its own exit code)"),
-        Command::History(a) => scrub_cmds::history(a).await,
-        Command::Wait { pool } => scrub_cmds::wait(&pool).await,
-        Command::Add(a) => vdev_cmds::add(a).await,
-        Command::Remove(a) => vdev_cmds::remove(a).await,
-        Command::Replace(a) => vdev_cmds::replace(a).await,
+        Command::History(a) => scrub_cmds::history(a, cfg).await,
+        Command::Wait { pool } => scrub_cmds::wait(&pool, cfg).await,
+        Command::Add(a) => vdev_cmds::add(a, cfg).await,
+        Command::Remove(a) => vdev_cmds::remove(a, cfg).await,
+        Command::Replace(a) => vdev_cmds::replace(a, cfg).await,
         Command::Sync { pool } => {
-            let v = query::call(&pool, "sync", serde_json::Value::Null).await?;
+            let v = query::call(cfg, &pool, Request::Sync).await?;
             println!("pool '{pool}' synced at txg {}", v["txg"]);
             Ok(())
         }

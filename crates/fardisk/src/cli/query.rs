@@ -12,19 +12,20 @@ macro_rules! outln {
 }
 
 use super::size::human;
-use crate::daemon::control;
-use crate::daemon::serve::open_store;
-use crate::paths::{all_records, control_socket, load_record};
+use crate::config::Config;
+use crate::control::{self, Request};
+use crate::store::open_store;
 use anyhow::{bail, Context, Result};
 use fardisk_engine::{Env, Pool};
 use serde_json::{json, Value};
 
-pub async fn call(pool: &str, cmd: &str, args: Value) -> Result<Value> {
-    let socket = control_socket(pool);
+/// Sends `request` to the daemon of `pool` on this host.
+pub async fn call(cfg: &Config, pool: &str, request: Request) -> Result<Value> {
+    let socket = cfg.paths.control_socket(pool);
     if !socket.exists() {
         bail!("pool '{pool}' is not imported on this host (import it with 'fardisk import {pool} STORE_URL')");
     }
-    control::call(&socket, cmd, args).await
+    control::call(&socket, request).await
 }
 
 #[derive(Debug, clap::Args)]
@@ -76,9 +77,12 @@ pub struct SetArgs {
 /// Status of one pool: from the daemon when imported, else from the store.
 /// The store of a pool this host knows (created or imported here), as it was last opened.
 pub(crate) fn exported_store(
+    cfg: &Config,
     pool: &str,
 ) -> Result<std::sync::Arc<dyn fardisk_engine::objstore::Store>> {
-    let rec = load_record(pool)
+    let rec = cfg
+        .paths
+        .load_record(pool)
         .with_context(|| format!("no pool named '{pool}' is known on this host"))?;
     let simulate = rec
         .simulate
@@ -86,18 +90,20 @@ pub(crate) fn exported_store(
         .map(fardisk_engine::objstore::SimulateSpec::parse)
         .transpose()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let key = crate::keys::resolve(None, rec.key_file.as_deref())?.map(|k| k.key);
-    open_store(&rec.store_url, &simulate, &Env::system(), false, key.as_ref())
+    let key = crate::keys::resolve(cfg, None, rec.key_file.as_deref())?.map(|k| k.key);
+    open_store(cfg, &rec.store_url, &simulate, &Env::system(), false, key.as_ref())
 }
 
-async fn pool_status(pool: &str) -> Result<Value> {
-    if control::is_alive(&control_socket(pool)).await {
-        return call(pool, "status", Value::Null).await;
+async fn pool_status(cfg: &Config, pool: &str) -> Result<Value> {
+    if control::is_alive(&cfg.paths.control_socket(pool)).await {
+        return call(cfg, pool, Request::Status).await;
     }
-    let rec = load_record(pool)
+    let rec = cfg
+        .paths
+        .load_record(pool)
         .with_context(|| format!("no pool named '{pool}' is known on this host"))?;
     let env = Env::system();
-    let store = exported_store(pool)?;
+    let store = exported_store(cfg, pool)?;
     let root = Pool::peek(store, &env).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(json!({
         "name": root.pool_name, "guid": format!("{:032x}", root.pool_guid),
@@ -202,6 +208,28 @@ fn render_config(out: &mut String, v: &Value) {
     }
 }
 
+/// The `held:` line of a fenced pool: what it acknowledged and never published, and where.
+fn held_text(h: &Value) -> String {
+    let n = h["records"].as_u64().unwrap_or(0);
+    if n == 0 {
+        return match h["error"].as_str() {
+            Some(e) => format!("unknown ({e}); the log keeps whatever it held"),
+            None => "nothing: every acknowledged write was in a published txg".into(),
+        };
+    }
+    let what = format!(
+        "{n} log records ({}, txgs {}..{}) acknowledged here and not in the store",
+        human(h["data_bytes"].as_u64().unwrap_or(0)),
+        h["txg_first"].as_u64().unwrap_or(0),
+        h["txg_last"].as_u64().unwrap_or(0)
+    );
+    match (h["path"].as_str(), h["error"].as_str()) {
+        (Some(p), _) => format!("{what}; in {p} (fardisk held show {p})"),
+        (None, Some(e)) => format!("{what}; only in the log ({e})"),
+        (None, None) => format!("{what}; only in the log"),
+    }
+}
+
 pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: u64) {
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     outln!(out, "  pool: {}", v["name"].as_str().unwrap_or("?"));
@@ -242,7 +270,13 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
         v["compress_ratio"].as_f64().unwrap_or(1.0)
     );
     if let Some(m) = v["mount"].as_str() {
-        outln!(out, " mount: {m}");
+        match v["fuse"]["transport"].as_str() {
+            Some(t) => outln!(out, " mount: {m} (FUSE over {t})"),
+            None => outln!(out, " mount: {m}"),
+        }
+    }
+    if let Some(h) = v.get("held").filter(|h| h.is_object()) {
+        outln!(out, "  held: {}", held_text(h));
     }
     let w = &v["warmup"];
     if w["regions_total"].as_u64().unwrap_or(0) > 0 {
@@ -284,10 +318,10 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     }
 }
 
-pub async fn status(a: StatusArgs) -> Result<()> {
+pub async fn status(a: StatusArgs, cfg: &Config) -> Result<()> {
     let pools: Vec<String> = match a.pool {
         Some(p) => vec![p],
-        None => all_records().into_iter().map(|r| r.name).collect(),
+        None => cfg.paths.all_records().into_iter().map(|r| r.name).collect(),
     };
     if pools.is_empty() && !a.json {
         println!("no pools available");
@@ -295,7 +329,7 @@ pub async fn status(a: StatusArgs) -> Result<()> {
     }
     let mut all = Vec::new();
     for p in &pools {
-        all.push(pool_status(p).await?);
+        all.push(pool_status(cfg, p).await?);
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&json!({"pools": all}))?);
@@ -312,10 +346,10 @@ pub async fn status(a: StatusArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn list(a: ListArgs) -> Result<()> {
+pub async fn list(a: ListArgs, cfg: &Config) -> Result<()> {
     let mut rows = Vec::new();
-    for r in all_records() {
-        let v = pool_status(&r.name).await.unwrap_or_else(
+    for r in cfg.paths.all_records() {
+        let v = pool_status(cfg, &r.name).await.unwrap_or_else(
             |e| json!({"name": r.name, "health": {"state": "UNAVAIL", "reason": e.to_string()}}),
         );
         rows.push(v);
@@ -341,9 +375,9 @@ pub async fn list(a: ListArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn get(a: GetArgs) -> Result<()> {
+pub async fn get(a: GetArgs, cfg: &Config) -> Result<()> {
     let pool = a.target.split('/').next().unwrap_or(&a.target);
-    let rows = call(pool, "get", Value::Null).await?;
+    let rows = call(cfg, pool, Request::Get).await?;
     let rows: Vec<&Value> = rows
         .as_array()
         .into_iter()
@@ -373,18 +407,20 @@ pub async fn get(a: GetArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn set(a: SetArgs) -> Result<()> {
+/// `set PROP=VALUE`, checked here against the property table first (one line, nothing sent),
+/// then by the daemon, which stores a size in bytes.
+pub async fn set(a: SetArgs, cfg: &Config) -> Result<()> {
     let Some((k, v)) = a.assignment.split_once('=') else {
         bail!("'{}': expected PROP=VALUE, e.g. compression=zstd", a.assignment)
     };
-    fardisk_engine::pool::validate_prop(k, v).map_err(|e| anyhow::anyhow!("{e}"))?;
+    fardisk_engine::props::validate_prop(k, v).map_err(|e| anyhow::anyhow!("{e}"))?;
     let pool = a.target.split('/').next().unwrap_or(&a.target);
-    call(pool, "set", json!({"property": k, "value": v})).await?;
+    call(cfg, pool, Request::Set { property: k.to_string(), value: v.to_string() }).await?;
     Ok(())
 }
 
-pub async fn arcstat(pool: &str, as_json: bool) -> Result<()> {
-    let v = call(pool, "arcstat", Value::Null).await?;
+pub async fn arcstat(pool: &str, as_json: bool, cfg: &Config) -> Result<()> {
+    let v = call(cfg, pool, Request::Arcstat).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());

@@ -3,6 +3,8 @@
 use super::query::call;
 use super::size::human;
 use super::utc::date_text;
+use crate::config::Config;
+use crate::control::{Request, ScrubAction};
 use anyhow::Result;
 use serde_json::{json, Value};
 
@@ -30,31 +32,31 @@ pub struct HistoryArgs {
     pub json: bool,
 }
 
-pub async fn scrub(a: ScrubArgs) -> Result<i32> {
+pub async fn scrub(a: ScrubArgs, cfg: &Config) -> Result<i32> {
     let action = if a.pause {
-        "pause"
+        ScrubAction::Pause
     } else if a.stop {
-        "stop"
+        ScrubAction::Stop
     } else {
-        "start"
+        ScrubAction::Start
     };
-    let v = call(&a.pool, "scrub", json!({"action": action})).await?;
+    let v = call(cfg, &a.pool, Request::Scrub { action }).await?;
     match action {
-        "pause" => {
+        ScrubAction::Pause => {
             println!("scrub of pool '{}' paused (resume it with: fardisk scrub {})", a.pool, a.pool)
         }
-        "stop" => println!("scrub of pool '{}' canceled", a.pool),
-        _ => println!(
+        ScrubAction::Stop => println!("scrub of pool '{}' canceled", a.pool),
+        ScrubAction::Start => println!(
             "scrub of pool '{}' {}; 'fardisk status {}' shows its progress",
             a.pool,
             if v["examined_bytes"].as_u64().unwrap_or(0) > 0 { "resumed" } else { "started" },
             a.pool
         ),
     }
-    if !a.wait || action != "start" {
+    if !a.wait || action != ScrubAction::Start {
         return Ok(0);
     }
-    let last = wait_for_end(&a.pool).await?;
+    let last = wait_for_end(cfg, &a.pool).await?;
     println!("{}", scan_text(&last));
     let unrepaired = last["errors"]
         .as_array()
@@ -68,10 +70,10 @@ pub async fn scrub(a: ScrubArgs) -> Result<i32> {
 }
 
 /// Polls the daemon until the scrub leaves scanning/paused; a progress bar on a terminal.
-async fn wait_for_end(pool: &str) -> Result<Value> {
-    let bar = crate::progress::bar("scrub", "bytes");
+async fn wait_for_end(cfg: &Config, pool: &str) -> Result<Value> {
+    let bar = crate::progress::bar(cfg.progress, "scrub", "bytes");
     loop {
-        let st = call(pool, "status", Value::Null).await?;
+        let st = call(cfg, pool, Request::Status).await?;
         let s = st["scrub"].clone();
         if let Some(bar) = &bar {
             bar.set_length(
@@ -149,13 +151,13 @@ pub fn errors_text(s: &Value) -> String {
     out
 }
 
-pub async fn history(a: HistoryArgs) -> Result<()> {
+pub async fn history(a: HistoryArgs, cfg: &Config) -> Result<()> {
     let limit = a.count.unwrap_or(fardisk_engine::pool::HISTORY_KEPT as u64);
-    let v = if crate::daemon::control::is_alive(&crate::paths::control_socket(&a.pool)).await {
-        call(&a.pool, "history", json!({"limit": limit})).await?
+    let v = if crate::control::is_alive(&cfg.paths.control_socket(&a.pool)).await {
+        call(cfg, &a.pool, Request::History { limit }).await?
     } else {
         // Exported: the history is in the store; read it without importing.
-        let store = super::query::exported_store(&a.pool)?;
+        let store = super::query::exported_store(cfg, &a.pool)?;
         let events = fardisk_engine::pool::read_history(store.as_ref(), limit as usize)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -213,13 +215,13 @@ fn background_work(st: &Value) -> Vec<(String, u64, u64, &'static str)> {
 
 /// `fardisk wait POOL`: returns once scrub, L2ARC rebuild and warm-up have all ended (a paused
 /// scrub counts as running, as `zpool wait` does).
-pub async fn wait(pool: &str) -> Result<()> {
+pub async fn wait(pool: &str, cfg: &Config) -> Result<()> {
     let mut bars: std::collections::HashMap<String, indicatif::ProgressBar> = Default::default();
     let multi = indicatif::MultiProgress::new();
     // Bounded by the work itself: every activity it waits for ends (or the daemon goes away and
     // `call` fails).
     loop {
-        let st = call(pool, "status", Value::Null).await?;
+        let st = call(cfg, pool, Request::Status).await?;
         let work = background_work(&st);
         if work.is_empty() {
             for b in bars.values() {
@@ -230,7 +232,7 @@ pub async fn wait(pool: &str) -> Result<()> {
         }
         for (name, done, total, unit) in work {
             if !bars.contains_key(&name) {
-                match crate::progress::bar(&name, unit) {
+                match crate::progress::bar(cfg.progress, &name, unit) {
                     Some(b) => bars.insert(name.clone(), multi.add(b)),
                     None => continue,
                 };

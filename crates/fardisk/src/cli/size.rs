@@ -1,39 +1,23 @@
-//! Human sizes: `8G`, `512M`, `4096` in, `8.0G` out (powers of 1024, as zfs prints them).
+//! Human sizes: `8G`, `512M`, `4096` in, `8.0G` out (powers of 1024, as zfs prints them). The
+//! parser is the engine's (`fardisk_engine::size`), the same that reads size properties such as
+//! `-o arc_max=16M`.
 
 use anyhow::{bail, Result};
+use fardisk_engine::size::{SizeError, SIZE_SUFFIXES};
 
+pub use fardisk_engine::size::human;
+
+/// A size argument (`volume create tank/pg 8G`).
 pub fn parse_size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, unit) = t.split_at(t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len()));
-    let n: f64 = num.parse().map_err(|_| {
-        anyhow::anyhow!("size '{s}': expected a number with an optional K, M, G or T suffix")
-    })?;
-    let mult: u64 = match unit.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => bail!("size '{s}': unknown unit '{unit}' (use K, M, G or T)"),
-    };
-    if n < 0.0 || !n.is_finite() {
-        bail!("size '{s}' must be positive");
-    }
-    Ok((n * mult as f64) as u64)
-}
-
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "K", "M", "G", "T", "P"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes}B")
-    } else {
-        format!("{v:.1}{}", UNITS[i])
+    match fardisk_engine::size::parse_size(s) {
+        Ok(bytes) => Ok(bytes),
+        Err(SizeError::NotANumber) => {
+            bail!("size '{s}': expected a number with an optional {SIZE_SUFFIXES} suffix")
+        }
+        Err(SizeError::UnknownUnit(unit)) => {
+            bail!("size '{s}': unknown unit '{unit}' (use {SIZE_SUFFIXES})")
+        }
+        Err(SizeError::TooLarge) => bail!("size '{s}' is too large"),
     }
 }
 

@@ -2,8 +2,9 @@
 
 use super::query::call;
 use super::size::human;
+use crate::config::Config;
+use crate::control::{Request, SnapshotTarget};
 use anyhow::{bail, Result};
-use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -47,14 +48,14 @@ pub struct RollbackArgs {
     pub recursive: bool,
 }
 
-/// `POOL/VOLUME@SNAPSHOT` into (pool, "VOLUME@SNAPSHOT").
-fn split_snapshot(target: &str) -> Result<(&str, &str)> {
+/// `POOL/VOLUME@SNAPSHOT` into the pool and the snapshot.
+fn split_snapshot(target: &str) -> Result<(&str, SnapshotTarget)> {
     match target.split_once('/') {
         Some((p, rest))
             if !p.is_empty()
                 && rest.split_once('@').is_some_and(|(v, s)| !v.is_empty() && !s.is_empty()) =>
         {
-            Ok((p, rest))
+            Ok((p, SnapshotTarget::parse(rest)?))
         }
         _ => bail!("'{target}': expected POOL/VOLUME@SNAPSHOT, e.g. tank/pg@nightly"),
     }
@@ -67,18 +68,18 @@ fn split_volume(target: &str) -> Result<(&str, &str)> {
     }
 }
 
-pub async fn snapshot(a: SnapshotArgs) -> Result<()> {
+pub async fn snapshot(a: SnapshotArgs, cfg: &Config) -> Result<()> {
     match (a.cmd, a.target) {
-        (Some(SnapshotCmd::List { pool, json }), _) => list(&pool, json).await,
+        (Some(SnapshotCmd::List { pool, json }), _) => list(cfg, &pool, json).await,
         (Some(SnapshotCmd::Destroy { target }), _) => {
             let (pool, snap) = split_snapshot(&target)?;
-            call(pool, "snapshot_destroy", json!({"target": snap})).await?;
+            call(cfg, pool, Request::SnapshotDestroy { target: snap }).await?;
             println!("destroyed snapshot {target}");
             Ok(())
         }
         (None, Some(target)) => {
             let (pool, snap) = split_snapshot(&target)?;
-            let v = call(pool, "snapshot_create", json!({"target": snap})).await?;
+            let v = call(cfg, pool, Request::SnapshotCreate { target: snap }).await?;
             println!("snapshot {target} taken at txg {} in {:.0} ms ({} referenced)", v["txg"],
                 v["elapsed_ms"].as_f64().unwrap_or(0.0), human(v["referenced_bytes"].as_u64().unwrap_or(0)));
             Ok(())
@@ -87,8 +88,8 @@ pub async fn snapshot(a: SnapshotArgs) -> Result<()> {
     }
 }
 
-async fn list(pool: &str, as_json: bool) -> Result<()> {
-    let v = call(pool, "snapshot_list", Value::Null).await?;
+async fn list(cfg: &Config, pool: &str, as_json: bool) -> Result<()> {
+    let v = call(cfg, pool, Request::SnapshotList).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -111,13 +112,13 @@ async fn list(pool: &str, as_json: bool) -> Result<()> {
     Ok(())
 }
 
-pub async fn clone(a: CloneArgs) -> Result<()> {
+pub async fn clone(a: CloneArgs, cfg: &Config) -> Result<()> {
     let (pool, snap) = split_snapshot(&a.snapshot)?;
     let (pool2, name) = split_volume(&a.target)?;
     if pool != pool2 {
         bail!("a clone lives in its origin's pool: use {pool}/{name}");
     }
-    let v = call(pool, "clone", json!({"target": snap, "name": name})).await?;
+    let v = call(cfg, pool, Request::Clone { target: snap, name: name.to_string() }).await?;
     println!(
         "cloned {} as {} in {:.0} ms",
         a.snapshot,
@@ -127,16 +128,16 @@ pub async fn clone(a: CloneArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn promote(target: &str) -> Result<()> {
+pub async fn promote(target: &str, cfg: &Config) -> Result<()> {
     let (pool, name) = split_volume(target)?;
-    call(pool, "promote", json!({"name": name})).await?;
+    call(cfg, pool, Request::Promote { name: name.to_string() }).await?;
     println!("promoted {target}: it now owns its origin's snapshots");
     Ok(())
 }
 
-pub async fn rollback(a: RollbackArgs) -> Result<()> {
+pub async fn rollback(a: RollbackArgs, cfg: &Config) -> Result<()> {
     let (pool, snap) = split_snapshot(&a.target)?;
-    call(pool, "rollback", json!({"target": snap, "recursive": a.recursive})).await?;
+    call(cfg, pool, Request::Rollback { target: snap, recursive: a.recursive }).await?;
     println!("rolled back to {}", a.target);
     Ok(())
 }

@@ -4,8 +4,9 @@
 
 use super::query::call;
 use super::vdev_spec::parse_vdevs;
+use crate::config::Config;
+use crate::control::Request;
 use anyhow::{bail, Result};
-use serde_json::json;
 
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
@@ -37,7 +38,7 @@ pub struct ReplaceArgs {
     pub force: bool,
 }
 
-pub async fn add(a: AddArgs) -> Result<()> {
+pub async fn add(a: AddArgs, cfg: &Config) -> Result<()> {
     let vdevs = parse_vdevs(&a.vdevs)?;
     for v in &vdevs {
         crate::vdev_format::check_absolute(&v.paths)?;
@@ -45,21 +46,21 @@ pub async fn add(a: AddArgs) -> Result<()> {
     // One request per vdev, each published before the next: a failure leaves the ones before
     // it added and says so.
     for (i, v) in vdevs.iter().enumerate() {
-        let args = json!({"role": v.role, "mirror": v.mirror, "paths": v.paths, "force": a.force});
-        if let Err(e) = call(&a.pool, "vdev_add", args).await {
+        let request = Request::VdevAdd { vdev: v.clone(), force: a.force };
+        if let Err(e) = call(cfg, &a.pool, request).await {
             if i > 0 {
                 bail!("{e} (the {i} device group(s) before it were added)");
             }
             return Err(e);
         }
-        let kind = if v.mirror { "log mirror" } else { v.role.as_str() };
+        let kind = if v.mirror { "log mirror" } else { v.role.name() };
         println!("added {kind} {} to pool '{}'", v.paths.join(" "), a.pool);
     }
     Ok(())
 }
 
-pub async fn remove(a: RemoveArgs) -> Result<()> {
-    let v = call(&a.pool, "vdev_remove", json!({"path": a.device})).await?;
+pub async fn remove(a: RemoveArgs, cfg: &Config) -> Result<()> {
+    let v = call(cfg, &a.pool, Request::VdevRemove { path: a.device.clone() }).await?;
     let paths: Vec<String> = v["paths"]
         .as_array()
         .map(|p| p.iter().filter_map(|x| x.as_str().map(String::from)).collect())
@@ -75,11 +76,12 @@ pub async fn remove(a: RemoveArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn replace(a: ReplaceArgs) -> Result<()> {
+pub async fn replace(a: ReplaceArgs, cfg: &Config) -> Result<()> {
     let new = a.new_device.clone().unwrap_or_else(|| a.old_device.clone());
     crate::vdev_format::check_absolute(std::slice::from_ref(&new))?;
-    call(&a.pool, "vdev_replace", json!({"old": a.old_device, "new": new, "force": a.force}))
-        .await?;
+    let request =
+        Request::VdevReplace { old: a.old_device.clone(), new: new.clone(), force: a.force };
+    call(cfg, &a.pool, request).await?;
     if new == a.old_device {
         println!("{} resilvered and back ONLINE in pool '{}'", new, a.pool);
     } else {

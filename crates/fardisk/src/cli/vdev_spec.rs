@@ -1,26 +1,21 @@
 //! The device grammar of `create` and `add`: `log [mirror] DEV... | cache DEV...`, repeated.
 
+use crate::vdev_format::VdevArg;
 use anyhow::{bail, Result};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VdevArg {
-    pub role: String,
-    pub mirror: bool,
-    pub paths: Vec<String>,
-}
+use fardisk_engine::root::VdevRole;
 
 pub fn parse_vdevs(words: &[String]) -> Result<Vec<VdevArg>> {
     let mut out: Vec<VdevArg> = Vec::new();
     let mut i = 0;
     while i < words.len() {
-        let role = words[i].as_str();
-        if role != "log" && role != "cache" {
-            bail!("unexpected '{role}': devices are given as 'log [mirror] DEVICE...' or 'cache DEVICE...'");
-        }
+        let word = words[i].as_str();
+        let Some(role) = VdevRole::parse(word) else {
+            bail!("unexpected '{word}': devices are given as 'log [mirror] DEVICE...' or 'cache DEVICE...'");
+        };
         i += 1;
         let mirror = words.get(i).is_some_and(|w| w == "mirror");
         if mirror {
-            if role == "cache" {
+            if role == VdevRole::Cache {
                 bail!("cache devices are striped, never mirrored: use 'cache DEVICE...'");
             }
             i += 1;
@@ -36,17 +31,13 @@ pub fn parse_vdevs(words: &[String]) -> Result<Vec<VdevArg>> {
         if mirror && paths.len() < 2 {
             bail!("a log mirror needs at least two devices");
         }
-        if role == "log" && !mirror {
-            // `log A B` is two single log vdevs, as in zpool.
-            for p in paths {
-                out.push(VdevArg { role: role.into(), mirror: false, paths: vec![p] });
-            }
-        } else if role == "cache" {
-            for p in paths {
-                out.push(VdevArg { role: role.into(), mirror: false, paths: vec![p] });
-            }
+        if mirror {
+            out.push(VdevArg { role, mirror, paths });
         } else {
-            out.push(VdevArg { role: role.into(), mirror, paths });
+            // `log A B` is two single log vdevs, as in zpool; cache devices are striped.
+            for p in paths {
+                out.push(VdevArg { role, mirror: false, paths: vec![p] });
+            }
         }
     }
     Ok(out)

@@ -2,8 +2,10 @@
 
 use super::query::call;
 use super::size::{human, parse_size};
+use crate::config::Config;
+use crate::control::Request;
 use anyhow::{bail, Result};
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum VolumeCmd {
@@ -41,27 +43,29 @@ fn split(target: &str) -> Result<(&str, &str)> {
     }
 }
 
-pub async fn run(c: VolumeCmd) -> Result<()> {
+pub async fn run(c: VolumeCmd, cfg: &Config) -> Result<()> {
     match c {
         VolumeCmd::Create { target, size } => {
             let (pool, vol) = split(&target)?;
             let bytes = parse_size(&size)?;
-            call(pool, "volume_create", json!({"name": vol, "size_bytes": bytes})).await?;
+            call(cfg, pool, Request::VolumeCreate { name: vol.to_string(), size_bytes: bytes })
+                .await?;
             println!("created volume {target} ({})", human(bytes));
         }
         VolumeCmd::Destroy { target, recursive } => {
             let (pool, vol) = split(&target)?;
-            call(pool, "volume_destroy", json!({"name": vol, "recursive": recursive})).await?;
+            call(cfg, pool, Request::VolumeDestroy { name: vol.to_string(), recursive }).await?;
             println!("destroyed volume {target}");
         }
         VolumeCmd::Resize { target, size } => {
             let (pool, vol) = split(&target)?;
             let bytes = parse_size(&size)?;
-            call(pool, "volume_resize", json!({"name": vol, "size_bytes": bytes})).await?;
+            call(cfg, pool, Request::VolumeResize { name: vol.to_string(), size_bytes: bytes })
+                .await?;
             println!("resized volume {target} to {}", human(bytes));
         }
         VolumeCmd::List { pool, json } => {
-            let v = call(&pool, "status", Value::Null).await?;
+            let v = call(cfg, &pool, Request::Status).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&json!({"volumes": v["volumes"]}))?);
             } else {

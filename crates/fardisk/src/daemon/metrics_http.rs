@@ -1,9 +1,10 @@
 //! The Prometheus endpoint: `GET /metrics` over plain HTTP/1.1, one request per connection. Off
-//! unless `import --metrics ADDR` is given; a non-loopback address needs `--metrics-public`, so
-//! the pool's figures never leave the host by accident.
+//! unless `import --metrics ADDR` is given; a non-loopback address needs `--metrics-public`
+//! (`control::daemon_options::parse_listen`), so the pool's figures never leave the host by
+//! accident.
 
 use super::handlers::DaemonState;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,36 +12,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-/// Port used when `--metrics` gives only a host or nothing (9464 is the Prometheus exporter
-/// convention for "OpenTelemetry/other" and free of well-known clashes).
-pub const METRICS_PORT_DEFAULT: u16 = 9464;
 /// A request line and headers larger than this are refused (a scraper sends a few hundred bytes).
 const REQUEST_BYTES_MAX: usize = 8192;
 /// Scrapes served at once; more wait for a slot (the accept loop never grows without bound).
 const CONNECTIONS_MAX: usize = 8;
 /// A client that does not send its request in this time is dropped.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Parses `--metrics ADDR`: `HOST:PORT`, `:PORT`/`PORT` (loopback), or empty (loopback, default
-/// port). Refuses a non-loopback address unless `public`.
-pub fn parse_listen(text: &str, public: bool) -> Result<SocketAddr> {
-    let t = text.trim();
-    let addr: SocketAddr = if t.is_empty() {
-        SocketAddr::from(([127, 0, 0, 1], METRICS_PORT_DEFAULT))
-    } else if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {
-        SocketAddr::from(([127, 0, 0, 1], port))
-    } else {
-        t.parse().with_context(|| {
-            format!(
-                "--metrics {t}: expected HOST:PORT or PORT, e.g. 127.0.0.1:{METRICS_PORT_DEFAULT}"
-            )
-        })?
-    };
-    if !addr.ip().is_loopback() && !public {
-        bail!("--metrics {addr}: not a loopback address; pool figures would be visible to the network. Use 127.0.0.1:PORT, or add --metrics-public to mean it");
-    }
-    Ok(addr)
-}
 
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| format!("cannot listen for metrics on {addr} (in use? pick another port with --metrics 127.0.0.1:PORT)"))
@@ -151,24 +128,4 @@ async fn respond(
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.shutdown().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listen_addresses() {
-        assert_eq!(parse_listen("", false).unwrap(), "127.0.0.1:9464".parse().unwrap());
-        assert_eq!(parse_listen("9100", false).unwrap(), "127.0.0.1:9100".parse().unwrap());
-        assert_eq!(parse_listen(":9100", false).unwrap(), "127.0.0.1:9100".parse().unwrap());
-        assert_eq!(parse_listen("[::1]:9100", false).unwrap(), "[::1]:9100".parse().unwrap());
-        let e = parse_listen("0.0.0.0:9100", false).unwrap_err().to_string();
-        assert!(e.contains("not a loopback address") && e.contains("--metrics-public"), "{e}");
-        assert_eq!(parse_listen("0.0.0.0:9100", true).unwrap(), "0.0.0.0:9100".parse().unwrap());
-        assert!(parse_listen("localhost:x", false)
-            .unwrap_err()
-            .to_string()
-            .contains("expected HOST:PORT"));
-    }
 }

@@ -1,8 +1,7 @@
 //! The daemon that serves one imported pool: the engine, its front ends (FUSE image files, NBD on
-//! unix and TCP sockets) and the control socket the CLI talks to. It drains everything to the
-//! store on `export`, SIGTERM or SIGINT.
+//! unix and TCP sockets) and the control socket the CLI talks to (the requests and replies are
+//! `crate::control`'s). It drains everything to the store on `export`, SIGTERM or SIGINT.
 
-pub mod control;
 mod handlers;
 mod metrics;
 pub mod metrics_http;
@@ -10,4 +9,4 @@ pub mod serve;
 mod snapshot_requests;
 mod vdev_requests;
 
-pub use serve::{run, DaemonOptions, NbdListen};
+pub use serve::{run, run_foreground};

@@ -1,88 +1,26 @@
 //! Starting and stopping the daemon's parts in order: import, front ends, control socket; on stop,
 //! front ends first (no new I/O), then the drain to the store.
 
-use super::control::{Reply, Request, LINE_BYTES_MAX};
 use super::handlers;
+use crate::config::Config;
+use crate::control::socket::{read_request, write_reply, LINE_BYTES_MAX};
+use crate::control::{command_line, ControlError, DaemonOptions, NbdListen, Reply, Request};
 use crate::device::PoolExports;
+use crate::paths::HostPaths;
+use crate::store::open_store;
 use anyhow::{bail, Context, Result};
 use fardisk_arc::{L2Arc, L2ArcConfig, MonotonicClock};
 use fardisk_engine::arc_cache::ArcBlockCache;
-use fardisk_engine::objstore::{
-    open_store_url, EncryptedStore, EncryptionKey, SimulateSpec, SimulatedStore, Store,
-};
 use fardisk_engine::pool::ImportOptions;
-use fardisk_engine::{Env, Pool, PoolConfig};
+use fardisk_engine::props::{ARC_MAX, L2ARC_WRITE_MAX};
+use fardisk_engine::root::VdevRole;
+use fardisk_engine::{Env, Pool};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum NbdListen {
-    Unix(PathBuf),
-    Tcp(std::net::SocketAddr),
-}
-
-impl NbdListen {
-    pub fn parse(s: &str) -> Result<NbdListen> {
-        if let Some(p) = s.strip_prefix("unix:") {
-            return Ok(NbdListen::Unix(PathBuf::from(p)));
-        }
-        if let Some(a) = s.strip_prefix("tcp:") {
-            let addr: std::net::SocketAddr = a.parse().with_context(|| {
-                format!("--nbd {s}: expected tcp:HOST:PORT, e.g. tcp:127.0.0.1:10809")
-            })?;
-            return Ok(NbdListen::Tcp(addr));
-        }
-        bail!("--nbd {s}: expected unix:PATH or tcp:HOST:PORT")
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct DaemonOptions {
-    pub pool: String,
-    pub store_url: String,
-    pub simulate: Option<SimulateSpec>,
-    pub mount: Option<PathBuf>,
-    pub nbd: Vec<NbdListen>,
-    pub force: bool,
-    pub missing_log: bool,
-    /// `--rewind`: import at the newest intact root when newer ones are damaged.
-    pub rewind: bool,
-    pub config: PoolConfig,
-    pub key: Option<EncryptionKey>,
-    /// Where to serve Prometheus metrics (`--metrics`); None: no endpoint.
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Open read-only at this point (`--read-only`, `--txg`, `--at`): nothing is written to the
-    /// store, the log or the cache devices.
-    pub read_only: Option<fardisk_engine::pool::PointInTime>,
-    /// The pool's name in its store (`pool` is its name on this host, which `--as` may change).
-    pub store_pool: String,
-}
-
-/// The pool's store: the backend for `url`, encrypted with `key` when given, then made far away
-/// by `simulate` (encryption runs on this host, before the bytes travel).
-pub fn open_store(
-    url: &str,
-    simulate: &Option<SimulateSpec>,
-    env: &Env,
-    create: bool,
-    key: Option<&EncryptionKey>,
-) -> Result<Arc<dyn Store>> {
-    let store = open_store_url(url, create).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let store: Arc<dyn Store> = match key {
-        Some(k) => Arc::new(EncryptedStore::new(store, k, env.seed)),
-        None => store,
-    };
-    Ok(match simulate {
-        Some(spec) => {
-            Arc::new(SimulatedStore::new(store, spec.clone(), env.clock.clone(), env.seed))
-        }
-        None => store,
-    })
-}
 
 /// Buffers of this size or more get their own mapping from glibc's malloc (see `tune_allocator`).
 const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 128 << 10;
@@ -114,13 +52,22 @@ pub fn tune_allocator() {
     }
 }
 
-/// Imports the pool and serves it until export or a signal. `ready` is called once everything
-/// is up (the CLI's background import waits for the control socket instead).
-pub async fn run(opts: DaemonOptions) -> Result<()> {
+/// Runs a daemon in this process until it exports (`fardisk import --foreground`; the CLI's
+/// `control::DaemonRunner`).
+pub fn run_foreground(opts: DaemonOptions, config: &Config) -> Result<()> {
+    tune_allocator();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(run(opts, config))
+}
+
+/// Imports the pool and serves it until export or a signal (the CLI's background import waits
+/// for the control socket to answer).
+pub async fn run(opts: DaemonOptions, config: &Config) -> Result<()> {
     let env = Env::system();
-    let store = open_store(&opts.store_url, &opts.simulate, &env, false, opts.key.as_ref())?;
-    let log_hint =
-        crate::paths::load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
+    let paths = &config.paths;
+    let store =
+        open_store(config, &opts.store_url, &opts.simulate, &env, false, opts.key.as_ref())?;
+    let log_hint = paths.load_log_state(&opts.pool).map(|s| (s.unpublished_bytes, s.seen_ms));
     let import = ImportOptions {
         force: opts.force,
         config: opts.config.clone(),
@@ -155,9 +102,9 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         Some(t) => tracing::info!(pool = %opts.pool, txg = t, "imported read-only"),
         None => tracing::info!(pool = %opts.pool, txg = pool.published_txg(), "imported"),
     }
-    pool.log_history(&super::control::command_line().replace(" --foreground", "")).await;
+    pool.log_history(&command_line().replace(" --foreground", "")).await;
     let exports = Arc::new(PoolExports { pool: pool.clone() });
-    let log_watch = tokio::spawn(watch_log_state(pool.clone(), opts.pool.clone()));
+    let log_watch = tokio::spawn(watch_log_state(pool.clone(), paths.clone(), opts.pool.clone()));
     // The hot set saved at the last export (or periodic save) is read back in the background.
     pool.warm_up();
     let hot_saver = tokio::spawn(save_hot_set_periodically(pool.clone(), hot_set_budget));
@@ -184,19 +131,20 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
         });
     }
     let mount = match &opts.mount {
-        // Mounting blocks its thread (fusermount3 and the kernel handshake).
-        Some(dir) => {
-            Some(tokio::task::block_in_place(|| mount_fuse(dir, exports.clone(), import_time))?)
-        }
+        // Mounting blocks its thread (mount(2) and the kernel handshake).
+        Some(dir) => Some(tokio::task::block_in_place(|| {
+            mount_fuse(dir, exports.clone(), import_time, opts.fuse_uring)
+        })?),
         None => None,
     };
-    let socket = crate::paths::control_socket(&opts.pool);
+    let socket = paths.control_socket(&opts.pool);
     let listener = bind_control(&socket)?;
     tracing::info!(socket = %socket.display(), "serving");
     let state = Arc::new(handlers::DaemonState {
         pool: pool.clone(),
         cache: cache.clone(),
         mount_dir: opts.mount.clone(),
+        fuse: mount.as_ref().map(|m| m.monitor()),
         stop: stop_tx,
         exported: watch::channel(None).0,
         replied: Default::default(),
@@ -248,12 +196,15 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
     let result = pool.export().await;
     cache.shutdown();
     if pool.read_only_txg().is_none() {
-        record_log_state(&pool, &opts.pool);
+        record_log_state(&pool, paths, &opts.pool);
     }
     let waiting = state.exported.receiver_count() > 0;
     let replied = state.replied.notified();
     state.exported.send_replace(Some(
-        result.as_ref().map(|_| pool.published_txg()).map_err(|e| e.to_string()),
+        result
+            .as_ref()
+            .map(|_| pool.published_txg())
+            .map_err(|e| ControlError::new(e.kind(), e.to_string())),
     ));
     if waiting {
         // Let the `fardisk export` client read its answer before the process exits.
@@ -272,14 +223,14 @@ pub async fn run(opts: DaemonOptions) -> Result<()> {
 /// How often the daemon notes how much of its log is not yet in the store.
 const LOG_STATE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn record_log_state(pool: &Pool, name: &str) -> Option<crate::paths::LogState> {
+fn record_log_state(pool: &Pool, paths: &HostPaths, name: &str) -> Option<crate::paths::LogState> {
     let log = pool.log()?;
     let state = crate::paths::LogState {
         unpublished_bytes: log.space_used_bytes(),
         published_txg: pool.published_txg(),
         seen_ms: Env::system().clock.wall_ms(),
     };
-    if let Err(e) = crate::paths::save_log_state(name, &state) {
+    if let Err(e) = paths.save_log_state(name, &state) {
         tracing::debug!(error = %e, "cannot record the log state");
     }
     Some(state)
@@ -287,7 +238,7 @@ fn record_log_state(pool: &Pool, name: &str) -> Option<crate::paths::LogState> {
 
 /// Keeps the host's note of the log's unpublished bytes current (written only when it changes),
 /// for the message of an import that finds the log device gone.
-async fn watch_log_state(pool: Pool, name: String) {
+async fn watch_log_state(pool: Pool, paths: HostPaths, name: String) {
     let mut last: Option<(u64, u64)> = None;
     loop {
         tokio::time::sleep(LOG_STATE_INTERVAL).await;
@@ -295,7 +246,7 @@ async fn watch_log_state(pool: Pool, name: String) {
         let now = (log.space_used_bytes(), pool.published_txg());
         if last != Some(now) {
             last = Some(now);
-            record_log_state(&pool, &name);
+            record_log_state(&pool, &paths, &name);
         }
     }
 }
@@ -314,7 +265,7 @@ async fn save_hot_set_periodically(pool: Pool, budget_bytes: u64) {
 }
 
 fn arc_max_bytes(root: &fardisk_engine::root::Root) -> u64 {
-    root.props.get("arc_max").and_then(|v| v.parse().ok()).unwrap_or(1u64 << 30)
+    ARC_MAX.number_or_default(&root.props)
 }
 
 /// The ARC sized by the pool's `arc_max`, with the L2ARC over its cache devices. A cache device
@@ -325,16 +276,16 @@ fn build_cache(root: &fardisk_engine::root::Root, env: &Env, with_devices: bool)
     let paths: Vec<PathBuf> = if with_devices {
         root.vdevs
             .iter()
-            .filter(|v| v.role == "cache")
+            .filter(|v| v.role == VdevRole::Cache)
             .flat_map(|v| v.paths.iter().map(PathBuf::from))
             .collect()
     } else {
         Vec::new()
     };
-    let mut cfg = L2ArcConfig::default();
-    if let Some(rate) = root.props.get("l2arc_write_max").and_then(|v| v.parse().ok()) {
-        cfg.write_max_bytes_per_s = rate;
-    }
+    let cfg = L2ArcConfig {
+        write_max_bytes_per_s: L2ARC_WRITE_MAX.number_or_default(&root.props),
+        ..L2ArcConfig::default()
+    };
     let l2 = if paths.is_empty() {
         None
     } else {
@@ -382,22 +333,22 @@ fn mount_fuse(
     dir: &std::path::Path,
     exports: Arc<PoolExports>,
     import_time: std::time::SystemTime,
+    uring: crate::fuse::UringMode,
 ) -> Result<crate::fuse::FuseMount> {
     clear_stale_mount(dir);
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create mount point {}", dir.display()))?;
-    crate::fuse::mount(
+    let uring = crate::fuse::prepare_uring(uring).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mount = crate::fuse::mount(
         dir,
         exports,
         tokio::runtime::Handle::current(),
-        crate::fuse::FuseOptions { timestamp: import_time, ..Default::default() },
+        crate::fuse::FuseOptions { timestamp: import_time, uring, ..Default::default() },
     )
     .with_context(|| {
-        format!(
-            "cannot mount FUSE at {} (is /dev/fuse there and fusermount3 installed?)",
-            dir.display()
-        )
-    })
+        format!("cannot mount FUSE at {} (is /dev/fuse there, and are we root?)", dir.display())
+    })?;
+    Ok(mount)
 }
 
 fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
@@ -423,21 +374,15 @@ fn bind_control(socket: &std::path::Path) -> Result<UnixListener> {
 async fn serve_client(stream: UnixStream, state: Arc<handlers::DaemonState>) {
     let (r, mut w) = stream.into_split();
     let mut reader = BufReader::new(r.take(LINE_BYTES_MAX as u64));
-    let mut line = String::new();
-    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-        return;
-    }
-    let (reply, is_export) = match serde_json::from_str::<Request>(&line) {
-        Ok(req) => {
-            let is_export = req.cmd == "export";
-            (handlers::handle(&state, req).await, is_export)
+    let Some(request) = read_request(&mut reader).await else { return };
+    let (reply, is_export) = match request {
+        Ok(envelope) => {
+            let is_export = envelope.request == Request::Export;
+            (handlers::handle(&state, envelope).await, is_export)
         }
-        Err(e) => (Reply::err(format!("malformed request: {e}")), false),
+        Err(e) => (Reply::from_result(Err(e)), false),
     };
-    let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
-    bytes.push(b'\n');
-    let _ = w.write_all(&bytes).await;
-    let _ = w.flush().await;
+    let _ = write_reply(&mut w, &reply).await;
     if is_export {
         state.replied.notify_one();
     }

@@ -1,70 +1,70 @@
 //! Control requests that change the pool's devices: `vdev_add`, `vdev_remove`, `vdev_replace`.
 //! Device I/O (labelling, resilvering) runs off the async workers.
 
-use super::handlers::{arg_str, DaemonState};
-use crate::cli::VdevArg;
-use crate::vdev_format::{check_absolute, format_log_vdev, CACHE_FILE_BYTES_DEFAULT};
+use super::handlers::DaemonState;
+use crate::control::ControlError;
+use crate::vdev_format::{check_absolute, format_log_vdev, VdevArg, CACHE_FILE_BYTES_DEFAULT};
+use fardisk_engine::root::VdevRole;
+use fardisk_engine::ErrorKind;
 use serde_json::{json, Value};
 
-fn arg_bool(args: &Value, key: &str) -> bool {
-    args.get(key).and_then(|v| v.as_bool()).unwrap_or(false)
+/// A background task that died (it panicked): a bug.
+fn task_failed(what: &str, e: tokio::task::JoinError) -> ControlError {
+    ControlError::new(ErrorKind::Bug, format!("{what} task failed: {e}"))
 }
 
-pub async fn add(st: &DaemonState, a: &Value) -> Result<Value, String> {
-    let role = arg_str(a, "role")?.to_string();
-    let paths: Vec<String> = a
-        .get("paths")
-        .and_then(|v| v.as_array())
-        .map(|p| p.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-        .unwrap_or_default();
-    if paths.is_empty() {
-        return Err("missing argument 'paths'".into());
+pub async fn add(st: &DaemonState, v: VdevArg, force: bool) -> Result<Value, ControlError> {
+    if v.paths.is_empty() {
+        return Err(ControlError::bad_input("missing argument 'paths'"));
     }
-    check_absolute(&paths).map_err(|e| e.to_string())?;
-    for p in &paths {
-        st.pool.check_device_unused(p).map_err(|e| e.to_string())?;
+    check_absolute(&v.paths)?;
+    for p in &v.paths {
+        st.pool.check_device_unused(p)?;
     }
-    let force = arg_bool(a, "force");
-    match role.as_str() {
-        "log" => {
-            let v = VdevArg { role, mirror: arg_bool(a, "mirror"), paths };
+    match v.role {
+        VdevRole::Log => {
             let (name, guid) = (st.pool.name().to_string(), st.pool.guid());
             let seed = fardisk_engine::rng::Rng::from_entropy().next_u64();
             let entry =
                 tokio::task::spawn_blocking(move || format_log_vdev(&name, guid, &v, force, seed))
                     .await
-                    .map_err(|e| format!("labelling task failed: {e}"))?
-                    .map_err(|e| crate::cli::one_line(&e))?;
-            st.pool.add_log_vdev(entry).await.map_err(|e| e.to_string())?;
+                    .map_err(|e| task_failed("labelling", e))?
+                    .map_err(|e| ControlError::from_anyhow(&e, ErrorKind::Unavailable))?;
+            st.pool.add_log_vdev(entry).await?;
         }
-        "cache" => {
-            for p in &paths {
+        VdevRole::Cache => {
+            for p in &v.paths {
                 let (cache, guid, path) =
                     (st.cache.clone(), st.pool.guid(), std::path::PathBuf::from(p));
                 tokio::task::spawn_blocking(move || {
                     cache.add_device(&path, guid, CACHE_FILE_BYTES_DEFAULT)
                 })
                 .await
-                .map_err(|e| format!("cache task failed: {e}"))??;
-                st.pool.add_cache_vdev(p).await.map_err(|e| e.to_string())?;
+                .map_err(|e| task_failed("cache", e))?
+                .map_err(|e| ControlError::new(ErrorKind::Unavailable, e))?;
+                st.pool.add_cache_vdev(p).await?;
             }
         }
-        other => return Err(format!("unknown device role '{other}': use log or cache")),
     }
     Ok(Value::Null)
 }
 
-pub async fn remove(st: &DaemonState, a: &Value) -> Result<Value, String> {
-    let path = arg_str(a, "path")?;
-    let removed = st.pool.remove_device(path).await.map_err(|e| e.to_string())?;
-    if removed.role == "cache" {
-        st.cache.remove_device(std::path::Path::new(path))?;
+pub async fn remove(st: &DaemonState, path: &str) -> Result<Value, ControlError> {
+    let removed = st.pool.remove_device(path).await?;
+    if removed.role == VdevRole::Cache {
+        st.cache
+            .remove_device(std::path::Path::new(path))
+            .map_err(|e| ControlError::new(ErrorKind::Unavailable, e))?;
     }
     Ok(json!({"role": removed.role, "paths": removed.paths, "log_left": st.pool.log().is_some()}))
 }
 
-pub async fn replace(st: &DaemonState, a: &Value) -> Result<Value, String> {
-    let (old, new) = (arg_str(a, "old")?, arg_str(a, "new")?);
-    st.pool.replace_log_leg(old, new, arg_bool(a, "force")).await.map_err(|e| e.to_string())?;
+pub async fn replace(
+    st: &DaemonState,
+    old: &str,
+    new: &str,
+    force: bool,
+) -> Result<Value, ControlError> {
+    st.pool.replace_log_leg(old, new, force).await?;
     Ok(Value::Null)
 }

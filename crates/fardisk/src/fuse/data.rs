@@ -1,25 +1,27 @@
 //! Data requests: each runs as a tokio task (see [`super::dispatch`]) and replies from
-//! there, so a slow device call never blocks fuser's session thread.
+//! there, so a slow device call never blocks a transport thread.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use fardisk_fuse::{Errno, Reply};
 use fardisk_nbd::BlockDevice;
-use fuser::{Errno, FileHandle, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyWrite};
 
 use super::errno::Failure;
 use super::filesystem::{wants_sync_writes, VolumeFs};
 use super::io::{self, FallocateOp};
 
 impl VolumeFs {
-    pub(super) fn read_data(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+    pub(super) fn read_data(&self, fh: u64, offset: u64, size: u32, reply: Reply) {
         let file = match self.open_file(fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
         self.dispatcher.spawn(async move {
             match io::read_at(&*file.device, offset, size).await {
-                Ok(data) => reply.data(&data),
+                // The device's buffer goes to the kernel as it is (writev, or one copy into
+                // the ring entry).
+                Ok(data) => reply.data(data),
                 Err(error) => reply.error(Failure::from(error).errno("read", &file.volume)),
             }
         });
@@ -28,20 +30,14 @@ impl VolumeFs {
     /// A write is acknowledged only once the device has it; with O_SYNC/O_DSYNC (from the
     /// open or from this write, e.g. pwritev2 RWF_DSYNC) it is sent with FUA so that it is
     /// durable before the reply.
-    pub(super) fn write_data(
-        &self,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        flags: OpenFlags,
-        reply: ReplyWrite,
-    ) {
+    pub(super) fn write_data(&self, fh: u64, offset: u64, data: &[u8], flags: u32, reply: Reply) {
         let file = match self.open_file(fh) {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
-        let fua = file.sync_writes || wants_sync_writes(flags.0);
-        // fuser reuses its receive buffer for the next request, so the data is copied once.
+        let fua = file.sync_writes || wants_sync_writes(flags as i32);
+        // The transport reuses its request buffer once we return, and the engine keeps
+        // the bytes in its dirty set until the txg syncs: one copy, of exactly the data.
         let data = Bytes::copy_from_slice(data);
         self.dispatcher.spawn(async move {
             match io::write_at(&*file.device, &file.gate, offset, data, fua).await {
@@ -54,7 +50,7 @@ impl VolumeFs {
     /// fsync and fdatasync: the kernel has already written back (and we acknowledged) every
     /// dirty page of the image; `flush()` makes them and every earlier acknowledged write
     /// durable, and only then does the caller's fsync return.
-    pub(super) fn sync_data(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+    pub(super) fn sync_data(&self, ino: u64, fh: u64, reply: Reply) {
         let (volume, device) = match self.device_for(ino, fh) {
             Ok(found) => found,
             Err(errno) => return reply.error(errno),
@@ -69,11 +65,11 @@ impl VolumeFs {
 
     pub(super) fn fallocate_data(
         &self,
-        fh: FileHandle,
+        fh: u64,
         offset: u64,
         length: u64,
         mode: i32,
-        reply: ReplyEmpty,
+        reply: Reply,
     ) {
         let op = match FallocateOp::parse(mode) {
             Ok(op) => op,
@@ -100,11 +96,7 @@ impl VolumeFs {
 
     /// The device of an open handle, or (for an fsync the kernel sends on a handle we no
     /// longer know) the volume's device by inode.
-    fn device_for(
-        &self,
-        ino: INodeNo,
-        fh: FileHandle,
-    ) -> Result<(String, Arc<dyn BlockDevice>), Errno> {
+    fn device_for(&self, ino: u64, fh: u64) -> Result<(String, Arc<dyn BlockDevice>), Errno> {
         if let Ok(file) = self.open_file(fh) {
             return Ok((file.volume.clone(), file.device.clone()));
         }

@@ -1,10 +1,11 @@
-//! Hands data requests from fuser's session threads to the tokio runtime.
+//! Hands data requests from the transport threads to the tokio runtime.
 //!
-//! fuser reads one request at a time per thread and calls the filesystem synchronously; a
+//! A transport thread (a /dev/fuse worker or an io_uring queue) hands each request to the
+//! filesystem synchronously; a
 //! device call can take milliseconds (a log write) or seconds (a cold read from the object
-//! store), so each data request runs as a task and replies from there (fuser's `Reply*`
-//! objects are `Send`). A semaphore bounds the tasks: when `requests_in_flight_max` are
-//! running, the session thread waits for a permit, so further requests stay queued in the
+//! store), so each data request runs as a task and replies from there (a `Reply`
+//! is `Send`). A semaphore bounds the tasks: when `requests_in_flight_max` are
+//! running, the transport thread waits for a permit, so further requests stay queued in the
 //! kernel instead of in our memory.
 
 use std::future::Future;
@@ -24,9 +25,9 @@ impl Dispatcher {
     }
 
     /// Runs `work` on the runtime once a permit is free. Must be called from a thread that
-    /// is not a runtime worker (fuser's session threads are plain threads).
+    /// is not a runtime worker (the transport threads are plain threads).
     ///
-    /// If the runtime is shutting down the task is dropped unrun; dropping its fuser reply
+    /// If the runtime is shutting down the task is dropped unrun; dropping its reply
     /// sends EIO to the kernel, so no request is left hanging.
     pub(crate) fn spawn<F>(&self, work: F)
     where

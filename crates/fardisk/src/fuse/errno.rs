@@ -1,7 +1,7 @@
 //! The one place where device errors become errno values for the kernel.
 
+use fardisk_fuse::Errno;
 use fardisk_nbd::DeviceError;
-use fuser::Errno;
 
 /// The errno a FUSE reply carries for `error`.
 ///

@@ -1,23 +1,17 @@
 //! The FUSE filesystem: one directory (the root) holding one image file per volume.
 //!
-//! Metadata requests are answered here on fuser's thread from the provider's volume list,
+//! Metadata requests are answered here on the transport thread from the provider's volume list,
 //! which is read again on every lookup and readdir so that volumes created or destroyed
 //! while mounted appear and disappear. Data requests go to [`super::data`].
 
-use std::ffi::OsStr;
-use std::io;
 use std::sync::Arc;
-use std::time::SystemTime;
 
+use fardisk_fuse::abi::{self, fopen, init_flags, Attr, Kstatfs};
+use fardisk_fuse::{DirBuf, Errno, Filesystem, InitOptions, KernelInit, Operation, Reply, Request};
 use fardisk_nbd::{BlockDevice, ExportProvider};
-use fuser::{
-    BsdFileFlags, Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, OpenAccMode, OpenFlags, ReplyAttr, ReplyDirectory, ReplyEntry, ReplyOpen,
-    ReplyStatfs, Request, TimeOrNow,
-};
 use parking_lot::Mutex;
 
-use super::attr::AttrContext;
+use super::attr::{AttrContext, DT_DIR, DT_REG};
 use super::dispatch::Dispatcher;
 use super::handles::{HandleTable, OpenFile};
 use super::inodes::{InodeTable, VolumeEntry};
@@ -27,6 +21,7 @@ use super::options::FuseOptions;
 const NAME_BYTES_MAX: usize = 255;
 /// Block size reported by statfs.
 const STATFS_BLOCK_BYTES: u32 = 4096;
+const ROOT: u64 = abi::ROOT_ID;
 
 pub(crate) struct VolumeFs {
     pub(super) provider: Arc<dyn ExportProvider>,
@@ -84,8 +79,8 @@ impl VolumeFs {
     }
 
     /// The inode and device of the volume called `name`, if it is listed now.
-    fn resolve_name(&self, name: &OsStr) -> Option<(INodeNo, Arc<dyn BlockDevice>)> {
-        let name = name.to_str()?;
+    fn resolve_name(&self, name: &[u8]) -> Option<(u64, Arc<dyn BlockDevice>)> {
+        let name = std::str::from_utf8(name).ok()?;
         let names = self.volume_names();
         if !names.iter().any(|listed| listed == name) {
             return None;
@@ -96,22 +91,22 @@ impl VolumeFs {
     }
 
     /// The volume behind inode `ino` and its device, if the provider still has it.
-    pub(super) fn resolve_ino(&self, ino: INodeNo) -> Option<(VolumeEntry, Arc<dyn BlockDevice>)> {
+    pub(super) fn resolve_ino(&self, ino: u64) -> Option<(VolumeEntry, Arc<dyn BlockDevice>)> {
         let entry = self.inodes.lock().get(ino)?;
         let device = self.provider.open(&entry.name)?;
         Some((entry, device))
     }
 
-    pub(super) fn open_file(&self, fh: FileHandle) -> Result<Arc<OpenFile>, Errno> {
+    pub(super) fn open_file(&self, fh: u64) -> Result<Arc<OpenFile>, Errno> {
         self.handles.lock().get(fh).ok_or(Errno::EBADF)
     }
 
-    fn image_attr(&self, ino: INodeNo, device: &dyn BlockDevice) -> fuser::FileAttr {
+    fn image_attr(&self, ino: u64, device: &dyn BlockDevice) -> Attr {
         self.attrs.image(ino, device.size_bytes(), device.preferred_block_bytes())
     }
 
-    fn attr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<fuser::FileAttr, Errno> {
-        if ino == INodeNo::ROOT {
+    fn attr_of(&self, ino: u64, fh: Option<u64>) -> Result<Attr, Errno> {
+        if ino == ROOT {
             return Ok(self.attrs.root());
         }
         if let Some(file) = fh.and_then(|fh| self.handles.lock().get(fh)) {
@@ -124,19 +119,19 @@ impl VolumeFs {
     /// setattr: only what leaves the image as it is (times, a truncate to its own size).
     fn check_setattr(
         &self,
-        ino: INodeNo,
+        ino: u64,
         ownership_or_mode: bool,
         size: Option<u64>,
-    ) -> Result<fuser::FileAttr, Errno> {
+    ) -> Result<Attr, Errno> {
         let attr = self.attr_of(ino, None)?;
         if ownership_or_mode {
-            tracing::warn!(ino = ino.0, "fuse: chmod/chown of a volume image refused (EPERM)");
+            tracing::warn!(ino, "fuse: chmod/chown of a volume image refused (EPERM)");
             return Err(Errno::EPERM);
         }
         match size {
-            Some(size) if size != attr.size || ino == INodeNo::ROOT => {
+            Some(size) if size != attr.size || ino == ROOT => {
                 tracing::warn!(
-                    ino = ino.0,
+                    ino,
                     requested = size,
                     size = attr.size,
                     "fuse: truncate of a volume image refused (EINVAL): its size is the volume's size"
@@ -147,23 +142,19 @@ impl VolumeFs {
         }
     }
 
-    fn open_image(
-        &self,
-        ino: INodeNo,
-        flags: OpenFlags,
-    ) -> Result<(FileHandle, FopenFlags), Errno> {
-        if ino == INodeNo::ROOT {
+    fn open_image(&self, ino: u64, flags: u32) -> Result<(u64, u32), Errno> {
+        if ino == ROOT {
             return Err(Errno::EISDIR);
         }
         let (entry, device) = self.resolve_ino(ino).ok_or(Errno::ENOENT)?;
-        if flags.acc_mode() != OpenAccMode::O_RDONLY && device.read_only() {
+        if flags as i32 & libc::O_ACCMODE != libc::O_RDONLY && device.read_only() {
             return Err(Errno::EROFS);
         }
         let file = OpenFile {
             volume: entry.name,
             device,
             gate: entry.gate,
-            sync_writes: wants_sync_writes(flags.0),
+            sync_writes: wants_sync_writes(flags as i32),
         };
         let fh = self.handles.lock().insert(file).ok_or_else(|| {
             tracing::warn!(
@@ -175,27 +166,26 @@ impl VolumeFs {
         Ok((fh, self.fopen_flags()))
     }
 
-    fn fopen_flags(&self) -> FopenFlags {
+    fn fopen_flags(&self) -> u32 {
+        // Nothing is buffered here, so close() needs no FLUSH round trip.
         if self.options.direct_io {
             // Parallel direct writes: without it the kernel serialises writes per inode.
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+            fopen::DIRECT_IO | fopen::PARALLEL_DIRECT_WRITES | fopen::NOFLUSH
         } else {
             // No FOPEN_KEEP_CACHE: the volume may also be written through NBD, so the page
             // cache is dropped on every open.
-            FopenFlags::empty()
+            fopen::NOFLUSH
         }
     }
 
-    fn fill_directory(&self, offset: u64, reply: &mut ReplyDirectory) {
+    fn fill_directory(&self, offset: u64, dir: &mut DirBuf) {
         let names = self.volume_names();
-        let mut entries: Vec<(INodeNo, FileType, String)> = vec![
-            (INodeNo::ROOT, FileType::Directory, ".".to_owned()),
-            (INodeNo::ROOT, FileType::Directory, "..".to_owned()),
-        ];
+        let mut entries: Vec<(u64, u32, String)> =
+            vec![(ROOT, DT_DIR, ".".to_owned()), (ROOT, DT_DIR, "..".to_owned())];
         let mut inodes = self.inodes.lock();
         for name in &names {
             if let Some(ino) = inodes.ino_for(name, &names) {
-                entries.push((ino, FileType::RegularFile, name.clone()));
+                entries.push((ino, DT_REG, name.clone()));
             }
         }
         drop(inodes);
@@ -203,234 +193,138 @@ impl VolumeFs {
         // created or destroyed between two calls of one listing may shift the rest by one
         // (skipped or repeated once); the next listing is exact.
         for (index, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
-            if reply.add(ino, index as u64 + 1, kind, name) {
+            if !dir.add(ino, index as u64 + 1, kind, name.as_bytes()) {
                 break;
             }
         }
     }
 
-    fn statfs_totals(&self) -> (u64, u64) {
+    fn statfs(&self) -> Kstatfs {
         let names = self.volume_names();
         let bytes: u64 = names
             .iter()
             .filter_map(|name| self.provider.open(name))
             .map(|device| device.size_bytes())
             .fold(0u64, u64::saturating_add);
-        (bytes / u64::from(STATFS_BLOCK_BYTES), names.len() as u64)
+        Kstatfs {
+            blocks: bytes / u64::from(STATFS_BLOCK_BYTES),
+            files: names.len() as u64,
+            bsize: STATFS_BLOCK_BYTES,
+            namelen: NAME_BYTES_MAX as u32,
+            frsize: STATFS_BLOCK_BYTES,
+            ..Kstatfs::default()
+        }
     }
 
-    fn configure_kernel(&self, config: &mut KernelConfig) -> io::Result<()> {
-        let limit_error = |what: &str, nearest: String| {
-            io::Error::other(format!("fuse: {what} refused, nearest {nearest}"))
-        };
-        config
-            .set_max_write(self.options.max_write_bytes)
-            .map_err(|nearest| limit_error("max_write", nearest.to_string()))?;
-        if let Err(nearest) = config.set_max_readahead(self.options.max_write_bytes) {
-            let _ = config.set_max_readahead(nearest);
-        }
-        config
-            .set_max_background(self.options.max_background)
-            .map_err(|nearest| limit_error("max_background", nearest.to_string()))?;
-        if self.options.writeback_cache {
-            // Asked for explicitly: better no mount than a silently different cache mode.
-            config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "fuse: kernel lacks FUSE_WRITEBACK_CACHE",
-                )
-            })?;
-        }
-        if self.options.async_dio && config.add_capabilities(InitFlags::FUSE_ASYNC_DIO).is_err() {
-            tracing::warn!(
-                "fuse: kernel lacks FUSE_ASYNC_DIO; direct I/O runs one request at a time"
-            );
-        }
-        // FOPEN_DIRECT_IO files refuse shared mmap unless this is granted (Linux 6.6+); with
-        // it, a tool that maps the image still works and msync reaches write/fsync.
-        if self.options.direct_io
-            && config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err()
-        {
-            tracing::info!(
-                "fuse: kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP; shared mmap of an image fails"
-            );
-        }
-        Ok(())
-    }
-}
-
-#[allow(clippy::too_many_arguments)] // the signatures are fuser's
-impl fuser::Filesystem for VolumeFs {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        self.configure_kernel(config)
-    }
-
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if parent != INodeNo::ROOT {
+    fn lookup(&self, parent: u64, name: &[u8], reply: Reply) {
+        if parent != ROOT {
             return reply.error(Errno::ENOTDIR);
         }
         match self.resolve_name(name) {
             Some((ino, device)) => {
                 let attr = self.image_attr(ino, &*device);
-                reply.entry(&self.options.attr_ttl, &attr, Generation(0));
+                reply.entry(self.options.attr_ttl, &attr, 0);
             }
             None => reply.error(Errno::ENOENT),
         }
     }
+}
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.attr_of(ino, fh) {
-            Ok(attr) => reply.attr(&self.options.attr_ttl, &attr),
-            Err(errno) => reply.error(errno),
+impl Filesystem for VolumeFs {
+    fn init(&self, kernel: &KernelInit) -> InitOptions {
+        let mut flags = 0;
+        let mut required_flags = 0;
+        if self.options.writeback_cache {
+            // Asked for explicitly: better no mount than a silently different cache mode.
+            required_flags |= init_flags::WRITEBACK_CACHE;
+        }
+        if self.options.async_dio {
+            flags |= init_flags::ASYNC_DIO;
+            if !kernel.offers(init_flags::ASYNC_DIO) {
+                tracing::warn!(
+                    "fuse: kernel lacks FUSE_ASYNC_DIO; direct I/O runs one request at a time"
+                );
+            }
+        }
+        // FOPEN_DIRECT_IO files refuse shared mmap unless this is granted (Linux 6.6+); with
+        // it, a tool that maps the image still works and msync reaches write/fsync.
+        if self.options.direct_io {
+            flags |= init_flags::DIRECT_IO_ALLOW_MMAP;
+            if !kernel.offers(init_flags::DIRECT_IO_ALLOW_MMAP) {
+                tracing::info!(
+                    "fuse: kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP; shared mmap of an image fails"
+                );
+            }
+        }
+        InitOptions {
+            max_write_bytes: self.options.max_write_bytes,
+            max_readahead_bytes: self.options.max_write_bytes,
+            max_background: self.options.max_background,
+            flags,
+            required_flags,
         }
     }
 
-    fn setattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        let ownership_or_mode = mode.is_some() || uid.is_some() || gid.is_some();
-        match self.check_setattr(ino, ownership_or_mode, size) {
-            Ok(attr) => reply.attr(&self.options.attr_ttl, &attr),
-            Err(errno) => reply.error(errno),
+    fn request(&self, request: &Request<'_>, reply: Reply) {
+        let ino = request.nodeid();
+        match request.operation {
+            Operation::Lookup { name } => self.lookup(ino, name, reply),
+            Operation::Getattr(arg) => {
+                let fh = (arg.getattr_flags & abi::GETATTR_FH != 0).then_some(arg.fh);
+                match self.attr_of(ino, fh) {
+                    Ok(attr) => reply.attr(self.options.attr_ttl, &attr),
+                    Err(errno) => reply.error(errno),
+                }
+            }
+            Operation::Setattr(arg) => {
+                let ownership_or_mode =
+                    arg.valid & (abi::fattr::MODE | abi::fattr::UID | abi::fattr::GID) != 0;
+                let size = (arg.valid & abi::fattr::SIZE != 0).then_some(arg.size);
+                match self.check_setattr(ino, ownership_or_mode, size) {
+                    Ok(attr) => reply.attr(self.options.attr_ttl, &attr),
+                    Err(errno) => reply.error(errno),
+                }
+            }
+            Operation::Open(arg) => match self.open_image(ino, arg.flags) {
+                Ok((fh, flags)) => reply.open(fh, flags),
+                Err(errno) => reply.error(errno),
+            },
+            Operation::Read(arg) => self.read_data(arg.fh, arg.offset, arg.size, reply),
+            Operation::Write { arg, data } => {
+                self.write_data(arg.fh, arg.offset, data, arg.flags, reply)
+            }
+            // close() is not a durability point; fsync is. Nothing is buffered here.
+            Operation::Flush(_) => reply.ok(),
+            Operation::Release(arg) => {
+                self.handles.lock().remove(arg.fh);
+                reply.ok();
+            }
+            Operation::Fsync(arg) => self.sync_data(ino, arg.fh, reply),
+            Operation::Opendir(_) if ino != ROOT => reply.error(Errno::ENOTDIR),
+            Operation::Opendir(_) => reply.open(0, 0),
+            Operation::Readdir { plus: true, .. } => reply.error(Errno::ENOSYS),
+            Operation::Readdir { arg, plus: false } => {
+                if ino != ROOT {
+                    return reply.error(Errno::ENOTDIR);
+                }
+                let mut dir = DirBuf::default();
+                dir.reset(arg.size);
+                self.fill_directory(arg.offset, &mut dir);
+                reply.bytes(dir.as_bytes());
+            }
+            Operation::Releasedir(_) | Operation::Fsyncdir(_) => reply.ok(),
+            Operation::Statfs => reply.statfs(&self.statfs()),
+            // default_permissions: the kernel checks modes itself and sends ACCESS only for
+            // the root; anything that exists is accessible to whoever the kernel let in.
+            Operation::Access(_) => match self.attr_of(ino, None) {
+                Ok(_) => reply.ok(),
+                Err(errno) => reply.error(errno),
+            },
+            Operation::Fallocate(arg) => {
+                self.fallocate_data(arg.fh, arg.offset, arg.length, arg.mode as i32, reply)
+            }
+            _ => reply.error(Errno::ENOSYS),
         }
-    }
-
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.open_image(ino, flags) {
-            Ok((fh, fopen_flags)) => reply.opened(fh, fopen_flags),
-            Err(errno) => reply.error(errno),
-        }
-    }
-
-    fn read(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
-        reply: fuser::ReplyData,
-    ) {
-        self.read_data(fh, offset, size, reply);
-    }
-
-    fn write(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        _write_flags: fuser::WriteFlags,
-        flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
-        reply: fuser::ReplyWrite,
-    ) {
-        self.write_data(fh, offset, data, flags, reply);
-    }
-
-    fn flush(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _owner: fuser::LockOwner,
-        reply: fuser::ReplyEmpty,
-    ) {
-        // close() is not a durability point; fsync is. Nothing is buffered here.
-        reply.ok();
-    }
-
-    fn release(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
-        _flush: bool,
-        reply: fuser::ReplyEmpty,
-    ) {
-        self.handles.lock().remove(fh);
-        reply.ok();
-    }
-
-    fn fsync(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        _datasync: bool,
-        reply: fuser::ReplyEmpty,
-    ) {
-        self.sync_data(ino, fh, reply);
-    }
-
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if ino != INodeNo::ROOT {
-            return reply.error(Errno::ENOTDIR);
-        }
-        reply.opened(FileHandle(0), FopenFlags::empty());
-    }
-
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
-        if ino != INodeNo::ROOT {
-            return reply.error(Errno::ENOTDIR);
-        }
-        self.fill_directory(offset, &mut reply);
-        reply.ok();
-    }
-
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let (blocks, files) = self.statfs_totals();
-        let name_bytes_max = NAME_BYTES_MAX as u32;
-        reply.statfs(
-            blocks,
-            0,
-            0,
-            files,
-            0,
-            STATFS_BLOCK_BYTES,
-            name_bytes_max,
-            STATFS_BLOCK_BYTES,
-        );
-    }
-
-    fn fallocate(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: fuser::ReplyEmpty,
-    ) {
-        self.fallocate_data(fh, offset, length, mode, reply);
     }
 }
 

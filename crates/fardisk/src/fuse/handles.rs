@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use fardisk_nbd::BlockDevice;
-use fuser::FileHandle;
 
 use super::inodes::RmwGate;
 
@@ -30,7 +29,7 @@ impl HandleTable {
     }
 
     /// Registers `file`; None when `open_files_max` handles are already open.
-    pub(crate) fn insert(&mut self, file: OpenFile) -> Option<FileHandle> {
+    pub(crate) fn insert(&mut self, file: OpenFile) -> Option<u64> {
         if self.open.len() >= self.open_files_max {
             return None;
         }
@@ -38,15 +37,15 @@ impl HandleTable {
         // u64 handles never wrap in practice; skipping 0 keeps "no handle" distinguishable.
         self.next_fh = self.next_fh.wrapping_add(1).max(1);
         self.open.insert(fh, Arc::new(file));
-        Some(FileHandle(fh))
+        Some(fh)
     }
 
-    pub(crate) fn get(&self, fh: FileHandle) -> Option<Arc<OpenFile>> {
-        self.open.get(&fh.0).cloned()
+    pub(crate) fn get(&self, fh: u64) -> Option<Arc<OpenFile>> {
+        self.open.get(&fh).cloned()
     }
 
-    pub(crate) fn remove(&mut self, fh: FileHandle) -> Option<Arc<OpenFile>> {
-        self.open.remove(&fh.0)
+    pub(crate) fn remove(&mut self, fh: u64) -> Option<Arc<OpenFile>> {
+        self.open.remove(&fh)
     }
 
     #[cfg(test)]

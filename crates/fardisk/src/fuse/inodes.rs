@@ -8,8 +8,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use fuser::INodeNo;
-
 /// Serialises read-modify-write cycles against other writes of one volume.
 pub(crate) type RmwGate = Arc<tokio::sync::RwLock<()>>;
 
@@ -55,9 +53,9 @@ impl InodeTable {
 
     /// The inode number of `name`, assigning one on first sight. `listed` is the current
     /// volume list, used to forget names that are gone when the table is full.
-    pub(crate) fn ino_for(&mut self, name: &str, listed: &[String]) -> Option<INodeNo> {
+    pub(crate) fn ino_for(&mut self, name: &str, listed: &[String]) -> Option<u64> {
         if let Some(ino) = self.by_name.get(name) {
-            return Some(INodeNo(*ino));
+            return Some(*ino);
         }
         if self.by_name.len() >= self.volumes_max {
             self.forget_unlisted(listed);
@@ -70,11 +68,11 @@ impl InodeTable {
         let entry = VolumeEntry { name: name.to_owned(), gate: RmwGate::default() };
         self.by_name.insert(name.to_owned(), ino);
         self.by_ino.insert(ino, entry);
-        Some(INodeNo(ino))
+        Some(ino)
     }
 
-    pub(crate) fn get(&self, ino: INodeNo) -> Option<VolumeEntry> {
-        self.by_ino.get(&ino.0).cloned()
+    pub(crate) fn get(&self, ino: u64) -> Option<VolumeEntry> {
+        self.by_ino.get(&ino).cloned()
     }
 
     fn free_ino(&self, name: &str) -> Option<u64> {
@@ -108,9 +106,9 @@ mod tests {
         let b = table.ino_for("b", &listed).expect("room");
         assert_ne!(a, b);
         assert_eq!(table.ino_for("a", &listed), Some(a));
-        assert_eq!(a.0, preferred_ino("a"), "same number in a fresh table (remount)");
+        assert_eq!(a, preferred_ino("a"), "same number in a fresh table (remount)");
         assert_eq!(table.get(a).map(|entry| entry.name), Some("a".to_owned()));
-        assert!(a.0 >= INO_FIRST && b.0 >= INO_FIRST);
+        assert!(a >= INO_FIRST && b >= INO_FIRST);
     }
 
     #[test]
@@ -120,7 +118,7 @@ mod tests {
         let taken = preferred_ino("b");
         table.by_ino.insert(taken, VolumeEntry { name: "x".into(), gate: RmwGate::default() });
         let b = table.ino_for("b", &[]).expect("room");
-        assert_eq!(b.0, taken + 1);
+        assert_eq!(b, taken + 1);
     }
 
     #[test]
@@ -131,7 +129,7 @@ mod tests {
         let listed = vec!["b".to_owned(), "c".to_owned()];
         let c = table.ino_for("c", &listed).expect("a was forgotten");
         assert_eq!(table.get(c).map(|entry| entry.name), Some("c".to_owned()));
-        assert!(table.get(INodeNo(preferred_ino("a"))).is_none());
+        assert!(table.get(preferred_ino("a")).is_none());
         let listed_all = vec!["b".to_owned(), "c".to_owned(), "d".to_owned()];
         assert_eq!(table.ino_for("d", &listed_all), None, "bounded");
     }

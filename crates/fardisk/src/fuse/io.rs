@@ -11,8 +11,8 @@
 //! or past it fail with ENOSPC (what a block device answers), writes crossing it are short.
 
 use bytes::{Bytes, BytesMut};
+use fardisk_fuse::Errno;
 use fardisk_nbd::{BlockDevice, DeviceError};
-use fuser::Errno;
 
 use super::errno::Failure;
 use super::inodes::RmwGate;

@@ -4,71 +4,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fardisk_nbd::{BlockDevice, DeviceError, Extent, MemDevice};
+use fardisk_nbd::{BlockDevice, DeviceError, Extent, MemDevice, SectorDevice};
 
 use super::*;
-
-/// A MemDevice that, like a device with 512-byte sectors, refuses unaligned requests.
-struct SectorDevice {
-    inner: MemDevice,
-}
-
-const SECTOR: u64 = 512;
-
-impl SectorDevice {
-    fn check(&self, offset: u64, length: u64) -> Result<(), DeviceError> {
-        let at_end = offset + length == self.inner.size_bytes();
-        if !offset.is_multiple_of(SECTOR) || (!length.is_multiple_of(SECTOR) && !at_end) {
-            return Err(DeviceError::InvalidArgument(format!("unaligned {offset}+{length}")));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait::async_trait]
-impl BlockDevice for SectorDevice {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn min_block_bytes(&self) -> u32 {
-        SECTOR as u32
-    }
-    async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
-        self.check(offset, u64::from(length))?;
-        let data = self.inner.read(offset, length).await?;
-        // Yield between reading and returning so that concurrent read-modify-write cycles
-        // interleave if the gate allowed it.
-        tokio::task::yield_now().await;
-        Ok(data)
-    }
-    async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
-        self.check(offset, data.len() as u64)?;
-        self.inner.write(offset, data, fua).await
-    }
-    async fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush().await
-    }
-    async fn trim(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
-        self.check(offset, u64::from(length))?;
-        self.inner.trim(offset, length).await
-    }
-    async fn write_zeroes(
-        &self,
-        offset: u64,
-        length: u32,
-        may_trim: bool,
-        fua: bool,
-    ) -> Result<(), DeviceError> {
-        self.check(offset, u64::from(length))?;
-        self.inner.write_zeroes(offset, length, may_trim, fua).await
-    }
-    async fn cache(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
-        self.inner.cache(offset, length).await
-    }
-    async fn block_status(&self, offset: u64, length: u32) -> Result<Vec<Extent>, DeviceError> {
-        self.inner.block_status(offset, length).await
-    }
-}
 
 /// Deterministic xorshift so failures replay exactly.
 struct Rng(u64);
@@ -154,14 +92,14 @@ fn byte_granular_device_matches_model() {
 
 #[test]
 fn sector_device_matches_model_through_read_modify_write() {
-    let device = SectorDevice { inner: MemDevice::new(64 * 1024) };
+    let device = SectorDevice::new(64 * 1024);
     random_ops_match_model(&device, 0x2545_f491_4f6c_dd1d);
     // Every request reaching the device was aligned, or SectorDevice would have failed it.
 }
 
 #[test]
 fn concurrent_unaligned_writes_into_one_sector_keep_every_byte() {
-    let device = Arc::new(SectorDevice { inner: MemDevice::new(4096) });
+    let device = Arc::new(SectorDevice::new(4096));
     let gate = RmwGate::default();
     runtime().block_on(async {
         let mut tasks = Vec::new();

@@ -4,7 +4,9 @@
 //! on it and run their database there.
 //!
 //! The data path of one request:
-//! 1. fuser's session thread(s) read a request from /dev/fuse and call [`filesystem`].
+//! 1. A transport thread of the `fardisk-fuse` session (a /dev/fuse worker, or with
+//!    `FuseOptions::uring` an io_uring queue) receives a request, parses it in place and
+//!    calls [`filesystem`].
 //! 2. Metadata requests (lookup, getattr, readdir, open, ...) are answered on that thread;
 //!    they only consult the [`ExportProvider`] and two small tables ([`inodes`], [`handles`]).
 //! 3. Data requests (read, write, fsync, fallocate) are handed to the tokio runtime by
@@ -17,7 +19,8 @@
 //! `vfs_fsync` on the image, so an ext4 journal commit inside reaches `flush()`.
 //!
 //! The kernel caching mode chosen by default and the measurements behind it are in
-//! docs/design/0002-fuse-caching.md. Errors map to errno in one place, [`errno`].
+//! docs/design/0002-fuse-caching.md; the transports and the profile of the path in
+//! docs/design/0004-fuse-path-profile.md. Errors map to errno in one place, [`errno`].
 //!
 //! [`BlockDevice`]: fardisk_nbd::BlockDevice
 //! [`BlockDevice::flush`]: fardisk_nbd::BlockDevice::flush
@@ -33,7 +36,10 @@ mod inodes;
 mod io;
 mod mount;
 mod options;
+mod uring_switch;
 
 pub use errno::errno_for;
+pub use fardisk_fuse::{SessionMonitor, SessionStats, Transport};
 pub use mount::{mount, FuseMount};
 pub use options::FuseOptions;
+pub use uring_switch::{prepare_uring, UringMode};

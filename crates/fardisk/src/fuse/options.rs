@@ -7,8 +7,10 @@ use std::time::{Duration, SystemTime};
 pub const MAX_WRITE_BYTES_DEFAULT: u32 = 1 << 20;
 /// Ceiling for `max_write_bytes`; the kernel's `fuse.max_pages_limit` default is 256 pages.
 const MAX_WRITE_BYTES_CEILING: u32 = 1 << 20;
-/// Ceiling for fuser's reader threads: each owns a 16 MiB receive buffer.
+/// Ceiling for /dev/fuse worker threads: each owns a receive buffer of max_write + 4 KiB.
 const THREADS_MAX: usize = 16;
+/// Ceiling for ring entries per io_uring queue: each owns a max_write payload buffer.
+const URING_QUEUE_DEPTH_MAX: usize = 256;
 
 /// How a pool's volumes are mounted. The defaults are the measured choice recorded in
 /// docs/design/0002-fuse-caching.md.
@@ -23,9 +25,16 @@ pub struct FuseOptions {
     /// Open images with FOPEN_DIRECT_IO: no page cache for the image, every read and write
     /// goes to the device.
     pub direct_io: bool,
-    /// fuser reader threads (each with its own /dev/fuse clone). Requests are served on
-    /// the tokio runtime; these threads only read, copy and dispatch.
+    /// /dev/fuse worker threads (each with its own FUSE_DEV_IOC_CLONE of the connection).
+    /// Data requests are served on the tokio runtime; these threads read, parse and
+    /// dispatch. With io_uring they still carry FORGET and INTERRUPT.
     pub threads: usize,
+    /// Exchange requests through io_uring when the kernel offers it (Linux 6.14+ with
+    /// `/sys/module/fuse/parameters/enable_uring` = Y); /dev/fuse otherwise. See
+    /// docs/design/0004-fuse-path-profile.md.
+    pub uring: bool,
+    /// Ring entries (requests in flight) per io_uring queue; one queue per possible CPU.
+    pub uring_queue_depth: usize,
     /// Data requests running at once; further ones wait in the kernel queue. Memory used by
     /// request buffers is bounded by this times `max_write_bytes`.
     pub requests_in_flight_max: usize,
@@ -55,6 +64,8 @@ impl Default for FuseOptions {
             writeback_cache: false,
             direct_io: true,
             threads: 2,
+            uring: false,
+            uring_queue_depth: 32,
             requests_in_flight_max: 64,
             async_dio: true,
             max_write_bytes: MAX_WRITE_BYTES_DEFAULT,
@@ -73,6 +84,7 @@ impl FuseOptions {
     pub fn normalized(&self) -> FuseOptions {
         FuseOptions {
             threads: self.threads.clamp(1, THREADS_MAX),
+            uring_queue_depth: self.uring_queue_depth.clamp(1, URING_QUEUE_DEPTH_MAX),
             requests_in_flight_max: self.requests_in_flight_max.clamp(1, 1 << 16),
             max_write_bytes: self.max_write_bytes.clamp(4096, MAX_WRITE_BYTES_CEILING),
             max_background: self.max_background.max(1),

@@ -1,6 +1,7 @@
-//! Test devices beyond MemDevice: one whose flush waits for the test's permission, one
-//! that refuses requests not aligned to 512 bytes, and one that models a power cut by
-//! keeping what a flush made durable apart from what was merely written.
+//! Test devices beyond MemDevice: one whose flush waits for the test's permission, and one
+//! that models a power cut by keeping what a flush made durable apart from what was merely
+//! written. The one that refuses requests not aligned to 512 bytes is `fardisk_nbd::SectorDevice`
+//! (shared with the FUSE unit tests).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,69 +59,6 @@ impl BlockDevice for GatedDevice {
         may_trim: bool,
         fua: bool,
     ) -> Result<(), DeviceError> {
-        self.inner.write_zeroes(offset, length, may_trim, fua).await
-    }
-    async fn cache(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
-        self.inner.cache(offset, length).await
-    }
-    async fn block_status(&self, offset: u64, length: u32) -> Result<Vec<Extent>, DeviceError> {
-        self.inner.block_status(offset, length).await
-    }
-}
-
-pub const SECTOR_BYTES: u64 = 512;
-
-/// Like a device with 512-byte sectors: unaligned requests fail with EINVAL.
-pub struct SectorDevice {
-    pub inner: MemDevice,
-    pub refused: AtomicU64,
-}
-
-impl SectorDevice {
-    pub fn new(size_bytes: u64) -> SectorDevice {
-        SectorDevice { inner: MemDevice::new(size_bytes), refused: AtomicU64::new(0) }
-    }
-
-    fn check(&self, offset: u64, length: u64) -> Result<(), DeviceError> {
-        if !offset.is_multiple_of(SECTOR_BYTES) || !length.is_multiple_of(SECTOR_BYTES) {
-            self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(DeviceError::InvalidArgument(format!("unaligned {offset}+{length}")));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait::async_trait]
-impl BlockDevice for SectorDevice {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn min_block_bytes(&self) -> u32 {
-        SECTOR_BYTES as u32
-    }
-    async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
-        self.check(offset, u64::from(length))?;
-        self.inner.read(offset, length).await
-    }
-    async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
-        self.check(offset, data.len() as u64)?;
-        self.inner.write(offset, data, fua).await
-    }
-    async fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush().await
-    }
-    async fn trim(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
-        self.check(offset, u64::from(length))?;
-        self.inner.trim(offset, length).await
-    }
-    async fn write_zeroes(
-        &self,
-        offset: u64,
-        length: u32,
-        may_trim: bool,
-        fua: bool,
-    ) -> Result<(), DeviceError> {
-        self.check(offset, u64::from(length))?;
         self.inner.write_zeroes(offset, length, may_trim, fua).await
     }
     async fn cache(&self, offset: u64, length: u32) -> Result<(), DeviceError> {

@@ -3,6 +3,8 @@
 //! FUSE mount, temp dir) even when the test fails half way. These tests use the real
 //! kernel; they need root and /dev/fuse and fail loudly without them.
 #![allow(dead_code)]
+// Real time is the point here: mounts, loop devices and unmounts are real and take real time.
+#![allow(clippy::disallowed_methods)]
 
 pub mod devices;
 
@@ -17,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fardisk::fuse::{mount, FuseMount, FuseOptions};
+use fardisk::fuse::{mount, FuseMount, FuseOptions, Transport};
 use fardisk_nbd::{BlockDevice, ExportInfo, ExportProvider, MemDevice};
 use parking_lot::Mutex;
 
@@ -30,6 +32,38 @@ pub fn require_fuse() {
         Path::new("/dev/fuse").exists(),
         "FUSE tests need /dev/fuse (modprobe fuse; in a container pass --device /dev/fuse)"
     );
+}
+
+/// The io_uring module switch; tests read it, never write it (scripts/test.sh turns it on).
+pub const URING_SWITCH: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// None when FUSE-over-io_uring can run here, else why not.
+pub fn uring_unavailable() -> Option<String> {
+    match std::fs::read_to_string(URING_SWITCH) {
+        Ok(value) if value.trim() == "Y" => None,
+        Ok(_) => Some(format!("{URING_SWITCH} is N (scripts/test.sh turns it on)")),
+        Err(_) => {
+            Some(format!("this kernel has no FUSE-over-io_uring ({URING_SWITCH} is missing)"))
+        }
+    }
+}
+
+/// The transports a test runs in: /dev/fuse always, io_uring when the kernel offers it
+/// (with a printed reason when it does not). `FARDISK_FUSE_TEST_TRANSPORT=uring` makes
+/// every other FUSE test of the binary run over io_uring too (see [`Mounted::new`]).
+pub fn transports(test: &str) -> Vec<bool> {
+    match uring_unavailable() {
+        None => vec![false, true],
+        Some(reason) => {
+            println!("{test}: io_uring run SKIPPED: {reason}");
+            vec![false]
+        }
+    }
+}
+
+/// Whether this test binary runs its mounts over io_uring (FARDISK_FUSE_TEST_TRANSPORT).
+pub fn uring_from_env() -> bool {
+    std::env::var("FARDISK_FUSE_TEST_TRANSPORT").as_deref() == Ok("uring")
 }
 
 /// Volumes that tests add and remove while mounted.
@@ -100,16 +134,36 @@ pub struct Mounted {
 }
 
 impl Mounted {
+    /// With FARDISK_FUSE_TEST_TRANSPORT=uring every mount asks for io_uring and must get it.
     pub fn new(label: &str, provider: Arc<TestProvider>, options: FuseOptions) -> Mounted {
+        let uring = options.uring || uring_from_env();
+        Mounted::with_transport(label, provider, FuseOptions { uring, ..options })
+    }
+
+    /// A mount whose transport is what `options.uring` says; io_uring is checked to serve.
+    pub fn with_transport(
+        label: &str,
+        provider: Arc<TestProvider>,
+        options: FuseOptions,
+    ) -> Mounted {
         require_fuse();
+        if options.uring {
+            if let Some(reason) = uring_unavailable() {
+                panic!("io_uring asked for, but {reason}");
+            }
+        }
         let dir = TempDir::new(label);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("tokio runtime");
+        let uring = options.uring;
         let mount = mount(&dir.path, provider.clone(), runtime.handle().clone(), options)
             .unwrap_or_else(|error| panic!("mount at {}: {error}", dir.path.display()));
+        let stats = mount.stats();
+        let wanted = if uring { Transport::IoUring } else { Transport::Device };
+        assert_eq!(stats.transport, wanted, "transport: {}", stats.transport_reason);
         Mounted { mount: Some(mount), provider, runtime, dir }
     }
 

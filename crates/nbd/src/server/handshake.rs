@@ -31,8 +31,11 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     let timeout = Duration::from_millis(config.handshake_timeout_ms);
     let shutdown_copy = shutdown.clone();
     let negotiation = negotiate(stream, provider, config, shutdown_copy);
+    // A real client on a real socket: the handshake deadline is real time, not the engine's clock.
+    #[allow(clippy::disallowed_methods)]
+    let negotiation = tokio::time::timeout(timeout, negotiation);
     tokio::select! {
-        result = tokio::time::timeout(timeout, negotiation) => match result {
+        result = negotiation => match result {
             Ok(result) => result,
             Err(_elapsed) => {
                 tracing::info!("nbd: handshake timed out");

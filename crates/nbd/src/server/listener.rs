@@ -141,6 +141,8 @@ async fn accept_loop(
                 // Per-connection failures (e.g. the peer reset before accept) must not
                 // stop the server; back off briefly in case it is fd exhaustion.
                 tracing::warn!("nbd: accept failed: {error}");
+                // Real sockets, real time: the back-off is not on the engine's clock.
+                #[allow(clippy::disallowed_methods)]
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 continue;
             }

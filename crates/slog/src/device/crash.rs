@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{DeviceProvider, LogDevice};
 use crate::layout::SECTOR_SIZE_BYTES;
-use crate::rng::SplitMix64;
+use crate::rng::Rng;
 
 #[derive(Default)]
 struct Faults {
@@ -87,13 +87,13 @@ impl CrashDevice {
     /// whole, or torn sector by sector, as the seeded RNG decides.
     pub fn crash_image(&self, seed: u64) -> Vec<u8> {
         let state = self.state.lock();
-        let mut rng = SplitMix64::new(seed);
+        let rng = Rng::new(seed);
         let mut image = state.durable.clone();
         for write in &state.pending {
             match rng.below(3) {
                 0 => {}
                 1 => apply(&mut image, write.offset_bytes, &write.data),
-                _ => apply_torn(&mut image, write, &mut rng),
+                _ => apply_torn(&mut image, write, &rng),
             }
         }
         image
@@ -175,6 +175,9 @@ impl CrashDevice {
 
     /// Waits until `count` flushes are blocked at the gate; false on timeout.
     pub fn wait_for_blocked_flushes(&self, count: usize, timeout: Duration) -> bool {
+        // A watchdog on real threads blocked at the gate: bounded in real time whatever the
+        // injected clock does.
+        #[allow(clippy::disallowed_methods)]
         let deadline = Instant::now() + timeout;
         let mut gate = self.gate.state.lock();
         while gate.blocked < count {
@@ -220,10 +223,10 @@ fn apply(image: &mut [u8], offset_bytes: u64, data: &[u8]) {
     image[start..start + data.len()].copy_from_slice(data);
 }
 
-fn apply_torn(image: &mut [u8], write: &PendingWrite, rng: &mut SplitMix64) {
+fn apply_torn(image: &mut [u8], write: &PendingWrite, rng: &Rng) {
     let sector = usize::try_from(SECTOR_SIZE_BYTES).expect("sector size fits");
     for (index, chunk) in write.data.chunks(sector).enumerate() {
-        if rng.chance(1, 2) {
+        if rng.one_in(2) {
             let offset = write.offset_bytes + (index * sector) as u64;
             apply(image, offset, chunk);
         }
@@ -319,7 +322,7 @@ impl MemProvider {
     /// device stays absent.
     pub fn crash(&self, seed: u64) -> MemProvider {
         let crashed = MemProvider::new();
-        let mut rng = SplitMix64::new(seed);
+        let rng = Rng::new(seed);
         for (path, device) in self.devices.lock().iter() {
             let device_seed = rng.next_u64();
             if !device.is_vanished() {

@@ -1,0 +1,301 @@
+//! Verified block reads, below the read path and the commit: a block pointer's bytes from the
+//! ARC, the cache device (L2ARC) or the store by ranged GETs, checked against the pointer's
+//! checksum before decompression. Blocks adjacent in one segment coalesce into one GET,
+//! independent GETs run in parallel, and a prefetch in flight is joined rather than repeated.
+
+use super::Inner;
+use crate::blkptr::BlockPtr;
+use crate::blockmap::BlockSource;
+use crate::codec::checksum64;
+use crate::compress::decompress;
+use crate::dirty::BLOCK_BYTES;
+use crate::error::{Error, Result};
+use crate::objstore::StoreErrorKind;
+use crate::segment::segment_key;
+use bytes::Bytes;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Where one block of a read comes from.
+pub(crate) enum Source {
+    Mem(Bytes),
+    Zero,
+    Ptr(BlockPtr),
+}
+
+/// Blocks being prefetched, by location (segment, offset): a demand read of one waits for that
+/// prefetch instead of fetching the block a second time.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetching(Mutex<HashMap<(u64, u32), watch::Receiver<bool>>>);
+
+/// Brings the blocks of `sources` into the block cache as prefetches (warm-up).
+pub(super) async fn prefetch_sources(inner: &Arc<Inner>, sources: &[Source]) -> Result<()> {
+    fetch_blocks(inner, sources, true).await.map(|_| ())
+}
+
+/// A block a read still needs: `ptr`, for slot `at` of the read's output.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    at: usize,
+    ptr: BlockPtr,
+}
+
+/// A block fetched for slot `at`, verified and decompressed.
+struct Fetched {
+    at: usize,
+    logical: Bytes,
+}
+
+/// Logical bytes for every source, fetching what is needed from the cache or the store.
+pub(super) async fn fetch_blocks(
+    inner: &Arc<Inner>,
+    sources: &[Source],
+    prefetch: bool,
+) -> Result<Vec<Bytes>> {
+    let zero = Bytes::from(vec![0u8; BLOCK_BYTES as usize]);
+    let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
+    let mut wanted: Vec<Wanted> = Vec::new();
+    let mut on_device: Vec<Wanted> = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        out.push(match s {
+            Source::Mem(b) => Some(b.clone()),
+            Source::Zero => Some(zero.clone()),
+            Source::Ptr(p) => match inner
+                .blocks
+                .get_ram(p, prefetch)
+                .and_then(|phys| verify_decode(inner, p, &phys).ok())
+            {
+                Some(b) => Some(b),
+                None => {
+                    let want = Wanted { at: i, ptr: *p };
+                    if inner.blocks.on_device(p) {
+                        on_device.push(want);
+                    } else {
+                        wanted.push(want);
+                    }
+                    None
+                }
+            },
+        });
+    }
+    if !on_device.is_empty() {
+        wanted.extend(read_from_device(inner, on_device, prefetch, &mut out).await);
+    }
+    if !prefetch && !wanted.is_empty() {
+        wanted = wait_for_prefetches(inner, wanted, &mut out).await;
+    }
+    let max_req = inner.config.read().read_request_bytes_max;
+    let concurrency = inner.config.read().read_concurrency;
+    let groups = coalesce(&wanted, max_req);
+    let results: Vec<Result<Vec<Fetched>>> = futures::stream::iter(groups)
+        .map(|g| fetch_group(inner, g, prefetch))
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    for r in results {
+        for Fetched { at, logical } in r? {
+            out[at] = Some(logical);
+        }
+    }
+    out.into_iter().map(|b| b.ok_or_else(|| Error::Bug("block left unread".into()))).collect()
+}
+
+/// Cache-device reads in parallel (io_uring, or blocking threads where the cache has no ring;
+/// at most `read_concurrency` at once per request); returns the blocks the device could not give back verified (evicted meanwhile, or
+/// a bad copy), which go to the store.
+async fn read_from_device(
+    inner: &Arc<Inner>,
+    blocks: Vec<Wanted>,
+    prefetch: bool,
+    out: &mut [Option<Bytes>],
+) -> Vec<Wanted> {
+    let concurrency = inner.config.read().read_concurrency.max(1);
+    let results: Vec<(Wanted, Option<Bytes>)> = futures::stream::iter(blocks)
+        .map(|want| {
+            let cache = inner.blocks.clone();
+            let env = inner.env.clone();
+            async move {
+                let p = want.ptr;
+                let got = cache.read_device(p, prefetch, env).await;
+                (want, got)
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let mut missed = Vec::new();
+    for (want, got) in results {
+        match got.and_then(|phys| verify_decode(inner, &want.ptr, &phys).ok()) {
+            Some(b) => out[want.at] = Some(b),
+            None => missed.push(want),
+        }
+    }
+    missed
+}
+
+/// Groups blocks that sit back to back in one segment into single ranged GETs.
+fn coalesce(wanted: &[Wanted], max_req: u64) -> Vec<Vec<Wanted>> {
+    let mut sorted = wanted.to_vec();
+    sorted.sort_by_key(|w| (w.ptr.segment_id, w.ptr.offset_bytes));
+    let mut groups: Vec<Vec<Wanted>> = Vec::new();
+    for want in sorted {
+        let p = want.ptr;
+        if let Some(g) = groups.last_mut() {
+            let (first, prev) = (g[0].ptr, g[g.len() - 1].ptr);
+            let adjacent = prev.segment_id == p.segment_id && prev.range().end == p.range().start;
+            if adjacent && p.range().end - first.range().start <= max_req {
+                g.push(want);
+                continue;
+            }
+        }
+        groups.push(vec![want]);
+    }
+    groups
+}
+
+/// Demand blocks that a prefetch is already fetching: wait for it (bounded), then take them from
+/// the cache. Returns the blocks still to fetch.
+async fn wait_for_prefetches(
+    inner: &Arc<Inner>,
+    wanted: Vec<Wanted>,
+    out: &mut [Option<Bytes>],
+) -> Vec<Wanted> {
+    let pending: Vec<watch::Receiver<bool>> = {
+        let map = inner.prefetching.0.lock();
+        wanted
+            .iter()
+            .filter_map(|w| map.get(&(w.ptr.segment_id, w.ptr.offset_bytes)).cloned())
+            .collect()
+    };
+    if pending.is_empty() {
+        return wanted;
+    }
+    for mut rx in pending {
+        let done = rx.wait_for(|done| *done);
+        let _ = crate::clock::timeout(&*inner.env.clock, std::time::Duration::from_secs(30), done)
+            .await;
+    }
+    let mut still = Vec::new();
+    for want in wanted {
+        let p = &want.ptr;
+        match inner.blocks.get(p, false).and_then(|phys| verify_decode(inner, p, &phys).ok()) {
+            Some(b) => out[want.at] = Some(b),
+            None => still.push(want),
+        }
+    }
+    still
+}
+
+/// One coalesced GET; a prefetch registers its blocks first so that demand reads of them wait
+/// for it instead of repeating it.
+async fn fetch_group(inner: &Arc<Inner>, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
+    if !prefetch {
+        return fetch_group_now(inner, g, false).await;
+    }
+    // Register the blocks so demand reads wait for this fetch instead of repeating it.
+    let (tx, rx) = watch::channel(false);
+    let keys: Vec<(u64, u32)> = {
+        let mut map = inner.prefetching.0.lock();
+        let mut mine = Vec::new();
+        for w in &g {
+            let k = (w.ptr.segment_id, w.ptr.offset_bytes);
+            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(k) {
+                e.insert(rx.clone());
+                mine.push(k);
+            }
+        }
+        mine
+    };
+    let r = fetch_group_now(inner, g, true).await;
+    {
+        let mut map = inner.prefetching.0.lock();
+        for k in keys {
+            map.remove(&k);
+        }
+    }
+    let _ = tx.send(true);
+    r
+}
+
+async fn fetch_group_now(
+    inner: &Arc<Inner>,
+    g: Vec<Wanted>,
+    prefetch: bool,
+) -> Result<Vec<Fetched>> {
+    let start = g[0].ptr.range().start;
+    let end = g[g.len() - 1].ptr.range().end;
+    let bytes = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
+    let mut out = Vec::with_capacity(g.len());
+    for Wanted { at, ptr: p } in g {
+        let r = p.range();
+        let phys = &bytes[(r.start - start) as usize..(r.end - start) as usize];
+        let logical = verify_decode(inner, &p, phys)?;
+        // A copy, as in txg/pack.rs's cache_written: a slice would keep the whole GET buffer (up to
+        // `read_request_bytes_max` of coalesced blocks, or a decrypted chunk run) alive for as
+        // long as any one of its blocks stays cached, and the ARC only counts the block.
+        inner.blocks.insert(&p, Bytes::copy_from_slice(phys), prefetch);
+        out.push(Fetched { at, logical });
+    }
+    Ok(out)
+}
+
+/// Why a read fails when the store has no segment its pointer names.
+const SEGMENT_MISSING: &str = "missing from the store although the map references it";
+
+pub(super) fn is_missing_segment(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { why, .. } if why == SEGMENT_MISSING)
+}
+
+async fn get_segment_range(
+    inner: &Inner,
+    segment_id: u64,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes> {
+    inner.counters.add_store_read(range.end - range.start);
+    match inner.store.get_range(&segment_key(segment_id), range).await {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind == StoreErrorKind::NotFound => {
+            Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Checksum before decompression (rule 3); a mismatch is counted and never returned.
+fn verify_decode(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<Bytes> {
+    let found = checksum64(phys);
+    if found != p.checksum {
+        inner.counters.add_checksum_error();
+        inner.blocks.invalidate(p);
+        return Err(Error::Checksum {
+            what: format!("block at segment {:016x} offset {}", p.segment_id, p.offset_bytes),
+            expected: p.checksum,
+            found,
+        });
+    }
+    Ok(Bytes::from(decompress(p.compression()?, phys, p.logical_bytes as usize)?))
+}
+
+/// One block by pointer, through the cache (map pages, compaction).
+pub(crate) async fn read_verified(inner: &Inner, p: &BlockPtr) -> Result<Bytes> {
+    if let Some(phys) = inner.blocks.get(p, false) {
+        if let Ok(b) = verify_decode(inner, p, &phys) {
+            return Ok(b);
+        }
+    }
+    let phys = get_segment_range(inner, p.segment_id, p.range()).await?;
+    let b = verify_decode(inner, p, &phys)?;
+    inner.blocks.insert(p, Bytes::copy_from_slice(&phys), false);
+    Ok(b)
+}
+
+/// Reads blocks for the block map through the block cache.
+#[async_trait::async_trait]
+impl BlockSource for Inner {
+    async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes> {
+        read_verified(self, ptr).await
+    }
+}

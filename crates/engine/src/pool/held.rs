@@ -1,0 +1,442 @@
+//! What a fenced writer held: the writes it acknowledged from its intent log and never
+//! published in a txg (shared/design/CLARIFICATIONS.md, #17 claim 6, point 4).
+//!
+//! Once another host has claimed the pool, those writes can no longer reach the store: the new
+//! writer starts from the newest published root and cannot read this host's log. They are not
+//! thrown away either. The moment the writer learns it was fenced (a lease renewal or a root PUT
+//! that finds another writer's key) it copies every live log record newer than its last
+//! published txg into a *held records file* in `PoolConfig::held_records_dir`, names the file,
+//! the txg range and the record count in its log and in `status`, and keeps the records
+//! unreleased in its log until the process ends. The file stays until an operator discards it
+//! (`fardisk held discard FILE`); `fardisk held show FILE` lists what it holds.
+//!
+//! File layout (little-endian; docs/format.md "Held records file"):
+//! ```text
+//! 0    8  magic "FDHELD01"
+//! 8    4  version (1)
+//! 12   4  flags (0)
+//! 16  16  pool guid
+//! 32  16  import id of the fenced writer
+//! 48   8  its epoch
+//! 56   8  newest txg it published
+//! 64   8  its open txg when it was fenced
+//! 72   8  wall-clock ms when the file was written (for operators only)
+//! 80   8  record count R
+//! 88   -  pool name, hostname, reason (each u16 length + UTF-8)
+//! -    4  volume count V, then V x { u32 volume id, u16 length + UTF-8 name }
+//! -    8  xxh3-64 of every header byte before it
+//! then R x record:
+//!      8  log sequence number
+//!      8  txg
+//!      4  volume id
+//!      1  kind (1 = write, 2 = trim, 3 = write zeroes; as in the log)
+//!      3  reserved (0)
+//!      8  offset (bytes into the volume)
+//!      4  length (bytes of the volume affected)
+//!      4  data length D (= length for writes, 0 otherwise)
+//!      D  data
+//!      8  xxh3-64 of the record's bytes before it
+//! ```
+
+use super::Inner;
+use crate::codec::{checksum64, Reader, Writer};
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use fardisk_slog::{LogRecord, RecordKind};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const MAGIC: &[u8; 8] = b"FDHELD01";
+const VERSION: u32 = 1;
+/// File name suffix of held records files (`fardisk held` refuses other files).
+pub const HELD_FILE_SUFFIX: &str = ".held";
+/// Records a file may claim at most: a log ring holds far fewer (a 4 KiB record per 4 KiB
+/// block of a log device of at most a few GiB), so a larger count is damage, not data.
+const RECORDS_MAX: u64 = 1 << 24;
+
+/// One acknowledged, never published operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRecord {
+    pub seq: u64,
+    pub record: LogRecord,
+}
+
+/// The contents of a held records file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRecords {
+    pub pool_guid: u128,
+    pub import_id: u128,
+    pub epoch: u64,
+    pub published_txg: u64,
+    pub open_txg: u64,
+    pub time_ms: u64,
+    pub pool_name: String,
+    pub hostname: String,
+    pub reason: String,
+    /// Volume names by id, as the fenced writer knew them.
+    pub volumes: BTreeMap<u32, String>,
+    pub records: Vec<HeldRecord>,
+}
+
+/// What `status` says about held records (fields are stable; add, never rename).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HeldSummary {
+    /// The held records file, or null when it could not be written (the log still holds them).
+    pub path: Option<String>,
+    pub records: u64,
+    pub data_bytes: u64,
+    /// First and last txg of the held records (0 and 0 when there are none).
+    pub txg_first: u64,
+    pub txg_last: u64,
+    /// Why it could not be written, when it could not.
+    pub error: Option<String>,
+}
+
+impl HeldRecords {
+    pub fn summary(&self, path: Option<&Path>) -> HeldSummary {
+        HeldSummary {
+            path: path.map(|p| p.display().to_string()),
+            records: self.records.len() as u64,
+            data_bytes: self.records.iter().map(|r| r.record.data.len() as u64).sum(),
+            txg_first: self.records.iter().map(|r| r.record.txg).min().unwrap_or(0),
+            txg_last: self.records.iter().map(|r| r.record.txg).max().unwrap_or(0),
+            error: None,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(
+            256 + self.records.iter().map(|r| 56 + r.record.data.len()).sum::<usize>(),
+        );
+        w.bytes(MAGIC).u32(VERSION).u32(0).u128(self.pool_guid).u128(self.import_id);
+        w.u64(self.epoch).u64(self.published_txg).u64(self.open_txg).u64(self.time_ms);
+        w.u64(self.records.len() as u64);
+        w.str(&self.pool_name).str(&self.hostname).str(&self.reason);
+        w.u32(self.volumes.len() as u32);
+        for (id, name) in &self.volumes {
+            w.u32(*id).str(name);
+        }
+        w.seal();
+        for r in &self.records {
+            let start = w.len();
+            let rec = &r.record;
+            w.u64(r.seq).u64(rec.txg).u32(rec.volume_id).u8(kind_code(rec.kind)).bytes(&[0; 3]);
+            w.u64(rec.offset_bytes).u32(rec.length_bytes).u32(rec.data.len() as u32);
+            w.bytes(&rec.data);
+            let sum = checksum64(&w.buf[start..]);
+            w.u64(sum);
+        }
+        w.buf
+    }
+
+    /// Decodes and verifies a held records file: magic, version, the header checksum and every
+    /// record's checksum, before any field is trusted.
+    pub fn decode(buf: &[u8]) -> Result<HeldRecords> {
+        const WHAT: &str = "held records file";
+        let mut r = Reader::new(buf, WHAT);
+        if r.bytes(8)? != MAGIC {
+            return Err(Error::corrupt(WHAT, "not a held records file (bad magic)"));
+        }
+        let version = r.u32()?;
+        if version != VERSION {
+            return Err(Error::corrupt(WHAT, format!("version {version} is not supported")));
+        }
+        let _flags = r.u32()?;
+        let pool_guid = r.u128()?;
+        let import_id = r.u128()?;
+        let (epoch, published_txg, open_txg, time_ms) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+        let count = r.u64()?;
+        let (pool_name, hostname, reason) = (r.str()?, r.str()?, r.str()?);
+        let volume_count = r.u32()?;
+        let mut volumes = BTreeMap::new();
+        for _ in 0..volume_count {
+            let id = r.u32()?;
+            volumes.insert(id, r.str()?);
+        }
+        let header_end = r.position();
+        let sum = r.u64()?;
+        if sum != checksum64(&buf[..header_end]) {
+            return Err(Error::corrupt(WHAT, "header checksum mismatch"));
+        }
+        if count > RECORDS_MAX {
+            return Err(Error::corrupt(WHAT, format!("{count} records is more than a log holds")));
+        }
+        let mut records = Vec::with_capacity(count.min(4096) as usize);
+        for i in 0..count {
+            let start = r.position();
+            let (seq, txg, volume_id) = (r.u64()?, r.u64()?, r.u32()?);
+            let kind = kind_from(r.u8()?)
+                .ok_or_else(|| Error::corrupt(WHAT, format!("record {i} has an unknown kind")))?;
+            r.bytes(3)?;
+            let (offset_bytes, length_bytes, data_len) = (r.u64()?, r.u32()?, r.u32()?);
+            let data = Bytes::copy_from_slice(r.bytes(data_len as usize)?);
+            let end = r.position();
+            if r.u64()? != checksum64(&buf[start..end]) {
+                return Err(Error::corrupt(WHAT, format!("record {i} checksum mismatch")));
+            }
+            let record = LogRecord { txg, volume_id, kind, offset_bytes, length_bytes, data };
+            records.push(HeldRecord { seq, record });
+        }
+        if r.remaining() != 0 {
+            return Err(Error::corrupt(
+                WHAT,
+                format!("{} bytes after the last record", r.remaining()),
+            ));
+        }
+        Ok(HeldRecords {
+            pool_guid,
+            import_id,
+            epoch,
+            published_txg,
+            open_txg,
+            time_ms,
+            pool_name,
+            hostname,
+            reason,
+            volumes,
+            records,
+        })
+    }
+
+    /// Reads and verifies a held records file (for `fardisk held`).
+    pub fn read(path: &Path) -> Result<HeldRecords> {
+        if path.extension().and_then(|e| e.to_str()) != Some(&HELD_FILE_SUFFIX[1..]) {
+            return Err(Error::BadInput(format!(
+                "{} is not a held records file (its name must end in {HELD_FILE_SUFFIX})",
+                path.display()
+            )));
+        }
+        let buf = std::fs::read(path)
+            .map_err(|e| Error::BadInput(format!("cannot read {}: {e}", path.display())))?;
+        HeldRecords::decode(&buf)
+    }
+}
+
+fn kind_code(kind: RecordKind) -> u8 {
+    match kind {
+        RecordKind::Write => 1,
+        RecordKind::Trim => 2,
+        RecordKind::WriteZeroes => 3,
+    }
+}
+
+fn kind_from(code: u8) -> Option<RecordKind> {
+    match code {
+        1 => Some(RecordKind::Write),
+        2 => Some(RecordKind::Trim),
+        3 => Some(RecordKind::WriteZeroes),
+        _ => None,
+    }
+}
+
+/// Writes `bytes` to `path` durably: a temporary file, fsync, rename, fsync of the directory.
+fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("held.tmp");
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode_owner_only()
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Owner-only permissions: the records are the database's data.
+trait OwnerOnly {
+    fn mode_owner_only(&mut self) -> &mut Self;
+}
+
+impl OwnerOnly for std::fs::OpenOptions {
+    fn mode_owner_only(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+    }
+}
+
+/// Called once the writer knows it was fenced: collects the log records newer than its last
+/// published txg, writes them to a held records file, and says so. Runs once per pool; later
+/// calls return the first summary. Never fails: what cannot be written is reported instead.
+pub(crate) async fn hold_on_fenced(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> {
+    if let Some(s) = inner.held.lock().clone() {
+        return Some(s);
+    }
+    let log = inner.intent.log()?;
+    let published = inner.txg.published_txg();
+    let open_txg = inner.txg.open_txg();
+    let replay =
+        match inner.env.blocking("reading held log records", move || log.replay(published)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                return Some(record_summary(inner, failed(format!("reading the log: {e}"))))
+            }
+            Err(e) => return Some(record_summary(inner, failed(e.to_string()))),
+        };
+    let held = HeldRecords {
+        pool_guid: inner.guid,
+        import_id: inner.import_id,
+        epoch: inner.epoch,
+        published_txg: published,
+        open_txg,
+        time_ms: inner.env.clock.wall_ms(),
+        pool_name: inner.name.clone(),
+        hostname: super::this_host(),
+        reason: why.to_string(),
+        volumes: inner.meta.read().volumes.iter().map(|(id, v)| (*id, v.name.clone())).collect(),
+        records: replay
+            .records
+            .into_iter()
+            .map(|r| HeldRecord { seq: r.seq, record: r.record })
+            .collect(),
+    };
+    let dir = inner.config.read().held_records_dir.clone();
+    let mut summary = held.summary(None);
+    if held.records.is_empty() {
+        tracing::error!(
+            "{why}; this writer stops. Every write it acknowledged was in a published txg (newest {published}): nothing is held"
+        );
+        return Some(record_summary(inner, summary));
+    }
+    let Some(dir) = dir else {
+        summary.error = Some("no held records directory configured".into());
+        tracing::error!(
+            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends (no held records directory is configured)",
+            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
+        );
+        return Some(record_summary(inner, summary));
+    };
+    let path = dir.join(format!(
+        "{}-{:032x}-epoch{}-txg{}-{}{HELD_FILE_SUFFIX}",
+        inner.name, inner.guid, inner.epoch, summary.txg_first, summary.txg_last
+    ));
+    let bytes = held.encode();
+    let write_path = path.clone();
+    let written = inner
+        .env
+        .blocking("writing held records", move || write_durably(&write_path, &bytes))
+        .await;
+    match written {
+        Ok(Ok(())) => {
+            summary.path = Some(path.display().to_string());
+            tracing::error!(
+                "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends, and they are held in {} ('fardisk held show FILE' lists them, 'fardisk held discard FILE' removes the file)",
+                summary.records, summary.data_bytes, summary.txg_first, summary.txg_last, path.display()
+            );
+        }
+        Ok(Err(e)) => summary.error = Some(format!("writing {}: {e}", path.display())),
+        Err(e) => summary.error = Some(e.to_string()),
+    }
+    if let Some(e) = &summary.error {
+        tracing::error!(
+            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) acknowledged after txg {published} are not in the store: the log keeps them unreleased until this process ends (they could not be written to a held records file: {e})",
+            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
+        );
+    }
+    Some(record_summary(inner, summary))
+}
+
+fn failed(error: String) -> HeldSummary {
+    HeldSummary {
+        path: None,
+        records: 0,
+        data_bytes: 0,
+        txg_first: 0,
+        txg_last: 0,
+        error: Some(error),
+    }
+}
+
+fn record_summary(inner: &Inner, summary: HeldSummary) -> HeldSummary {
+    *inner.held.lock() = Some(summary.clone());
+    summary
+}
+
+/// Where a held records file from `import_dir` lists for an operator (`fardisk held list`).
+pub fn list_held_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_str().is_some_and(|s| s.ends_with(HELD_FILE_SUFFIX)))
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> HeldRecords {
+        let write = |seq, txg, off, fill: u8| HeldRecord {
+            seq,
+            record: LogRecord {
+                txg,
+                volume_id: 1,
+                kind: RecordKind::Write,
+                offset_bytes: off,
+                length_bytes: 4096,
+                data: Bytes::from(vec![fill; 4096]),
+            },
+        };
+        HeldRecords {
+            pool_guid: 0x5eed,
+            import_id: 7,
+            epoch: 3,
+            published_txg: 9,
+            open_txg: 11,
+            time_ms: 1_700_000_000_000,
+            pool_name: "tank".into(),
+            hostname: "host-a".into(),
+            reason: "fenced".into(),
+            volumes: [(1, "pg".to_string())].into_iter().collect(),
+            records: vec![
+                write(40, 10, 0, 1),
+                HeldRecord {
+                    seq: 41,
+                    record: LogRecord {
+                        txg: 10,
+                        volume_id: 1,
+                        kind: RecordKind::Trim,
+                        offset_bytes: 8192,
+                        length_bytes: 8192,
+                        data: Bytes::new(),
+                    },
+                },
+                write(42, 11, 4096, 2),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_held_records_file_round_trips_and_says_what_it_holds() {
+        let h = sample();
+        let back = HeldRecords::decode(&h.encode()).expect("decode");
+        assert_eq!(back, h);
+        let s = h.summary(None);
+        assert_eq!((s.records, s.data_bytes, s.txg_first, s.txg_last), (3, 8192, 10, 11));
+    }
+
+    #[test]
+    fn every_flipped_bit_and_truncation_is_refused() {
+        let buf = sample().encode();
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x04;
+            assert!(HeldRecords::decode(&bad).is_err(), "byte {i} flipped went unnoticed");
+        }
+        for cut in [0, 7, 90, buf.len() / 2, buf.len() - 1] {
+            assert!(HeldRecords::decode(&buf[..cut]).is_err(), "truncated at {cut} accepted");
+        }
+        let mut longer = buf.clone();
+        longer.push(0);
+        assert!(HeldRecords::decode(&longer).is_err(), "trailing bytes accepted");
+    }
+}

@@ -1,0 +1,73 @@
+//! Deferred deletes: a segment whose live bytes reached zero is marked freed in the space table by
+//! the txg that freed it, and deleted from the store once no retained root can reference it (one
+//! freed in txg F is referenced by no root from F on). Bounded per txg; a delete that fails is
+//! retried after the next one.
+
+use super::retention;
+use crate::blockmap::TreeWalk;
+use crate::error::Result;
+use crate::pool::health::PoolHealth;
+use crate::pool::Inner;
+use crate::segment::segment_key;
+use crate::space::SegmentSpace;
+use std::sync::Arc;
+
+/// Deletes issued per sync at most (bounded work after every txg).
+const DELETES_PER_TXG_MAX: usize = 64;
+
+/// Walks the space table: with `rebuild`, re-learns which freed segments still await deletion
+/// (after a restart). Returns every live segment's id and space.
+pub(super) async fn catalog(inner: &Arc<Inner>, rebuild: bool) -> Result<Vec<(u64, SegmentSpace)>> {
+    let space = inner.meta.read().root.space;
+    let walk = TreeWalk::walk(&space, &inner.cache, &**inner).await?;
+    let mut live = Vec::new();
+    for (seg, slot) in walk.leaf_slots {
+        let s = SegmentSpace::from_slot(&slot)?;
+        if s.freed_txg != 0 {
+            if rebuild {
+                inner.reclaim.pending_deletes.lock().insert(seg, s.freed_txg);
+            }
+        } else if !s.is_empty_slot() {
+            live.push((seg, s));
+        }
+    }
+    Ok(live)
+}
+
+/// Deletes the roots that left both retention windows, then the segments freed long enough ago
+/// that no retained root can reference them.
+pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u64) {
+    let Some(oldest_root) = retention::prune_roots(inner, published, time_ms).await else {
+        return;
+    };
+    if matches!(inner.health.lock().health, PoolHealth::Suspended(_)) {
+        return; // A root delete just waited out a whole retry budget: not another one now.
+    }
+    let due: Vec<u64> = {
+        let pending_deletes = inner.reclaim.pending_deletes.lock();
+        pending_deletes
+            .iter()
+            .filter(|(_, f)| **f <= oldest_root)
+            .map(|(s, _)| *s)
+            .take(DELETES_PER_TXG_MAX)
+            .collect()
+    };
+    for seg in due {
+        match inner.store.delete(&segment_key(seg)).await {
+            Ok(()) => {
+                inner.reclaim.pending_deletes.lock().remove(&seg);
+                inner.txg.pending.lock().deleted_segments.push(seg);
+                inner.counters.add_deleted();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not delete segment {seg:016x}; will retry");
+                // The store did not answer through a whole retry budget: say so (the next
+                // commit that reaches it clears this).
+                if e.is_transient() {
+                    inner.health.lock().suspend(format!("deleting freed segments: {e}"));
+                }
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Reclaim: giving space back to the store once nothing can need it. It runs after each
+//! published txg (the syncer calls `after_publish`) and, for compaction, every few txgs:
+//! - retention.rs: which roots the store keeps (`roots_kept`, `root_retention_s`), pruning the rest;
+//! - delete.rs: segments freed by a txg, deleted once no retained root can reference them;
+//! - compact.rs: sparse segments' live blocks queued for the next txg to rewrite;
+//! - orphans.rs: segments of txgs that never published, collected after import and hourly.
+//!
+//! Reclaim uses the txg layer (it queues work for the next txg, reads through its snapshot
+//! holds), never the syncer or anything above it.
+
+mod compact;
+mod delete;
+mod orphans;
+mod retention;
+
+pub(super) use compact::compact_step;
+pub(super) use orphans::{collect as collect_orphans, ORPHAN_PASS_EVERY_S};
+pub(super) use retention::load_retained;
+
+use crate::pool::txg::FreedSegment;
+use crate::pool::Inner;
+use parking_lot::Mutex;
+use retention::RetainedRoots;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What reclaim owns. Both locks are leaves: nothing else is locked while one is held.
+#[derive(Debug, Default)]
+pub(crate) struct Reclaim {
+    /// The roots in the store and their ages.
+    roots: Mutex<RetainedRoots>,
+    /// Freed segments waiting to be deleted: id -> txg that freed them.
+    pending_deletes: Mutex<BTreeMap<u64, u64>>,
+}
+
+impl Reclaim {
+    /// True once the import-time work (listing the roots, cataloguing freed segments) has ended;
+    /// until then no freed segment is deleted.
+    pub fn settled(&self) -> bool {
+        self.roots.lock().settled
+    }
+
+    pub fn pending_deletes(&self) -> u64 {
+        self.pending_deletes.lock().len() as u64
+    }
+}
+
+/// After txg `published` (its root's time `time_ms`, the segments it freed `freed`): records
+/// them for deletion, then deletes the roots and segments no retained root needs any more.
+pub(super) async fn after_publish(
+    inner: &Arc<Inner>,
+    published: u64,
+    time_ms: u64,
+    freed: &[FreedSegment],
+) {
+    inner.reclaim.pending_deletes.lock().extend(freed.iter().map(|f| (f.segment_id, f.freed_txg)));
+    delete::delete_freed(inner, published, time_ms).await;
+}
+
+/// The import-time work, in the background: the roots first (nothing is deleted until reclaim
+/// knows which ones the store retains), then the freed segments still to delete, then orphans.
+pub(super) async fn settle_after_import(inner: &Arc<Inner>) {
+    if let Err(e) = load_retained(inner).await {
+        tracing::warn!(error = %e, "could not list the roots at import; nothing is deleted until the next import");
+    } else if let Err(e) = delete::catalog(inner, true).await {
+        tracing::warn!(error = %e, "could not walk the space table at import");
+    } else if let Err(e) = orphans::collect(inner).await {
+        tracing::warn!(error = %e, "could not collect orphaned segments; will retry in an hour");
+    }
+    inner.reclaim.roots.lock().settled = true;
+}

@@ -1,0 +1,156 @@
+//! The syncer: one txg at a time, the commit (txg/) and then the reclaim of what its publish
+//! made deletable (reclaim/). Every path that needs a txg in the store comes through here: the
+//! background loop (which also runs compaction every few txgs), sync requests without a log,
+//! `fardisk sync`, export.
+
+use super::{reclaim, txg, Inner};
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Compaction looks for sparse segments every this many txgs.
+const COMPACT_EVERY_TXGS: u64 = 12;
+
+/// Rounds `sync_until_clean` runs before reporting that writers keep the pool dirty.
+const CLEAN_ROUNDS_MAX: u32 = 64;
+
+/// Syncs until nothing is dirty (export, explicit sync). Returns the newest published txg.
+pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
+    for _ in 0..CLEAN_ROUNDS_MAX {
+        if sync_once(inner).await?.is_none() {
+            return Ok(inner.txg.published_txg());
+        }
+    }
+    Err(Error::Unavailable(
+        "the pool stayed dirty through 64 txg syncs; stop writers and retry".into(),
+    ))
+}
+
+/// Syncs until every write and metadata change made before the call is in a published txg
+/// (`fardisk sync`, `add`, `replace`). Unlike `sync_until_clean`, writers that keep the pool
+/// dirty cannot make it give up: later writes are not waited for.
+pub(crate) async fn sync_through_open(inner: &Arc<Inner>) -> Result<u64> {
+    if let Some(target) = inner.txg.txg_holding_all(true) {
+        wait_published(inner, target).await?;
+    }
+    Ok(inner.txg.published_txg())
+}
+
+/// The sync path without a usable log: waits until every write acknowledged before the call is in
+/// a published txg.
+pub(crate) async fn wait_for_open_writes(inner: &Arc<Inner>) -> Result<()> {
+    match inner.txg.txg_holding_all(false) {
+        Some(target) => wait_published(inner, target).await,
+        None => Ok(()),
+    }
+}
+
+/// Returns once txg `target` (or a later one) is published.
+pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
+    for _ in 0..CLEAN_ROUNDS_MAX {
+        if inner.txg.published_txg() >= target {
+            return Ok(());
+        }
+        sync_once(inner).await?;
+    }
+    Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
+}
+
+/// Syncs the open txg if it holds anything: commits it, then reclaims what its publish made
+/// deletable. Returns the txg published, or None when idle (an idle pool issues no requests at
+/// all).
+pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
+    let _guard = inner.txg.sync_lock.lock().await;
+    inner.health.lock().check_not_fenced()?;
+    let Some(frozen) = inner.txg.freeze() else { return Ok(None) };
+    let started_us = inner.env.clock.mono_us();
+    let result = txg::build_and_publish(inner, frozen.txg, &frozen.set, frozen.pending).await;
+    if let Ok(published) = &result {
+        reclaim::after_publish(inner, frozen.txg, published.time_ms, &published.freed).await;
+    }
+    inner.txg.end_sync();
+    match &result {
+        Ok(_) => {
+            inner.counters.record_txg(frozen.set.bytes, inner.env.clock.mono_us() - started_us);
+            Ok(Some(frozen.txg))
+        }
+        Err(e) => {
+            // The in-memory map already points at this txg's segments: the pool cannot go on.
+            inner.health.lock().fault(e);
+            if let Error::Fenced(why) = e {
+                super::held::hold_on_fenced(inner, why).await;
+            }
+            Err(Error::Unavailable(format!("txg {} could not be committed: {e}", frozen.txg)))
+        }
+    }
+}
+
+/// A background task of an imported pool (the pool spawns and aborts them).
+pub(super) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The background work of an imported pool, to spawn in this order: the import-time reclaim
+/// work, and with `syncer` the hourly orphan pass and the txg syncer loop.
+pub(super) fn background(inner: &Arc<Inner>, syncer: bool) -> Vec<Task> {
+    let mut tasks: Vec<Task> = Vec::new();
+    let settle = inner.clone();
+    tasks.push(Box::pin(async move { reclaim::settle_after_import(&settle).await }));
+    if !syncer {
+        return tasks;
+    }
+    let orphans = inner.clone();
+    tasks.push(Box::pin(async move {
+        loop {
+            orphans.env.clock.sleep(Duration::from_secs(reclaim::ORPHAN_PASS_EVERY_S)).await;
+            if let Err(e) = reclaim::collect_orphans(&orphans).await {
+                tracing::warn!(error = %e, "could not collect orphaned segments; will retry in an hour");
+            }
+        }
+    }));
+    let looping = inner.clone();
+    tasks.push(Box::pin(async move { syncer_loop(looping).await }));
+    tasks
+}
+
+/// The syncer: a txg every `txg_timeout`, or sooner when kicked (dirty threshold, sync request,
+/// queued work); each is committed then reclaimed (`sync_once`), and every `COMPACT_EVERY_TXGS`
+/// txgs compaction queues work for the next ones.
+async fn syncer_loop(inner: Arc<Inner>) {
+    let mut since_compact = 0u64;
+    loop {
+        let timeout = inner.config.read().txg_timeout.unwrap_or(Duration::from_secs(5));
+        tokio::select! {
+            _ = inner.txg.kicked() => {}
+            _ = inner.env.clock.sleep(timeout) => {}
+        }
+        match sync_once(&inner).await {
+            Ok(Some(_)) => since_compact += 1,
+            Ok(None) => probe_if_unreachable(&inner).await,
+            Err(e) => {
+                tracing::error!(error = %e, "txg sync failed; the pool stops committing");
+                return;
+            }
+        }
+        if since_compact >= COMPACT_EVERY_TXGS {
+            since_compact = 0;
+            if let Err(e) = reclaim::compact_step(&inner).await {
+                tracing::warn!(error = %e, "compaction step failed; will retry");
+            }
+        }
+    }
+}
+
+/// An idle pool asks the store nothing, so a store that went away while it was busy would be
+/// reported away forever: one small request (the newest root's size) finds out whether it is
+/// back, and its answer clears SUSPENDED.
+async fn probe_if_unreachable(inner: &Arc<Inner>) {
+    if inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    let key = crate::root::root_key(inner.meta.read().root.txg);
+    match inner.store.head(&key).await {
+        Ok(_) => inner.health.lock().resume(),
+        Err(e) => tracing::debug!(error = %e, "the store is still away"),
+    }
+}

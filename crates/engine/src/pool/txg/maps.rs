@@ -1,0 +1,219 @@
+//! The block maps' side of a commit, on copies of the volumes and snapshots (the pool's own
+//! change only once the root is published, commit.rs `install`): compaction's moves, the queued
+//! snapshot changes, trims, every block's new pointer, destroyed volumes and moved pages, and
+//! finally every dirtied page written, bottom-up, into the meta segment. Space a map drops is
+//! counted in a `SpaceDelta` unless a snapshot or clone still holds it (snapshot_space.rs).
+
+use super::pack::BlockUpdate;
+use super::retry::CommitReads;
+use super::snapshot_space::{self, OpsOutcome};
+use super::space::SpaceDelta;
+use super::{PageMove, PendingMeta, Relocation};
+use crate::blkptr::BlockPtr;
+use crate::blockmap::TreeWalk;
+use crate::compress::Compression;
+use crate::dirty::{DirtySet, BLOCK_BYTES};
+use crate::error::Result;
+use crate::pool::Inner;
+use crate::root::{SnapshotEntry, VolumeEntry};
+use crate::segment::{BlockOwner, SegmentBuilder};
+use crate::space::SPACE_TREE_ID;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// The maps as this txg leaves them.
+pub(super) struct MapChanges {
+    pub volumes: BTreeMap<u32, VolumeEntry>,
+    pub snaps: BTreeMap<u32, SnapshotEntry>,
+    /// Live bytes the maps dropped, per segment.
+    pub delta: SpaceDelta,
+    /// What the snapshot changes did (rolled back volumes, destroyed snapshots).
+    pub ops: OpsOutcome,
+    /// Hold txg per volume after the snapshot changes (snapshot_space.rs).
+    holds: HashMap<u32, u64>,
+}
+
+impl MapChanges {
+    /// Copies of the volumes and snapshots as they are now.
+    pub fn load(inner: &Inner) -> MapChanges {
+        let meta = inner.meta.read();
+        MapChanges {
+            volumes: meta.volumes.clone(),
+            snaps: meta.snapshots.clone(),
+            delta: SpaceDelta::default(),
+            ops: OpsOutcome::default(),
+            holds: HashMap::new(),
+        }
+    }
+
+    /// Applies everything this txg changes in the maps but the page writes, in this order:
+    /// compaction's moves (into the meta segment `builder`, adding to `updates`), the snapshot
+    /// changes, trims, the new pointers `updates`, destroyed volumes, moved pages.
+    pub async fn apply(
+        &mut self,
+        inner: &Arc<Inner>,
+        set: &DirtySet,
+        pending: &PendingMeta,
+        builder: &mut SegmentBuilder,
+        updates: &mut Vec<BlockUpdate>,
+    ) -> Result<()> {
+        let holds_before = snapshot_space::holds(&self.volumes, &self.snaps);
+        relocate(inner, set, &pending.relocations, builder, updates, &holds_before).await?;
+        // Destroyed volumes keep their origin's hold, taken before this txg's snapshot changes.
+        let destroyed_holds: Vec<u64> =
+            pending.destroyed.iter().map(|v| snapshot_space::origin_txg(v, &self.snaps)).collect();
+        self.ops =
+            snapshot_space::apply_ops(inner, pending, &mut self.volumes, &mut self.snaps).await?;
+        for p in &self.ops.freed {
+            self.delta.free(p);
+        }
+        self.discard_rolled_back(updates);
+        self.holds = snapshot_space::holds(&self.volumes, &self.snaps);
+        self.apply_trims_and_grows(inner, set).await?;
+        self.apply_updates(inner, updates).await?;
+        for (v, hold) in pending.destroyed.iter().zip(destroyed_holds) {
+            for p in snapshot_space::unique_blocks(inner, &v.tree, hold, None).await? {
+                self.delta.free(&p);
+            }
+            inner.cache.forget_tree(v.id);
+        }
+        for id in &self.ops.destroyed {
+            inner.cache.forget_tree(*id);
+        }
+        self.move_pages(inner, &pending.page_moves).await
+    }
+
+    /// A rolled-back volume's writes of this txg are discarded (and their new blocks are garbage).
+    fn discard_rolled_back(&mut self, updates: &mut Vec<BlockUpdate>) {
+        let (rolled_back, delta) = (&self.ops.rolled_back, &mut self.delta);
+        updates.retain(|u| {
+            let keep = !rolled_back.contains(&u.volume_id);
+            if !keep {
+                delta.free(&u.ptr);
+            }
+            keep
+        });
+    }
+
+    fn hold(&self, volume_id: u32) -> u64 {
+        self.holds.get(&volume_id).copied().unwrap_or(0)
+    }
+
+    /// Trims first (blocks written after a trim in the same txg are applied after it), and trees
+    /// grown to their volume's size.
+    async fn apply_trims_and_grows(&mut self, inner: &Arc<Inner>, set: &DirtySet) -> Result<()> {
+        for v in self.volumes.values_mut() {
+            if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
+                v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
+            }
+        }
+        for (&(id, start), &end) in &set.trims {
+            if self.ops.rolled_back.contains(&id) {
+                continue;
+            }
+            let hold = self.hold(id);
+            let Some(v) = self.volumes.get_mut(&id) else { continue };
+            let reads = CommitReads(inner);
+            let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &reads, start, end).await?;
+            for (block, _) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= start && *b < end) {
+                let hole = BlockPtr::HOLE.to_bytes();
+                let old = v.tree.update(&inner.cache, &reads, block, hole).await?;
+                let old = BlockPtr::from_bytes(&old)?;
+                self.delta.free_unless_held(&old, hold);
+                v.allocated_blocks -= (!old.is_hole()) as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Points each updated block at its new location.
+    async fn apply_updates(&mut self, inner: &Arc<Inner>, updates: &[BlockUpdate]) -> Result<()> {
+        for &BlockUpdate { volume_id, block, ptr: new } in updates {
+            let hold = self.hold(volume_id);
+            let Some(v) = self.volumes.get_mut(&volume_id) else { continue }; // Destroyed meanwhile.
+            if block >= v.size_bytes / BLOCK_BYTES {
+                continue; // Shrunk meanwhile.
+            }
+            if v.tree.capacity_slots() < v.size_bytes / BLOCK_BYTES {
+                v.tree.grow(&inner.cache, v.size_bytes / BLOCK_BYTES);
+            }
+            let reads = CommitReads(inner);
+            let old = v.tree.update(&inner.cache, &reads, block, new.to_bytes()).await?;
+            let old = BlockPtr::from_bytes(&old)?;
+            self.delta.free_unless_held(&old, hold);
+            v.allocated_blocks =
+                v.allocated_blocks + (!new.is_hole()) as u64 - (!old.is_hole()) as u64;
+        }
+        Ok(())
+    }
+
+    /// Compaction's page moves: a page still where compaction found it is dirtied, so this txg
+    /// writes it anew.
+    async fn move_pages(&self, inner: &Arc<Inner>, moves: &[PageMove]) -> Result<()> {
+        for &PageMove { tree_id, level, index, old } in moves {
+            if self.ops.rolled_back.contains(&tree_id) {
+                continue;
+            }
+            let tree = if tree_id == SPACE_TREE_ID {
+                inner.meta.read().root.space
+            } else {
+                match self.volumes.get(&tree_id) {
+                    Some(v) => v.tree,
+                    None => continue,
+                }
+            };
+            let reads = CommitReads(inner);
+            if tree.page_location(&inner.cache, &reads, level, index).await? == old {
+                tree.touch_page(&inner.cache, &reads, level, index).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every volume's dirtied pages, bottom-up, into the meta segment.
+    pub async fn write_pages(
+        &mut self,
+        inner: &Arc<Inner>,
+        txg: u64,
+        builder: &mut SegmentBuilder,
+        algo: Compression,
+    ) -> Result<()> {
+        for v in self.volumes.values_mut() {
+            let hold = self.holds.get(&v.id).copied().unwrap_or(0);
+            let reads = CommitReads(inner);
+            for old in v.tree.write_dirty(&inner.cache, &reads, builder, txg, algo).await? {
+                self.delta.free_unless_held(&old, hold);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Compaction's moves: a block still mapped where compaction found it is copied as is.
+async fn relocate(
+    inner: &Arc<Inner>,
+    set: &DirtySet,
+    relocations: &[Relocation],
+    builder: &mut SegmentBuilder,
+    updates: &mut Vec<BlockUpdate>,
+    holds: &HashMap<u32, u64>,
+) -> Result<()> {
+    for Relocation { tree_id, block, old, physical } in relocations {
+        if set.get(*tree_id, *block).is_some() {
+            continue; // Overwritten in this txg: the move is moot.
+        }
+        if old.birth_txg <= holds.get(tree_id).copied().unwrap_or(0) {
+            continue; // A snapshot taken since shares it: moving it would keep two copies.
+        }
+        let Some(tree) = inner.meta.read().volumes.get(tree_id).map(|v| v.tree) else { continue };
+        let gen = inner.cache.generation();
+        let current = tree.lookup(&inner.cache, &CommitReads(inner), *block, gen).await?;
+        if BlockPtr::from_bytes(&current)? != *old {
+            continue;
+        }
+        let owner = BlockOwner::Data { tree_id: *tree_id, block: *block };
+        let ptr = builder.add_physical(owner, physical, old.compression()?, old.logical_bytes);
+        updates.push(BlockUpdate { volume_id: *tree_id, block: *block, ptr });
+    }
+    Ok(())
+}

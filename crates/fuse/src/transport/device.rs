@@ -1,0 +1,110 @@
+//! The /dev/fuse transport: worker threads, each reading requests from its own file (a
+//! FUSE_DEV_IOC_CLONE of the session's, or the session's own) into a buffer it reuses, and
+//! replies written with one writev of the header and the body.
+//!
+//! A request read from a file is answered on that file: the kernel keeps it in that file's
+//! processing list. That is also what FUSE_NOTIFY_RESEND walks after a predecessor died,
+//! and why a file that closes (a clone of a killed process) ends its requests with
+//! ECONNABORTED instead: only requests read on files that stay open can be resent.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use crate::abi::{self, Pod};
+use crate::reply::Body;
+use crate::request;
+use crate::session::{Dispatch, SessionShared};
+
+/// One open /dev/fuse file and the way to write replies on it.
+#[derive(Debug)]
+pub(crate) struct DeviceChannel {
+    pub(crate) fd: OwnedFd,
+}
+
+impl DeviceChannel {
+    pub(crate) fn send(&self, unique: u64, opcode: u32, error: i32, body: Body<'_>) {
+        match write_reply(&self.fd, unique, error, &body) {
+            Ok(()) => {}
+            // The request was interrupted or the connection aborted: nobody waits for it.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                tracing::debug!(unique, opcode, "fuse: reply to a request the kernel dropped");
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+            Err(e) => tracing::warn!(unique, opcode, "fuse: cannot write a reply: {e}"),
+        }
+    }
+}
+
+/// Writes one reply (or, with `unique` 0, a notification whose code is `error`).
+pub(crate) fn write_reply(
+    fd: &OwnedFd,
+    unique: u64,
+    error: i32,
+    body: &Body<'_>,
+) -> io::Result<()> {
+    let header = abi::OutHeader {
+        len: (std::mem::size_of::<abi::OutHeader>() + body.len()) as u32,
+        error,
+        unique,
+    };
+    let body_bytes: &[u8] = match body {
+        Body::Empty => &[],
+        Body::Slice(bytes) => bytes,
+        Body::Data(bytes) => bytes,
+    };
+    let iov = [
+        libc::iovec { iov_base: header.as_bytes().as_ptr() as *mut libc::c_void, iov_len: 16 },
+        libc::iovec {
+            iov_base: body_bytes.as_ptr() as *mut libc::c_void,
+            iov_len: body_bytes.len(),
+        },
+    ];
+    let count = if body_bytes.is_empty() { 1 } else { 2 };
+    // SAFETY: both iovecs point at live buffers of the given lengths for the whole call.
+    let written = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), count) };
+    if written < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if written as usize != header.len as usize {
+        return Err(io::Error::other(format!("short reply write: {written} of {}", header.len)));
+    }
+    Ok(())
+}
+
+/// Reads one request into `buffer`; Ok(None) when the read should simply be retried.
+pub(crate) fn read_request(fd: &OwnedFd, buffer: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buffer` is valid for writes of its length for the whole call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len()) };
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        // ENOENT: the request was interrupted before we read it; EINTR/EAGAIN: try again.
+        Some(libc::ENOENT) | Some(libc::EINTR) | Some(libc::EAGAIN) => Ok(None),
+        _ => Err(error),
+    }
+}
+
+/// The loop of one worker thread: until the connection goes away (ENODEV on unmount).
+pub(crate) fn serve(channel: Arc<DeviceChannel>, shared: Arc<SessionShared>, buffer_bytes: usize) {
+    let mut buffer = vec![0u8; buffer_bytes];
+    loop {
+        let n = match read_request(&channel.fd, &mut buffer) {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(e) => {
+                if !matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) {
+                    tracing::warn!("fuse: reading /dev/fuse failed: {e}; this worker stops");
+                }
+                break;
+            }
+        };
+        shared.stats.requests_device.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match request::parse(&buffer[..n]) {
+            Ok(parsed) => shared.dispatch(&parsed, Dispatch::Device(&channel)),
+            Err(malformed) => shared.malformed(&buffer[..n], malformed, Dispatch::Device(&channel)),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Where requests come from and replies go: the /dev/fuse device ([`device`]) and
+//! io_uring ring entries ([`uring`]). A [`Channel`] is the way back for one request.
+
+pub(crate) mod device;
+pub(crate) mod uring;
+
+use std::sync::Arc;
+
+use crate::reply::Body;
+
+/// The way back to the kernel for one request: the device file it was read from (the
+/// kernel matches a reply only on that file), or the ring entry it arrived in.
+pub(crate) enum Channel {
+    Device(Arc<device::DeviceChannel>),
+    Ring(uring::RingSlot),
+}
+
+impl Channel {
+    pub(crate) fn send(self, unique: u64, opcode: u32, error: i32, body: Body<'_>) {
+        // The kernel refuses an error reply that carries data.
+        let body = if error != 0 { Body::Empty } else { body };
+        match self {
+            Channel::Device(device) => device.send(unique, opcode, error, body),
+            Channel::Ring(slot) => slot.send(unique, error, body),
+        }
+    }
+}
