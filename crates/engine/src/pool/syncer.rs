@@ -47,13 +47,20 @@ pub(crate) async fn wait_for_open_writes(inner: &Arc<Inner>) -> Result<()> {
     }
 }
 
-/// Returns once txg `target` (or a later one) is published.
+/// Returns once txg `target` (or a later one) is published. Callers that queue on the sync lock
+/// while a txg commits look again once they hold it: the first of them commits the next txg,
+/// which holds every write made before their requests, and the rest find it published and return
+/// without a txg of their own (so concurrent sync requests share one txg).
 pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
     for _ in 0..CLEAN_ROUNDS_MAX {
         if inner.txg.published_txg() >= target {
             return Ok(());
         }
-        sync_once(inner).await?;
+        let guard = inner.txg.sync_lock.lock().await;
+        if inner.txg.published_txg() >= target {
+            return Ok(());
+        }
+        sync_locked(inner, guard).await?;
     }
     Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
 }
@@ -62,7 +69,15 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
 /// deletable. Returns the txg published, or None when idle (an idle pool issues no requests at
 /// all).
 pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
-    let _guard = inner.txg.sync_lock.lock().await;
+    let guard = inner.txg.sync_lock.lock().await;
+    sync_locked(inner, guard).await
+}
+
+/// [`sync_once`] with the sync lock already held (released when it returns).
+async fn sync_locked(
+    inner: &Arc<Inner>,
+    _guard: tokio::sync::MutexGuard<'_, ()>,
+) -> Result<Option<u64>> {
     inner.health.lock().check_not_fenced()?;
     let Some(frozen) = inner.txg.freeze() else { return Ok(None) };
     let started_us = inner.env.clock.mono_us();
