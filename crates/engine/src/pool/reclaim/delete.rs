@@ -51,8 +51,15 @@ pub(crate) fn catch_up_txgs_due(inner: &Arc<Inner>) -> u64 {
     };
     let Some(freed_txg) = newest_freed else { return 0 };
     let kept = inner.config.read().roots_kept;
-    (freed_txg + kept).saturating_sub(inner.txg.published_txg()).min(kept)
+    if kept > CATCH_UP_TXGS_MAX {
+        return 0; // A long history was asked for: its roots come from work, not from idling.
+    }
+    freed_txg.saturating_add(kept).saturating_sub(inner.txg.published_txg()).min(kept)
 }
+
+/// The most roots without changes an idle pool publishes to let freed segments go; with a larger
+/// `roots_kept` they wait for txgs with work, as before.
+const CATCH_UP_TXGS_MAX: u64 = 64;
 
 /// Deletes the roots that left both retention windows, then the segments freed long enough ago
 /// that no retained root can reference them.
