@@ -1,6 +1,7 @@
 //! L2ARC cache-device labels (arc/src/l2arc/label.rs): the decoder of one copy, the pick of the
-//! first valid of two copies, and `cache_label_pool_guid` (what destroy reads) never panic on
-//! arbitrary bytes, and agree with each other; a decoded label re-encodes and decodes to the
+//! first valid of two copies (of this format version, or of this and the previous one), and
+//! `cache_label_pool_guid` (what destroy reads: any version) never panic on arbitrary bytes,
+//! and agree with each other; a decoded label re-encodes and decodes to the
 //! same label. Input: the device's first bytes (two 4 KiB sectors when long enough). Also tried
 //! with both copies' checksums recomputed.
 #![no_main]
@@ -21,10 +22,11 @@ fn check(buf: &[u8]) {
     }
     if buf.len() >= 2 * SECTOR_BYTES {
         let (first, second) = (&buf[..SECTOR_BYTES], &buf[SECTOR_BYTES..2 * SECTOR_BYTES]);
-        assert_eq!(
-            cache_label_pool_guid(buf),
-            L2Label::decode_either(first, second).ok().map(|l| l.pool_guid())
-        );
+        let any_version = L2Label::decode_either_any_version(first, second);
+        assert_eq!(cache_label_pool_guid(buf), any_version.as_ref().ok().map(|(l, _)| l.pool_guid()));
+        if let Ok(label) = L2Label::decode(first) {
+            assert_eq!(any_version.map(|(l, _)| l), Ok(label), "a current first copy wins both ways");
+        }
     }
 }
 

@@ -130,12 +130,12 @@ fuzz_target!(init: fardisk_fuzz::write_seeds("l2arc_open", seeds), |data: &[u8]|
     }
     let mut hits = 0;
     for (key, want, checksum) in &base.blocks {
-        if let Some(got) = l2.get(key, *checksum) {
+        if let Some(got) = l2.get(key, want.len() as u32, *checksum) {
             assert_eq!(&got, want, "{key:?} read back different bytes");
             hits += 1;
         }
     }
-    assert!(l2.get(&BlockKey::new(9999, 0), 0).is_none(), "a key never written was found");
+    assert!(l2.get(&BlockKey::new(9999, 0), 4096, 0).is_none(), "a key never written was found");
     if data.is_empty() {
         assert_eq!(hits, base.blocks.len(), "the undamaged device gives every block back");
     }

@@ -189,7 +189,7 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 #   2.5 x dirty_bytes_max    map pages the syncing txg pins in the map cache (4160 B of dirty data
 #                            per block, one 10272 B leaf page per block at worst)
 #   arc_max / 8              ARC ghosts (1 per 2 KiB of arc_max, ~100 B) and the L2ARC feed (1/16)
-#   cache bytes x 130/4096   the L2ARC index (~130 B per cached 4 KiB block)
+#   cache bytes / 1024       the L2ARC index (at most 1 GiB per TiB of cache device, issue #21)
 #   NBD                      320 KiB of socket buffers per connection + the payloads in flight
 #   FUSE                     the reader's 128 KiB request
 #   FIXED                    measured: binary text and runtime (idle RSS, 11 MiB), thread stacks,
@@ -199,7 +199,7 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 #                            that with a 2x margin (docs/resources.md)
 FIXED=$((96 * MiB))
 NBD_MEM=$((NBD_CONNS * 320 * 1024 + NBD_PAYLOAD_BYTES))
-OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 4096 * 130 + NBD_MEM + 131072 + FIXED))
+OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 1024 + NBD_MEM + 131072 + FIXED))
 RSS_LIMIT=$((ARC + DIRTY + MAP + OVERHEAD))
 # Threads: main, the tokio runtime (cli/mod.rs: one worker per CPU, at most 512 blocking threads,
 # tokio's default; NBD connections are tasks, not threads), slog-writer (one per pool),

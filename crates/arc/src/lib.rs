@@ -37,5 +37,6 @@ pub use key::BlockKey;
 pub use l2arc::fuzz_api;
 pub use l2arc::{
     cache_label_pool_guid, DeviceId, DeviceState, DeviceStats, L2Arc, L2ArcConfig, L2Error,
-    L2Stats, RebuildStats, WriteTickReport, WriterHandle, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN,
+    L2Stats, PlannedRead, ReadBuf, RebuildStats, WriteTickReport, WriterHandle,
+    LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN, SLOTS_PER_DEVICE_TARGET,
 };

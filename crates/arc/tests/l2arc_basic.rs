@@ -34,10 +34,10 @@ fn evicted_blocks_come_back_from_l2_after_the_arc_is_gone() {
     rig.l2.flush();
     drop(arc);
     for (k, data) in &blocks[..32] {
-        assert_eq!(rig.l2.get(k, checksum(data)).as_ref(), Some(data), "block {k:?}");
+        assert_eq!(rig.l2.get(k, len(data), checksum(data)).as_ref(), Some(data), "block {k:?}");
     }
     for (k, data) in &blocks[32..] {
-        assert_eq!(rig.l2.get(k, checksum(data)), None, "never evicted, never written");
+        assert_eq!(rig.l2.get(k, len(data), checksum(data)), None, "never evicted, never written");
     }
     let stats = rig.l2.stats();
     assert_eq!((stats.hits, stats.misses), (32, 8));
@@ -57,11 +57,11 @@ fn a_new_key_never_gets_the_old_bytes() {
     let new = payload(b, 2, 4096);
     rig.push(a, &old);
     rig.drain_and_flush();
-    assert_eq!(rig.l2.get(&b, checksum(&new)), None, "B was never cached");
+    assert_eq!(rig.l2.get(&b, len(&new), checksum(&new)), None, "B was never cached");
     rig.push(b, &new);
     rig.drain_and_flush();
-    assert_eq!(rig.l2.get(&b, checksum(&new)), Some(new.clone()));
-    assert_eq!(rig.l2.get(&a, checksum(&old)), Some(old.clone()));
+    assert_eq!(rig.l2.get(&b, len(&new), checksum(&new)), Some(new.clone()));
+    assert_eq!(rig.l2.get(&a, len(&old), checksum(&old)), Some(old.clone()));
 }
 
 #[test]
@@ -74,9 +74,9 @@ fn wrong_expected_checksum_drops_the_entry_and_counts() {
     rig.drain_and_flush();
     // The caller expects other bytes for this key (for example an id reused by mistake).
     let expected = payload(k, 2, 4096);
-    assert_eq!(rig.l2.get(&k, checksum(&expected)), None);
+    assert_eq!(rig.l2.get(&k, len(&expected), checksum(&expected)), None);
     assert!(!rig.l2.contains(&k), "a mismatching entry is dropped");
-    assert_eq!(rig.l2.get(&k, checksum(&cached)), None, "and stays dropped");
+    assert_eq!(rig.l2.get(&k, len(&cached), checksum(&cached)), None, "and stays dropped");
     let stats = rig.l2.stats();
     assert_eq!(stats.checksum_errors, 1);
     assert_eq!(stats.hits, 0);
@@ -113,7 +113,7 @@ fn partly_filled_block_is_written_after_the_time_bound_and_extended_in_place() {
     assert_eq!(rig.l2.write_tick(&rig.feed).block_writes, 0);
     rig.clock.advance_ms(1);
     assert_eq!(rig.l2.write_tick(&rig.feed).block_writes, 1, "flush_interval_ms reached");
-    assert_eq!(rig.l2.get(&first.0, checksum(&first.1)), Some(first.1.clone()));
+    assert_eq!(rig.l2.get(&first.0, len(&first.1), checksum(&first.1)), Some(first.1.clone()));
 
     let second = (key(2), payload(key(2), 0, 1000));
     rig.push(second.0, &second.1);
@@ -123,8 +123,8 @@ fn partly_filled_block_is_written_after_the_time_bound_and_extended_in_place() {
     rig.l2.write_tick(&rig.feed);
     let stats = rig.l2.stats();
     assert_eq!(stats.devices[0].log_blocks_written, 2, "two write-outs of one block");
-    assert_eq!(rig.l2.get(&first.0, checksum(&first.1)), Some(first.1.clone()));
-    assert_eq!(rig.l2.get(&second.0, checksum(&second.1)), Some(second.1.clone()));
+    assert_eq!(rig.l2.get(&first.0, len(&first.1), checksum(&first.1)), Some(first.1.clone()));
+    assert_eq!(rig.l2.get(&second.0, len(&second.1), checksum(&second.1)), Some(second.1.clone()));
 }
 
 #[test]
@@ -148,8 +148,10 @@ fn log_blocks_are_striped_round_robin_and_devices_come_and_go() {
     assert!(stats.devices.iter().all(|d| d.state == DeviceState::Online));
 
     rig.l2.remove_device(d0).expect("remove");
-    let hits =
-        blocks.iter().filter(|(k, d)| rig.l2.get(k, checksum(d)).as_ref() == Some(d)).count();
+    let hits = blocks
+        .iter()
+        .filter(|(k, d)| rig.l2.get(k, len(d), checksum(d)).as_ref() == Some(d))
+        .count();
     assert!(hits > 0 && hits < blocks.len(), "only the remaining device serves: {hits}");
     assert!(rig.l2.remove_device(d0).is_err());
 
@@ -160,7 +162,7 @@ fn log_blocks_are_striped_round_robin_and_devices_come_and_go() {
     }
     rig.drain_and_flush();
     for (k, data) in &more {
-        assert_eq!(rig.l2.get(k, checksum(data)).as_ref(), Some(data));
+        assert_eq!(rig.l2.get(k, len(data), checksum(data)).as_ref(), Some(data));
     }
     let ids: Vec<_> = rig.l2.stats().devices.iter().map(|d| d.id).collect();
     assert_eq!(ids, vec![d1, d2]);
@@ -225,9 +227,30 @@ fn background_writer_fills_the_l2() {
     let writer = l2.spawn_writer(Arc::clone(&feed), std::time::Duration::from_millis(5));
     assert!(writer.is_running());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while l2.get(&key(1), checksum(&data)).is_none() {
+    while l2.get(&key(1), len(&data), checksum(&data)).is_none() {
         assert!(std::time::Instant::now() < deadline, "writer never wrote the block");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     writer.stop();
+}
+
+#[test]
+fn log_blocks_fill_almost_every_unit() {
+    // 1 MiB log blocks: 254 data units each. More 4 KiB blocks than the 16-slot ring holds, so it
+    // wraps: the 15 closed slots it keeps are what the placement (two candidate buckets per
+    // block, the spill for the rest) managed to fill.
+    let cfg = fardisk_arc::L2ArcConfig { log_block_bytes: 1 << 20, ..config() };
+    let rig = Rig::new(cfg);
+    let slots = 16u64;
+    rig.l2.add_device(&rig.path("cache0"), Some(8192 + slots * (1 << 20))).expect("add device");
+    for i in 0..6000u64 {
+        rig.push(key(i), &payload(key(i), 0, 4096));
+    }
+    rig.drain_and_flush();
+    let stats = rig.l2.stats();
+    let closed_units = (slots - 1) * 254;
+    eprintln!("{} entries for {} units of closed slots", stats.entries, closed_units);
+    assert!(stats.entries * 100 >= closed_units * 97, "{} entries", stats.entries);
+    assert_eq!(stats.devices[0].index_full_drops, 0);
+    assert_eq!(stats.checksum_errors, 0);
 }

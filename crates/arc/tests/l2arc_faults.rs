@@ -36,7 +36,7 @@ fn a_deleted_device_is_faulted_and_lookups_miss() {
     assert!(stats.devices[0].fault_reason.is_some());
     assert_eq!(stats.entries, 0, "a faulted device's entries leave the index");
     for (k, data) in &items {
-        assert_eq!(rig.l2.get(k, checksum(data)), None);
+        assert_eq!(rig.l2.get(k, len(data), checksum(data)), None);
     }
     // With no device in service the writer leaves the feed alone.
     rig.push(key(50), &payload(key(50), 0, 100));
@@ -67,13 +67,13 @@ fn a_truncated_device_faults_on_read() {
     let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
     file.set_len(8192).expect("truncate");
     let (k, data) = &items[0];
-    assert_eq!(rig.l2.get(k, checksum(data)), None);
+    assert_eq!(rig.l2.get(k, len(data), checksum(data)), None);
     let stats = rig.l2.stats();
     assert_eq!(stats.devices[0].state, DeviceState::Faulted);
     assert_eq!(stats.io_errors, 1);
     assert_eq!(stats.checksum_errors, 0);
     for (k, data) in &items {
-        assert_eq!(rig.l2.get(k, checksum(data)), None);
+        assert_eq!(rig.l2.get(k, len(data), checksum(data)), None);
     }
     // The label survived the truncation but the ring did not: it stays faulted.
     rig.l2.check_devices();
@@ -111,7 +111,7 @@ fn a_device_that_comes_back_is_reopened_and_rebuilt() {
     assert_eq!(stats.devices[0].state, DeviceState::Online);
     assert_eq!(stats.rebuild.entries, 9);
     for (k, data) in &items {
-        assert_eq!(rig.l2.get(k, checksum(data)).as_ref(), Some(data));
+        assert_eq!(rig.l2.get(k, len(data), checksum(data)).as_ref(), Some(data));
     }
 }
 
@@ -130,7 +130,7 @@ fn readers_racing_ring_reuse_never_see_wrong_bytes() {
                 // Bounded: the writer below finishes in a bounded number of rounds.
                 while !stop.load(Ordering::Relaxed) {
                     let (k, data) = &items[(i % items.len() as u64) as usize];
-                    if let Some(got) = rig.l2.get(k, checksum(data)) {
+                    if let Some(got) = rig.l2.get(k, len(data), checksum(data)) {
                         assert_eq!(&got, data, "wrong bytes for {k:?}");
                         hits.fetch_add(1, Ordering::Relaxed);
                     }

@@ -25,7 +25,7 @@ fn write_all(rig: &Rig, items: &[(BlockKey, Bytes)]) {
 fn hits_all_correct(rig: &Rig, items: &[(BlockKey, Bytes)]) -> usize {
     items
         .iter()
-        .filter(|(k, data)| match rig.l2.get(k, checksum(data)) {
+        .filter(|(k, data)| match rig.l2.get(k, len(data), checksum(data)) {
             Some(got) => {
                 assert_eq!(&got, data, "wrong bytes for {k:?}");
                 true
@@ -85,7 +85,7 @@ fn open_imports_the_good_devices_and_reports_the_rest() {
     assert_eq!(stats.devices.len(), 2);
     assert_eq!(stats.rebuild.entries, 12);
     for (k, data) in &items {
-        assert_eq!(l2.get(k, checksum(data)).as_ref(), Some(data));
+        assert_eq!(l2.get(k, len(data), checksum(data)).as_ref(), Some(data));
     }
 }
 
@@ -134,7 +134,7 @@ fn a_corrupt_log_block_header_loses_only_its_own_entries() {
     assert_eq!(stats.rebuild.entries, 15);
     for (i, (k, data)) in items.iter().enumerate() {
         let in_damaged_block = i as u64 / PER_BLOCK == 2;
-        let got = rig.l2.get(k, checksum(data));
+        let got = rig.l2.get(k, len(data), checksum(data));
         assert_eq!(got.is_some(), !in_damaged_block, "entry {i}");
         if let Some(got) = got {
             assert_eq!(&got, data);
@@ -169,13 +169,18 @@ fn corrupt_data_is_caught_on_read_and_never_returned() {
     rig.l2.add_device(&path, Some(device_bytes(32))).expect("add device");
     let items = blocks(0..9);
     write_all(&rig, &items);
-    // Data grows down from the block end: the first entry of block 0 is its last 4 KiB.
-    flip_byte(&path, slot_offset(1) - 100, 0x40);
-    assert_eq!(rig.l2.get(&items[0].0, checksum(&items[0].1)), None, "live index");
+    // Data starts after the block's one metadata unit: the first entry of block 0 is its
+    // second 4 KiB.
+    flip_byte(&path, slot_offset(0) + UNIT_BYTES + 100, 0x40);
+    assert_eq!(
+        rig.l2.get(&items[0].0, len(&items[0].1), checksum(&items[0].1)),
+        None,
+        "live index"
+    );
     assert_eq!(rig.l2.stats().checksum_errors, 1);
 
     // The same damage found after a restart.
-    flip_byte(&path, slot_offset(2) - 100, 0x40);
+    flip_byte(&path, slot_offset(1) + UNIT_BYTES + 100, 0x40);
     rig.restart(config());
     rig.l2.open_device(&path).expect("open device");
     wait_rebuilt(&rig.l2);

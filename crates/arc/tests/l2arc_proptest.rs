@@ -89,7 +89,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 let Some(want) = expected.get(i) else {
                     continue;
                 };
-                if let Some(got) = rig.l2.get(&k, checksum(want)) {
+                if let Some(got) = rig.l2.get(&k, len(want), checksum(want)) {
                     prop_assert_eq!(&got, want, "wrong bytes for key {}", i);
                     hits += 1;
                 }

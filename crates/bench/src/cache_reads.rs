@@ -53,9 +53,48 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 struct Reads {
     latencies_us: Vec<u64>,
     elapsed_us: u64,
+    /// The process's CPU time and context switches over the run (all threads).
+    usage: Usage,
+}
+
+/// CPU time and context switches of this process (getrusage), to compare what each read costs
+/// the machine: on a shared host the rate depends on the neighbours, the cost per read much less.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    cpu_us: u64,
+    context_switches: u64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        // SAFETY: getrusage fills the zeroed struct we pass; no other memory is touched.
+        let ru = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+            ru
+        };
+        let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+        Usage {
+            cpu_us: us(ru.ru_utime) + us(ru.ru_stime),
+            context_switches: (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
+        }
+    }
+
+    fn since(self, start: Usage) -> Usage {
+        Usage {
+            cpu_us: self.cpu_us - start.cpu_us,
+            context_switches: self.context_switches - start.context_switches,
+        }
+    }
 }
 
 impl Reads {
+    fn cpu_us_per_read(&self) -> f64 {
+        self.usage.cpu_us as f64 / self.latencies_us.len().max(1) as f64
+    }
+    fn context_switches_per_read(&self) -> f64 {
+        self.usage.context_switches as f64 / self.latencies_us.len().max(1) as f64
+    }
     fn ops_per_s(&self) -> f64 {
         self.latencies_us.len() as f64 / (self.elapsed_us.max(1) as f64 / 1e6)
     }
@@ -74,6 +113,7 @@ fn local_reads(path: &Path, blocks: u64, a: &Args, clock: &Arc<dyn Clock>) -> Re
             .context("O_DIRECT open")?,
     );
     let t0 = clock.mono_us();
+    let usage0 = Usage::now();
     let deadline = t0 + a.seconds * 1_000_000;
     let handles: Vec<_> = (0..a.readers)
         .map(|r| {
@@ -95,7 +135,7 @@ fn local_reads(path: &Path, blocks: u64, a: &Args, clock: &Arc<dyn Clock>) -> Re
     for h in handles {
         latencies_us.extend(h.join().map_err(|_| anyhow!("reader panicked"))??);
     }
-    Ok(Reads { latencies_us, elapsed_us: clock.mono_us() - t0 })
+    Ok(Reads { latencies_us, elapsed_us: clock.mono_us() - t0, usage: Usage::now().since(usage0) })
 }
 
 /// Random 4 KiB reads through the pool: for `seconds`, or (`seconds` = 0) one pass over every
@@ -116,6 +156,7 @@ async fn pool_reads(
     }
     let order = Arc::new(order);
     let t0 = clock.mono_us();
+    let usage0 = Usage::now();
     let deadline = if seconds == 0 { u64::MAX } else { t0 + seconds * 1_000_000 };
     let mut tasks = tokio::task::JoinSet::new();
     for r in 0..readers {
@@ -148,7 +189,7 @@ async fn pool_reads(
     while let Some(r) = tasks.join_next().await {
         latencies_us.extend(r.map_err(|e| anyhow!("{e}"))?.map_err(|e| anyhow!("read: {e}"))?);
     }
-    Ok(Reads { latencies_us, elapsed_us: clock.mono_us() - t0 })
+    Ok(Reads { latencies_us, elapsed_us: clock.mono_us() - t0, usage: Usage::now().since(usage0) })
 }
 
 fn l2_config() -> L2ArcConfig {
@@ -271,7 +312,13 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     std::fs::write(&local_path, &data)?;
     std::fs::File::open(&local_path)?.sync_all()?;
     let mut local = tokio::task::block_in_place(|| local_reads(&local_path, blocks, &a, &clock))?;
-    eprintln!("fardisk-bench: local {:.0} reads/s p99 {:.0} µs", local.ops_per_s(), local.p(99.0));
+    eprintln!(
+        "fardisk-bench: local {:.0} reads/s p99 {:.0} µs, {:.1} µs CPU and {:.2} context switches per read",
+        local.ops_per_s(),
+        local.p(99.0),
+        local.cpu_us_per_read(),
+        local.context_switches_per_read()
+    );
 
     // The pool: write the working set, let the L2ARC take what the ARC evicts.
     let env = Env { clock: clock.clone(), seed: a.seed, blocking_inline: false };
@@ -314,11 +361,13 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     let reads = steady.latencies_us.len() as f64;
     let steady_l2_hits = (l2_1 - l2_0) as f64;
     eprintln!(
-        "fardisk-bench: fardisk {:.0} reads/s p99 {:.0} µs, {} L2 hits, {} GETs",
+        "fardisk-bench: fardisk {:.0} reads/s p99 {:.0} µs, {} L2 hits, {} GETs, {:.1} µs CPU and {:.2} context switches per read",
         steady.ops_per_s(),
         steady.p(99.0),
         steady_l2_hits,
-        gets_1 - gets_0
+        gets_1 - gets_0,
+        steady.cpu_us_per_read(),
+        steady.context_switches_per_read()
     );
 
     // Export, import with the L2ARC rebuilt from its device, first pass over the working set.
@@ -368,7 +417,13 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
         row(
             "local file, O_DIRECT random 4 KiB reads (the limit)",
             0,
-            vec![("reads_per_s", local_ops), ("p50_us", local.p(50.0)), ("p99_us", local.p(99.0))],
+            vec![
+                ("reads_per_s", local_ops),
+                ("p50_us", local.p(50.0)),
+                ("p99_us", local.p(99.0)),
+                ("cpu_us_per_read", local.cpu_us_per_read()),
+                ("ctx_switches_per_read", local.context_switches_per_read()),
+            ],
             &params,
             note,
             a.seconds,
@@ -381,6 +436,9 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
                 ("p50_us", steady.p(50.0)),
                 ("p99_us", steady.p(99.0)),
                 ("to_local_pct", 100.0 * steady.ops_per_s() / local_ops.max(1e-9)),
+                ("p99_to_local_x", steady.p(99.0) / local.p(99.0).max(1.0)),
+                ("cpu_us_per_read", steady.cpu_us_per_read()),
+                ("ctx_switches_per_read", steady.context_switches_per_read()),
                 ("l2_hit_pct_of_reads", 100.0 * steady_l2_hits / reads.max(1.0)),
                 ("store_gets", (gets_1 - gets_0) as f64),
             ],

@@ -14,6 +14,7 @@ mod cache_reads;
 mod data;
 mod engine;
 mod far_store;
+mod l2arc_memory;
 mod log_bursts;
 mod progress;
 mod raw;
@@ -55,6 +56,30 @@ enum Command {
     RestartWarmup(RestartWarmupArgs),
     /// Time to snapshot and to clone volumes of several sizes; objects and bytes per snapshot.
     Snapshots(SnapshotsArgs),
+    /// L2ARC index memory per byte of cache device: devices filled past capacity, a large sparse one.
+    L2arcMemory(L2arcMemoryArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct L2arcMemoryArgs {
+    /// Scratch directory on the local disk (sparse cache-device files).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    /// Sizes of the cache devices filled past capacity, MiB.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![256u64, 1024, 2048])]
+    full_mib: Vec<u64>,
+    /// Size of the large sparse cache device, GiB.
+    #[arg(long, default_value_t = 256)]
+    large_gib: u64,
+    /// How much of the large device to write, MiB.
+    #[arg(long, default_value_t = 1024)]
+    large_fill_mib: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -422,6 +447,16 @@ async fn main() -> Result<()> {
                 seed: a.seed,
             };
             cache_reads::run(args, &a.out, &a.note).await
+        }
+        Command::L2arcMemory(a) => {
+            let args = l2arc_memory::Args {
+                dir: a.dir,
+                full_mib: a.full_mib,
+                large_gib: a.large_gib,
+                large_fill_mib: a.large_fill_mib,
+                seed: a.seed,
+            };
+            l2arc_memory::run(args, &a.out, &a.note)
         }
         Command::RestartWarmup(a) => {
             let args = restart_warmup::Args {

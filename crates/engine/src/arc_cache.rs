@@ -1,17 +1,21 @@
 //! The engine's block cache backed by the ARC (RAM) and, when the pool has cache devices, the
 //! L2ARC (local SSD), fed from the ARC's evictions at a capped rate. Keys are block locations,
 //! which never change meaning, and every block is verified against its pointer's checksum by the
-//! caller as well as by the L2ARC.
+//! caller as well as by the L2ARC. Async readers read the L2ARC through io_uring
+//! (`device_reads.rs`), without a thread hop.
 
 use crate::blkptr::BlockPtr;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, DeviceRead};
 use crate::clock::{Clock, SystemClock};
+use crate::device_reads::DeviceReads;
+use crate::pool::Env;
 use bytes::Bytes;
 use fardisk_arc::{
     AdaptiveCache, ArcConfig, BlockKey, InsertKind, L2Arc, L2ArcConfig, WriterHandle,
 };
 use parking_lot::{Mutex, RwLock};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +30,11 @@ pub struct ArcBlockCache {
     /// For an L2ARC created at run time: its write rate and guid seed.
     l2_config: L2ArcConfig,
     seed: u64,
+    /// The io_uring reader, started by the first async cache-device read on the runtime that
+    /// runs it (again if that runtime went away).
+    device_reads: RwLock<Option<Arc<DeviceReads>>>,
+    /// The kernel refused io_uring: reads go to blocking threads.
+    io_uring_refused: AtomicBool,
     /// For an L2ARC created at run time: its clock (write-rate budget, health checks).
     clock: Arc<dyn Clock>,
 }
@@ -56,14 +65,29 @@ impl ArcBlockCache {
     ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
+        let has_l2 = l2.is_some();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        ArcBlockCache {
+        let cache = ArcBlockCache {
             arc,
             l2: RwLock::new(l2),
             writer: Mutex::new(writer),
             l2_config,
             seed,
+            device_reads: RwLock::new(None),
+            io_uring_refused: AtomicBool::new(false),
             clock,
+        };
+        if has_l2 {
+            cache.start_device_reads();
+        }
+        cache
+    }
+
+    /// Starts the io_uring reader now, when there is a runtime to run it (its ring and eventfd
+    /// are then part of the daemon's idle descriptors, not opened by the first read).
+    fn start_device_reads(&self) {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.device_reads();
         }
     }
 
@@ -77,8 +101,16 @@ impl ArcBlockCache {
     ) -> ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let l2 = RwLock::new(Some(l2));
-        ArcBlockCache { arc, l2, writer: Mutex::new(None), l2_config, seed, clock }
+        ArcBlockCache {
+            arc,
+            l2: RwLock::new(Some(l2)),
+            writer: Mutex::new(None),
+            l2_config,
+            seed,
+            device_reads: RwLock::new(None),
+            io_uring_refused: AtomicBool::new(false),
+            clock,
+        }
     }
 
     /// The clock an L2ARC created at run time (`add_device`) runs on; the system clock unless
@@ -119,6 +151,8 @@ impl ArcBlockCache {
         l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
         *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
         *slot = Some(l2);
+        drop(slot);
+        self.start_device_reads();
         Ok(())
     }
 
@@ -156,6 +190,64 @@ impl ArcBlockCache {
         }
     }
 
+    /// The io_uring reader (started on first use, from async code).
+    fn device_reads(&self) -> Option<Arc<DeviceReads>> {
+        if let Some(reads) = self.device_reads.read().as_ref().filter(|r| r.is_alive()) {
+            return Some(Arc::clone(reads));
+        }
+        if self.io_uring_refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut slot = self.device_reads.write();
+        if let Some(reads) = slot.as_ref().filter(|r| r.is_alive()) {
+            return Some(Arc::clone(reads));
+        }
+        match DeviceReads::start() {
+            Ok(reads) => {
+                let reads = Arc::new(reads);
+                *slot = Some(Arc::clone(&reads));
+                Some(reads)
+            }
+            Err(err) => {
+                tracing::warn!(%err, "io_uring unavailable; cache-device reads use blocking threads");
+                self.io_uring_refused.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Reads a block from the L2ARC through io_uring: each place the index names, until one
+    /// verifies. The rare candidates that did not are settled on a blocking thread (that reads
+    /// their log blocks' tables).
+    async fn read_l2_async(
+        l2: &L2Arc,
+        reads: &DeviceReads,
+        key: BlockKey,
+        ptr: &BlockPtr,
+    ) -> Option<Bytes> {
+        let plans = l2.plan_read(&key, ptr.physical_bytes);
+        let mut tried = Vec::new();
+        for plan in plans {
+            let read = reads.read(&plan).await;
+            if let Some(hit) = l2.finish_read(ptr.physical_bytes, ptr.checksum, &plan, read) {
+                return Some(hit);
+            }
+            tried.push(plan);
+        }
+        let len_bytes = ptr.physical_bytes;
+        if tried.is_empty() {
+            l2.missed(&key, len_bytes, &tried);
+        } else {
+            let l2 = l2.clone();
+            let settled =
+                tokio::task::spawn_blocking(move || l2.missed(&key, len_bytes, &tried)).await;
+            if let Err(err) = settled {
+                tracing::warn!(%err, "settling a cache-device miss failed");
+            }
+        }
+        None
+    }
+
     pub fn stats_json(&self) -> serde_json::Value {
         serde_json::json!({
             "arc": self.arc.stats(),
@@ -180,10 +272,31 @@ impl BlockCache for ArcBlockCache {
 
     fn get_device(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         let k = key(ptr);
-        let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.checksum)?;
+        let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.physical_bytes, ptr.checksum)?;
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
         self.arc.insert(k, from_l2.clone(), kind);
         Some(from_l2)
+    }
+
+    fn read_device(self: Arc<Self>, ptr: BlockPtr, prefetch: bool, env: Env) -> DeviceRead {
+        Box::pin(async move {
+            let l2 = self.l2()?;
+            if env.blocking_inline {
+                return self.get_device(&ptr, prefetch);
+            }
+            let Some(reads) = self.device_reads() else {
+                return env
+                    .blocking("cache-device read", move || self.get_device(&ptr, prefetch))
+                    .await
+                    .ok()
+                    .flatten();
+            };
+            let k = key(&ptr);
+            let from_l2 = Self::read_l2_async(&l2, &reads, k, &ptr).await?;
+            let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
+            self.arc.insert(k, from_l2.clone(), kind);
+            Some(from_l2)
+        })
     }
 
     fn on_device(&self, ptr: &BlockPtr) -> bool {

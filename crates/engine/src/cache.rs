@@ -3,9 +3,16 @@
 //! stale; the caller verifies every cached block against the pointer's checksum before use.
 
 use crate::blkptr::BlockPtr;
+use crate::pool::Env;
 use bytes::Bytes;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
-pub trait BlockCache: Send + Sync + std::fmt::Debug {
+/// What [`BlockCache::read_device`] returns.
+pub type DeviceRead = Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>;
+
+pub trait BlockCache: Send + Sync + std::fmt::Debug + 'static {
     /// Physical bytes of the block, if cached (`prefetch`: asked by readahead, not a demand read).
     fn get(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes>;
     /// Like `get`, but only from memory: never waits for a device, so async code may call it.
@@ -22,6 +29,17 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug {
     /// blocking thread). Brings it into memory as `get` would.
     fn get_device(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         self.get(ptr, prefetch)
+    }
+    /// `get_device` for async code: waits for the device without holding an async worker
+    /// thread. By default on a blocking thread (inline with `env.blocking_inline`); the ARC's
+    /// L2ARC submits the read to io_uring instead (`arc_cache.rs`).
+    fn read_device(self: Arc<Self>, ptr: BlockPtr, prefetch: bool, env: Env) -> DeviceRead {
+        Box::pin(async move {
+            env.blocking("cache-device read", move || self.get_device(&ptr, prefetch))
+                .await
+                .ok()
+                .flatten()
+        })
     }
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool);
     /// A cached copy failed verification: drop it.

@@ -93,7 +93,9 @@ pub trait BlockDevice: Send + Sync + 'static {
         true
     }
 
-    /// Prefetch hint (NBD_CMD_CACHE).
+    /// Prefetch hint (NBD_CMD_CACHE). Never asked for more than the server's
+    /// `max_request_bytes` at once: a longer request arrives in pieces, one after the other,
+    /// so an implementation may read the range into a buffer.
     async fn cache(&self, offset: u64, length_bytes: u32) -> Result<(), DeviceError>;
 
     /// Allocation status for base:allocation, covering at least the first byte of the

@@ -28,6 +28,8 @@ pub struct MemDeviceStats {
     pub write_zeroes: u64,
     pub write_zeroes_no_hole: u64,
     pub caches: u64,
+    /// The longest range one `cache` call was asked for.
+    pub cache_bytes_max: u64,
     pub block_status: u64,
 }
 
@@ -41,6 +43,7 @@ struct Counters {
     write_zeroes: AtomicU64,
     write_zeroes_no_hole: AtomicU64,
     caches: AtomicU64,
+    cache_bytes_max: AtomicU64,
     block_status: AtomicU64,
 }
 
@@ -101,6 +104,7 @@ impl MemDevice {
             write_zeroes: get(&c.write_zeroes),
             write_zeroes_no_hole: get(&c.write_zeroes_no_hole),
             caches: get(&c.caches),
+            cache_bytes_max: get(&c.cache_bytes_max),
             block_status: get(&c.block_status),
         }
     }
@@ -316,6 +320,7 @@ impl BlockDevice for MemDevice {
 
     async fn cache(&self, offset: u64, length_bytes: u32) -> Result<(), DeviceError> {
         bump(&self.counters.caches);
+        self.counters.cache_bytes_max.fetch_max(u64::from(length_bytes), Ordering::Relaxed);
         self.check_range(offset, length_bytes as u64)
     }
 

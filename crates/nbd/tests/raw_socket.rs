@@ -319,3 +319,27 @@ fn block_status_descriptors_cover_the_request() {
         descriptors.iter().map(|d| (d.length_bytes, d.status_flags)).collect();
     assert_eq!(summary, vec![(4096, 3), (8192, 0), (4096, 3)]);
 }
+
+#[test]
+fn a_huge_cache_request_reaches_the_device_in_bounded_pieces() {
+    // NBD_CMD_CACHE has no payload, so the protocol allows an effect length past the maximum
+    // payload size: the largest a request can say, 4 GiB - 4 KiB, on a 6 GiB sparse device.
+    let (device, exports) = mem_export(6 << 30);
+    let config = ServerConfig { max_request_bytes: 1 << 20, ..ServerConfig::default() };
+    let server = TestServer::start(exports, config);
+    let mut client = RawClient::open(&server.socket, "vol", false);
+    let length_bytes = u32::MAX - 4095;
+    client.request(Command::Cache, 0, 31, 4096, length_bytes);
+    let reply = client.read_simple(0);
+    assert_eq!((reply.cookie(), reply_error(&reply)), (31, 0), "served, not refused");
+    let stats = device.stats();
+    assert!(
+        stats.cache_bytes_max <= 1 << 20,
+        "the device was asked to cache {} bytes at once (max_request_bytes 1 MiB)",
+        stats.cache_bytes_max
+    );
+    assert_eq!(stats.caches, u64::from(length_bytes).div_ceil(1 << 20), "every byte asked for");
+    // The connection still serves.
+    client.request(Command::Read, 0, 32, 0, 4096);
+    assert_eq!(reply_error(&client.read_simple(4096)), 0);
+}

@@ -8,7 +8,8 @@
 //! ```
 //! All I/O is positioned (`pread`/`pwrite`), so readers and the writer share one file handle.
 //! Reads go around the page cache (O_DIRECT, a second handle) where the file system allows it:
-//! see `direct.rs`.
+//! see `direct.rs`. Each device holds the index of its own blocks (`index.rs`), sized from the
+//! device when it is opened.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -16,12 +17,17 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
 
-use super::direct::{drop_cached_range, is_direct_refusal, DirectReader};
+use super::direct::{drop_cached_range, is_direct_refusal, AlignedBuf, DirectReader};
 use super::error::L2Error;
+use super::geometry::{Geometry, UNIT_BYTES};
+use super::index::{DeviceIndex, SLOTS_MAX};
 use super::label::{Label, LABEL_SLOT_BYTES, RING_OFFSET_BYTES};
-use super::log_block::BlockPlace;
+use super::log_block::{
+    decode_meta, meta_len_from_header, BlockPlace, BlockReject, LogBlockMeta, LOG_HEADER_BYTES,
+};
 use super::stats::{DeviceCounters, DeviceState, DeviceStats, RebuildProgress};
 use super::DeviceId;
 
@@ -55,7 +61,11 @@ pub(crate) struct CacheDevice {
     identity: FileIdentity,
     is_regular_file: bool,
     pub(crate) label: Label,
+    pub(crate) geometry: Geometry,
     pub(crate) capacity_bytes: u64,
+    /// Where each cached block of this device is. Lock order: after `devices`, never held
+    /// across device I/O.
+    pub(crate) index: RwLock<DeviceIndex>,
     status: Mutex<Status>,
     removed: AtomicBool,
     slot_generations: Vec<AtomicU64>,
@@ -87,13 +97,14 @@ fn capacity_of(path: &Path, mut file: &File) -> Result<u64, L2Error> {
 impl CacheDevice {
     /// Writes a fresh label (new device guid) and returns the device ready for writes. Old log
     /// blocks left in the ring carry the previous guid and are ignored from now on.
+    /// `log_block_bytes_for` picks the log-block size from the device's capacity.
     pub(crate) fn format(
         id: DeviceId,
         path: &Path,
         size_bytes: Option<u64>,
         pool_guid: u128,
         device_guid: u64,
-        log_block_bytes: u32,
+        log_block_bytes_for: impl Fn(u64) -> u32,
     ) -> Result<Self, L2Error> {
         let file = open_rw(path, size_bytes.is_some())?;
         let (identity, is_regular_file) = identity_of(path, &file)?;
@@ -101,11 +112,17 @@ impl CacheDevice {
             file.set_len(size).map_err(|e| L2Error::io(path, e))?;
         }
         let capacity_bytes = capacity_of(path, &file)?;
-        let slot_count = (capacity_bytes.saturating_sub(RING_OFFSET_BYTES)
-            / u64::from(log_block_bytes))
-        .min(u64::from(u32::MAX));
+        let log_block_bytes = log_block_bytes_for(capacity_bytes);
+        let slot_count =
+            capacity_bytes.saturating_sub(RING_OFFSET_BYTES) / u64::from(log_block_bytes);
         if slot_count < 2 {
             return Err(L2Error::DeviceTooSmall {
+                path: path.to_path_buf(),
+                size_bytes: capacity_bytes,
+            });
+        }
+        if slot_count > SLOTS_MAX {
+            return Err(L2Error::DeviceTooLarge {
                 path: path.to_path_buf(),
                 size_bytes: capacity_bytes,
             });
@@ -151,7 +168,7 @@ impl CacheDevice {
         }
         file.read_exact_at(&mut sectors, 0).map_err(|e| L2Error::io(path, e))?;
         let (first, second) = sectors.split_at(LABEL_SLOT_BYTES as usize);
-        let label = Label::decode_either(first, second)
+        let (label, version) = Label::decode_either_any_version(first, second)
             .map_err(|reason| L2Error::BadLabel { path: path.to_path_buf(), reason })?;
         if label.pool_guid != pool_guid {
             return Err(L2Error::ForeignPool {
@@ -159,8 +176,18 @@ impl CacheDevice {
                 found_pool_guid: label.pool_guid,
             });
         }
-        let ring_end =
-            RING_OFFSET_BYTES + u64::from(label.slot_count) * u64::from(label.log_block_bytes);
+        if Label::is_old_version(version) {
+            return Err(L2Error::OldFormat { path: path.to_path_buf(), version });
+        }
+        let block = label.log_block_bytes;
+        let ring_end = RING_OFFSET_BYTES + u64::from(label.slot_count) * u64::from(block);
+        let block_ok = block.is_multiple_of(UNIT_BYTES)
+            && (super::config::LOG_BLOCK_BYTES_MIN..=super::config::LOG_BLOCK_BYTES_MAX)
+                .contains(&block);
+        if !block_ok || u64::from(label.slot_count) > SLOTS_MAX {
+            let reason = format!("log_block_bytes {block} with {} slots", label.slot_count);
+            return Err(L2Error::BadLabel { path: path.to_path_buf(), reason });
+        }
         if ring_end > capacity_bytes || label.slot_count < 2 {
             let reason = format!("ring needs {ring_end} bytes, device has {capacity_bytes}");
             return Err(L2Error::BadLabel { path: path.to_path_buf(), reason });
@@ -188,6 +215,7 @@ impl CacheDevice {
         capacity_bytes: u64,
         state: DeviceState,
     ) -> Self {
+        let geometry = Geometry::new(label.log_block_bytes);
         Self {
             id,
             path: path.to_path_buf(),
@@ -196,7 +224,9 @@ impl CacheDevice {
             identity,
             is_regular_file,
             label,
+            geometry,
             capacity_bytes,
+            index: RwLock::new(DeviceIndex::new(label.slot_count, geometry.data_units)),
             status: Mutex::new(Status { state, fault_reason: None }),
             removed: AtomicBool::new(false),
             slot_generations: (0..label.slot_count).map(|_| AtomicU64::new(0)).collect(),
@@ -227,32 +257,73 @@ impl CacheDevice {
         }
     }
 
-    /// Reads exactly `len` bytes; a short read (a truncated device) is an error.
-    pub(crate) fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    /// Reads exactly `units` whole units at `offset` (a multiple of 4096) into an aligned
+    /// buffer; a short read (a truncated device) is an error.
+    pub(crate) fn read_units(&self, offset: u64, units: u32) -> std::io::Result<Bytes> {
+        debug_assert!(offset.is_multiple_of(u64::from(UNIT_BYTES)));
+        let len = (units * UNIT_BYTES) as usize;
+        let mut buf = AlignedBuf::zeroed(len);
         let direct = self.direct.lock().clone();
-        let buf = match direct.map(|d| d.read_exact_at(offset, len)) {
-            Some(Ok(buf)) => buf,
+        match direct.map(|d| d.read_exact_into(&mut buf, offset)) {
+            Some(Ok(())) => {}
             Some(Err(err)) if is_direct_refusal(&err) => {
-                tracing::warn!(path = %self.path.display(), "O_DIRECT read refused; cache device reads go through the page cache from now on");
-                *self.direct.lock() = None;
-                self.read_buffered(offset, len)?
+                self.stop_direct_reads();
+                self.file.read_exact_at(buf.as_mut_slice(), offset)?;
             }
             Some(Err(err)) => return Err(err),
-            None => self.read_buffered(offset, len)?,
-        };
+            None => self.file.read_exact_at(buf.as_mut_slice(), offset)?,
+        }
         self.counters.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
-        Ok(buf)
+        Ok(Bytes::from_owner(buf))
     }
 
-    fn read_buffered(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset)?;
-        Ok(buf)
+    /// Reads and verifies the metadata (header and entry table) of the log block in `slot`.
+    /// `Ok(Err(_))` when the slot holds no valid block of this device incarnation.
+    pub(crate) fn read_meta(
+        &self,
+        slot: u32,
+    ) -> std::io::Result<Result<LogBlockMeta, BlockReject>> {
+        let place = self.place(slot);
+        let base = self.slot_offset(slot);
+        let first = self.read_units(base, 1)?;
+        let meta_len = match meta_len_from_header(&first[..LOG_HEADER_BYTES], &place) {
+            Ok(len) => len,
+            Err(reject) => return Ok(Err(reject)),
+        };
+        let meta = if meta_len <= first.len() {
+            first
+        } else {
+            self.read_units(base, (meta_len as u32).div_ceil(UNIT_BYTES))?
+        };
+        Ok(decode_meta(&meta[..meta_len], &place))
     }
 
     /// True while reads bypass the page cache.
     pub(crate) fn direct_reads(&self) -> bool {
         self.direct.lock().is_some()
+    }
+
+    /// The O_DIRECT handle, while the file system takes O_DIRECT reads.
+    pub(crate) fn direct_reader(&self) -> Option<std::sync::Arc<DirectReader>> {
+        self.direct.lock().clone()
+    }
+
+    /// The file system refused an O_DIRECT read: read through the page cache from now on.
+    pub(crate) fn stop_direct_reads(&self) {
+        if self.direct.lock().take().is_some() {
+            tracing::warn!(path = %self.path.display(), "O_DIRECT read refused; cache device reads go through the page cache from now on");
+        }
+    }
+
+    pub(crate) fn buffered_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
+    }
+
+    /// Fills `buf` from `offset` through the page cache; returns the bytes read, all of them.
+    pub(crate) fn read_buffered_into(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.file.read_exact_at(buf, offset)?;
+        Ok(buf.len())
     }
 
     /// A finished log block leaves the page cache (reads of it are direct); advisory only.
@@ -274,6 +345,11 @@ impl CacheDevice {
 
     pub(crate) fn slot_generation(&self, slot: u32) -> u64 {
         self.slot_generations[slot as usize].load(Ordering::SeqCst)
+    }
+
+    /// Byte offset on the device of data unit `unit` of `slot`.
+    pub(crate) fn unit_offset(&self, slot: u32, unit: u32) -> u64 {
+        self.slot_offset(slot) + u64::from(self.geometry.unit_offset(unit))
     }
 
     /// Marks a slot as being reused; readers that read it under the old generation discard
@@ -343,6 +419,7 @@ impl CacheDevice {
     }
 
     pub(crate) fn stats(&self) -> DeviceStats {
+        let index = self.index.read();
         let status = self.status.lock();
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         DeviceStats {
@@ -351,6 +428,11 @@ impl CacheDevice {
             device_guid: self.label.device_guid,
             state: status.state,
             fault_reason: status.fault_reason.clone(),
+            entries: index.len(),
+            size_bytes: index.size_bytes(),
+            index_bytes: index.memory_bytes() + self.slot_generations.len() as u64 * 8,
+            index_entry_bits: index.entry_bits(),
+            index_full_drops: index.full_drops(),
             capacity_bytes: self.capacity_bytes,
             direct_reads: self.direct_reads(),
             log_block_bytes: self.label.log_block_bytes,

@@ -3,8 +3,9 @@
 //! The L2ARC is a cache of its own: reading it through the page cache would keep a second
 //! copy of every block in RAM, evict the database's pages to make room for it, and make the
 //! device look faster than it is. O_DIRECT needs the buffer, offset and length aligned to the
-//! device's logical block; entries sit at arbitrary byte offsets inside a log block, so a read
-//! is widened to whole 4 KiB units and the wanted bytes copied out.
+//! device's logical block. Cached blocks start on 4 KiB unit boundaries and take whole units,
+//! so a read is exactly the units of one block, into an aligned buffer that is handed out as
+//! `Bytes` without a copy.
 //!
 //! Some file systems (tmpfs among them) refuse O_DIRECT at open or at the first read; the
 //! device then falls back to buffered reads, and says so in its stats.
@@ -18,13 +19,41 @@ use std::path::Path;
 pub(crate) const DIRECT_ALIGN_BYTES: u64 = 4096;
 
 /// A zeroed heap buffer aligned to [`DIRECT_ALIGN_BYTES`], freed on drop.
-struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     layout: Layout,
 }
 
+// SAFETY: the buffer owns its allocation exclusively (no aliasing pointer escapes except through
+// `&self`/`&mut self` borrows), so moving it to another thread is sound.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only reads through `as_ref`, which hands out `&[u8]`.
+unsafe impl Sync for AlignedBuf {}
+
 impl AlignedBuf {
-    fn zeroed(len_bytes: usize) -> Self {
+    /// A buffer of `len_bytes` whose contents are not initialised: only for a read that fills
+    /// it through a raw pointer, and only read after the read filled every byte.
+    pub(crate) fn for_raw_read(len_bytes: usize) -> Self {
+        let layout = Layout::from_size_align(len_bytes.max(1), DIRECT_ALIGN_BYTES as usize)
+            .expect("aligned layout of a positive size is valid");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Self { ptr, layout }
+    }
+
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// A buffer of `len_bytes`, zeroed (so it is initialised memory before a read fills it).
+    pub(crate) fn zeroed(len_bytes: usize) -> Self {
         let layout = Layout::from_size_align(len_bytes.max(1), DIRECT_ALIGN_BYTES as usize)
             .expect("aligned layout of a positive size is valid");
         // SAFETY: the layout has a non-zero size.
@@ -35,9 +64,16 @@ impl AlignedBuf {
         Self { ptr, layout }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for layout.size() initialised bytes and uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for layout.size() initialised bytes; the borrow is shared.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
     }
 }
 
@@ -59,19 +95,38 @@ impl DirectReader {
     pub(crate) fn open(path: &Path) -> Option<Self> {
         let file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()?;
         let reader = Self { file };
-        reader.read_exact_at(0, DIRECT_ALIGN_BYTES as usize).ok()?;
+        let mut first = AlignedBuf::zeroed(DIRECT_ALIGN_BYTES as usize);
+        reader.read_exact_into(&mut first, 0).ok()?;
         Some(reader)
     }
 
+    /// Fills `buf` (aligned) from `offset` (aligned); returns the bytes read, all of them.
+    pub(crate) fn read_into(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.file.read_exact_at(buf, offset)?;
+        Ok(buf.len())
+    }
+
+    /// Fills `buf` from `offset` (both aligned to [`DIRECT_ALIGN_BYTES`]).
+    pub(crate) fn read_exact_into(&self, buf: &mut AlignedBuf, offset: u64) -> std::io::Result<()> {
+        debug_assert!(offset.is_multiple_of(DIRECT_ALIGN_BYTES));
+        self.file.read_exact_at(buf.as_mut_slice(), offset)
+    }
+
     /// Reads exactly `len` bytes at `offset`: one aligned read that covers them.
-    pub(crate) fn read_exact_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    #[cfg(test)]
+    fn read_exact_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
         let start = offset - offset % DIRECT_ALIGN_BYTES;
         let end = (offset + len as u64).div_ceil(DIRECT_ALIGN_BYTES) * DIRECT_ALIGN_BYTES;
         let mut buf = AlignedBuf::zeroed((end - start) as usize);
-        let wide = buf.as_mut_slice();
-        self.file.read_exact_at(wide, start)?;
+        self.read_exact_into(&mut buf, start)?;
         let skip = (offset - start) as usize;
-        Ok(wide[skip..skip + len].to_vec())
+        Ok(buf.as_mut_slice()[skip..skip + len].to_vec())
+    }
+}
+
+impl std::os::fd::AsRawFd for DirectReader {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
     }
 }
 

@@ -17,6 +17,16 @@ pub enum L2Error {
     ForeignPool { path: PathBuf, found_pool_guid: u128 },
     #[error("cache device {path} is too small: {size_bytes} bytes")]
     DeviceTooSmall { path: PathBuf, size_bytes: u64 },
+    #[error(
+        "cache device {path} is too large: {size_bytes} bytes would need more than 2^24 log \
+         blocks; use a partition of at most 1 PiB"
+    )]
+    DeviceTooLarge { path: PathBuf, size_bytes: u64 },
+    #[error(
+        "cache device {path} has the version {version} layout, whose contents this version \
+         cannot index"
+    )]
+    OldFormat { path: PathBuf, version: u32 },
     #[error("cache device {path} is already in use by this L2ARC")]
     DuplicateDevice { path: PathBuf },
     #[error("no cache device with id {0}")]

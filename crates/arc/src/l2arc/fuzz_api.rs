@@ -6,10 +6,12 @@
 //! encode), which is all a round-trip check needs. The `reseal_*` helpers recompute checksums
 //! of mutated bytes, so a target gets past them to the field checks behind.
 
+use super::builder::LogBlockBuilder;
+use super::geometry::UNIT_BYTES;
 use super::label::Label;
 use super::log_block::{
-    decode_meta, encode_meta, meta_len_from_header, BlockPlace, BlockReject, LogBlockBuilder,
-    LogBlockMeta, LOG_ENTRY_BYTES, LOG_HEADER_BYTES,
+    decode_meta, encode_meta, meta_len_from_header, BlockPlace, BlockReject, LogBlockMeta,
+    LOG_ENTRY_BYTES, LOG_HEADER_BYTES,
 };
 use crate::codec::checksum64_parts;
 use crate::key::BlockKey;
@@ -35,6 +37,11 @@ impl L2Label {
     }
     pub fn decode_either(first: &[u8], second: &[u8]) -> Result<Self, String> {
         Label::decode_either(first, second).map(L2Label)
+    }
+    /// Like `decode_either`, also accepting the previous format version (what `destroy` and
+    /// `open` read); returns the version too.
+    pub fn decode_either_any_version(first: &[u8], second: &[u8]) -> Result<(Self, u32), String> {
+        Label::decode_either_any_version(first, second).map(|(l, v)| (L2Label(l), v))
     }
     pub fn encode(&self) -> [u8; L2_LABEL_BYTES] {
         self.0.encode()
@@ -88,38 +95,49 @@ impl L2LogBlock {
         decode_meta(meta, &place.0).map(L2LogBlock).map_err(L2Reject::from)
     }
     pub fn encode(&self, place: &L2Place) -> Vec<u8> {
-        encode_meta(&place.0, self.0.sequence, self.0.data_low, &self.0.entries)
+        encode_meta(&place.0, self.0.sequence, &self.0.entries)
     }
-    /// Every entry's data range, as (data_offset, len_bytes): reads trust them after decode.
-    pub fn data_ranges(&self) -> Vec<(u32, u32)> {
-        self.0.entries.iter().map(|e| (e.data_offset, e.len_bytes)).collect()
+    /// Every entry's data range in the block, as (offset_bytes, len_bytes): reads trust them
+    /// after decode.
+    pub fn data_ranges(&self, place: &L2Place) -> Vec<(u32, u32)> {
+        let g = place.0.geometry();
+        self.0.entries.iter().map(|e| (g.unit_offset(e.unit), e.len_bytes)).collect()
     }
-    pub fn data_low(&self) -> u32 {
-        self.0.data_low
+    /// Bytes of the block's metadata area (data starts after it).
+    pub fn meta_area_bytes(place: &L2Place) -> u32 {
+        place.0.geometry().meta_bytes()
     }
     pub fn sequence(&self) -> u64 {
         self.0.sequence
     }
-    /// Every entry as (segment_id, offset_bytes, len_bytes, data checksum, data_offset).
-    pub fn entries(&self) -> Vec<(u64, u32, u32, u64, u32)> {
+    /// Every entry as (segment_id, offset_bytes, len_bytes, data checksum, data offset in the
+    /// block at `place`).
+    pub fn entries(&self, place: &L2Place) -> Vec<(u64, u32, u32, u64, u32)> {
+        let g = place.0.geometry();
         let e = self.0.entries.iter();
-        e.map(|e| (e.key.segment_id, e.key.offset_bytes, e.len_bytes, e.checksum, e.data_offset))
-            .collect()
+        e.map(|e| {
+            let at = g.unit_offset(e.unit);
+            (e.key.segment_id, e.key.offset_bytes, e.len_bytes, e.checksum, at)
+        })
+        .collect()
     }
 }
 
 /// A whole valid log block of `place.block_bytes()` holding `blocks` (key, data) as the writer
 /// lays it out; entries that do not fit are left out. Seeds for the fuzz corpus.
 pub fn sample_log_block(place: &L2Place, sequence: u64, blocks: &[(u64, u32, &[u8])]) -> Vec<u8> {
-    let mut b = LogBlockBuilder::new(place.0.block_bytes);
+    let geometry = place.0.geometry();
+    let mut b = LogBlockBuilder::new(geometry, place.0.slot_index);
     for (segment_id, offset_bytes, data) in blocks {
-        if b.fits(data.len()) {
-            b.append(BlockKey::new(*segment_id, *offset_bytes), data);
+        if data.len() <= geometry.largest_entry_bytes() as usize {
+            b.try_append(BlockKey::new(*segment_id, *offset_bytes), data);
         }
     }
-    let meta = encode_meta(&place.0, sequence, b.data_low(), b.entries());
-    let mut block = b.bytes(0, b.block_bytes()).to_vec();
+    let meta = encode_meta(&place.0, sequence, b.entries());
+    let mut block = vec![0u8; geometry.meta_bytes() as usize];
     block[..meta.len()].copy_from_slice(&meta);
+    block.extend_from_slice(b.unit_bytes(0, geometry.data_units));
+    debug_assert_eq!(block.len() % UNIT_BYTES as usize, 0);
     block
 }
 

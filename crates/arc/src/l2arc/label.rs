@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! 0   u64  magic "FDL2LABL"
-//! 8   u32  version (1)
+//! 8   u32  version (2; 1 = the packed log-block layout, see `LabelReject::OldVersion`)
 //! 12  u32  role (1 = cache)
 //! 16  u128 pool_guid
 //! 32  u64  device_guid
@@ -18,7 +18,10 @@
 use crate::codec::{checksum64_parts, CodecError, Reader, Writer};
 
 const LABEL_MAGIC: u64 = u64::from_le_bytes(*b"FDL2LABL");
-const LABEL_VERSION: u32 = 1;
+const LABEL_VERSION: u32 = 2;
+/// Devices formatted before log blocks took whole 4 KiB units (format version 1). Such a label
+/// still names its pool (so `destroy` clears it) but its ring cannot be rebuilt.
+const LABEL_VERSION_PACKED: u32 = 1;
 /// Role code of a cache device (log devices use another role in the same label family).
 pub(crate) const ROLE_CACHE: u32 = 1;
 pub(crate) const LABEL_BYTES: usize = 64;
@@ -53,6 +56,16 @@ impl Label {
 
     /// Parses and verifies one label copy.
     pub(crate) fn decode(buf: &[u8]) -> Result<Label, String> {
+        match Self::decode_any_version(buf) {
+            Ok((label, LABEL_VERSION)) => Ok(label),
+            Ok((_, version)) => Err(format!("unsupported version {version}")),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Parses and verifies one label copy of this or the previous format version; returns the
+    /// label and its version.
+    pub(crate) fn decode_any_version(buf: &[u8]) -> Result<(Label, u32), String> {
         if buf.len() < LABEL_BYTES {
             return Err(format!("label copy is {} bytes", buf.len()));
         }
@@ -62,7 +75,7 @@ impl Label {
             return Err(format!("bad magic {magic:#018x}"));
         }
         let version = r.u32().map_err(short)?;
-        if version != LABEL_VERSION {
+        if version != LABEL_VERSION && version != LABEL_VERSION_PACKED {
             return Err(format!("unsupported version {version}"));
         }
         let role = r.u32().map_err(short)?;
@@ -82,14 +95,31 @@ impl Label {
         if ring_offset != RING_OFFSET_BYTES {
             return Err(format!("unexpected ring offset {ring_offset}"));
         }
-        Ok(Label { pool_guid, device_guid, log_block_bytes, slot_count })
+        Ok((Label { pool_guid, device_guid, log_block_bytes, slot_count }, version))
     }
 
     /// Picks the first valid copy from the two label sectors.
     pub(crate) fn decode_either(first: &[u8], second: &[u8]) -> Result<Label, String> {
-        Label::decode(first).or_else(|first_err| {
-            Label::decode(second).map_err(|second_err| format!("{first_err}; {second_err}"))
+        match Self::decode_either_any_version(first, second)? {
+            (label, LABEL_VERSION) => Ok(label),
+            (_, version) => Err(format!("unsupported version {version}")),
+        }
+    }
+
+    /// [`Self::decode_either`] that also accepts a label of the previous format version.
+    pub(crate) fn decode_either_any_version(
+        first: &[u8],
+        second: &[u8],
+    ) -> Result<(Label, u32), String> {
+        Label::decode_any_version(first).or_else(|first_err| {
+            Label::decode_any_version(second)
+                .map_err(|second_err| format!("{first_err}; {second_err}"))
         })
+    }
+
+    /// Whether `version` is the previous format's, whose devices are reformatted at open.
+    pub(crate) fn is_old_version(version: u32) -> bool {
+        version == LABEL_VERSION_PACKED
     }
 }
 
@@ -105,7 +135,9 @@ pub fn cache_label_pool_guid(first_8k: &[u8]) -> Option<u128> {
     if first_8k.len() < 2 * slot {
         return None;
     }
-    Label::decode_either(&first_8k[..slot], &first_8k[slot..2 * slot]).ok().map(|l| l.pool_guid)
+    Label::decode_either_any_version(&first_8k[..slot], &first_8k[slot..2 * slot])
+        .ok()
+        .map(|(l, _)| l.pool_guid)
 }
 
 #[cfg(test)]
@@ -127,6 +159,15 @@ mod tests {
     }
 
     #[test]
+    fn golden_label_is_pinned() {
+        // Format version 2, docs/format/l2arc.md: a change here must come with a new version.
+        let hex: String = label().encode().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, GOLDEN_LABEL_V2);
+    }
+
+    const GOLDEN_LABEL_V2: &str = "46444c324c41424c02000000010000008877665544332211f0debc9a785634122a00000000000000000010006400000000200000000000004a0ced2fcc3195f9";
+
+    #[test]
     fn any_flipped_byte_is_rejected() {
         let buf = label().encode();
         for i in 0..LABEL_BYTES {
@@ -134,6 +175,20 @@ mod tests {
             bad[i] ^= 1;
             assert!(Label::decode(&bad).is_err(), "flip at {i} accepted");
         }
+    }
+
+    #[test]
+    fn a_version_1_label_is_recognised_but_not_accepted() {
+        let mut old = label().encode();
+        old[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let sum = checksum64_parts(&[&old[..56]]);
+        old[56..].copy_from_slice(&sum.to_le_bytes());
+        assert_eq!(Label::decode_any_version(&old), Ok((label(), 1)));
+        assert!(Label::decode(&old).unwrap_err().contains("version 1"));
+        assert!(Label::is_old_version(1) && !Label::is_old_version(2));
+        let mut sectors = vec![0u8; 8192];
+        sectors[..64].copy_from_slice(&old);
+        assert_eq!(cache_label_pool_guid(&sectors), Some(label().pool_guid), "destroy clears it");
     }
 
     #[test]

@@ -3,18 +3,24 @@
 //! * Striped, never mirrored: each log block goes to one device, round-robin over the online
 //!   devices; losing a device loses only cached copies.
 //! * Fed from the ARC's eviction feed by a writer capped at `write_max_bytes_per_s`.
-//! * Each device is a ring of fixed-size log blocks (see `log_block.rs`, `device.rs`). Before a
-//!   slot is reused, the index forgets every entry in it, then the slot is rewritten.
+//! * Each device is a ring of fixed-size log blocks (see `log_block.rs`, `device.rs`); cached
+//!   blocks take whole 4 KiB units inside a log block, at a place chosen by hashing their key
+//!   (`geometry.rs`). Before a slot is reused, the index forgets every entry in it, then the
+//!   slot is rewritten.
+//! * Each device has its own index (`index.rs`): 29 bits per cached block, sized when the
+//!   device is opened, ~0.96 GiB of memory per TiB of device (docs/design/0004-l2arc-index.md).
 //! * After a restart the index is rebuilt in the background from the log-block headers alone;
 //!   lookups meanwhile miss or hit what is already restored.
-//! * Every read is verified against the entry's checksum and the caller's expected checksum; a
-//!   mismatch drops the entry and counts an error, and the caller reads the store instead.
+//! * Every read is verified against the caller's expected checksum; bytes that do not match are
+//!   never returned (a damaged entry is dropped and counted), and the caller reads the store.
 //! * A device that fails an I/O, vanishes or shrinks is FAULTED: out of service, its entries
 //!   dropped, nothing panics. The health check reopens it if a valid label comes back.
 //!
-//! Locks, always taken in this order and never held across another device's I/O:
-//! `writer` -> `devices` -> `index`. Reads take `index` and `devices` briefly, never `writer`.
+//! Locks, always taken in this order and never held across device I/O:
+//! `writer` -> `devices` -> a device's `index`. Reads take `devices` and `index` briefly, never
+//! `writer`.
 
+mod builder;
 mod config;
 mod device;
 mod direct;
@@ -22,10 +28,13 @@ mod error;
 // Decoders for the cargo-fuzz targets in fuzz/ (not an API), re-exported by lib.rs.
 #[doc(hidden)]
 pub mod fuzz_api;
+mod geometry;
 mod health;
 mod index;
 mod label;
 mod log_block;
+mod open_block;
+mod packed;
 mod rate;
 mod reader;
 mod rebuild;
@@ -40,9 +49,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-pub use config::{L2ArcConfig, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN};
+pub use config::{L2ArcConfig, LOG_BLOCK_BYTES_MAX, LOG_BLOCK_BYTES_MIN, SLOTS_PER_DEVICE_TARGET};
 pub use error::L2Error;
 pub use label::cache_label_pool_guid;
+pub use reader::{PlannedRead, ReadBuf};
 pub use stats::{DeviceState, DeviceStats, L2Stats, RebuildStats};
 pub use writer::{WriteTickReport, WriterHandle};
 
@@ -51,7 +61,6 @@ use crate::clock::Clock;
 use crate::key::BlockKey;
 use device::CacheDevice;
 use fardisk_common::rng::Rng;
-use index::L2Index;
 use stats::{load, L2Counters};
 use writer::WriterState;
 
@@ -65,23 +74,23 @@ pub(crate) struct Shared {
     guid_rng: Rng,
     next_device_id: AtomicU32,
     pub(crate) devices: RwLock<Vec<Arc<CacheDevice>>>,
-    pub(crate) index: Mutex<L2Index>,
     pub(crate) writer: Mutex<WriterState>,
     pub(crate) counters: L2Counters,
 }
 
 impl Shared {
-    pub(crate) fn device(&self, id: DeviceId) -> Option<Arc<CacheDevice>> {
-        self.devices.read().iter().find(|d| d.id == id).cloned()
-    }
-
     /// Takes a device out of service and forgets its entries. The state changes before the
     /// index lock is taken, so a writer or rebuild that checks the state under the index lock
     /// can never index entries after this drop.
     pub(crate) fn fault(&self, device: &CacheDevice, reason: String) {
         if device.fault(reason) {
-            self.index.lock().drop_device(device.id);
+            device.index.write().clear();
         }
+    }
+
+    /// Whether some device's index names `key`.
+    pub(crate) fn indexed(&self, key: &BlockKey) -> bool {
+        reader::indexed(self, key)
     }
 
     pub(crate) fn io_error(&self, device: &CacheDevice, what: &str, err: &std::io::Error) {
@@ -121,7 +130,6 @@ impl L2Arc {
                 guid_rng: Rng::new(seed),
                 next_device_id: AtomicU32::new(0),
                 devices: RwLock::new(Vec::new()),
-                index: Mutex::new(L2Index::default()),
                 writer: Mutex::new(writer),
                 counters: L2Counters::default(),
             }),
@@ -152,21 +160,40 @@ impl L2Arc {
     pub fn add_device(&self, path: &Path, size_bytes: Option<u64>) -> Result<DeviceId, L2Error> {
         self.reject_duplicate(path)?;
         let id = self.shared.next_device_id.fetch_add(1, Ordering::Relaxed);
+        self.format_device(id, path, size_bytes)
+    }
+
+    fn format_device(
+        &self,
+        id: DeviceId,
+        path: &Path,
+        size_bytes: Option<u64>,
+    ) -> Result<DeviceId, L2Error> {
         let guid = self.shared.new_device_guid();
-        let block_bytes = self.shared.config.log_block_bytes;
-        let device =
-            CacheDevice::format(id, path, size_bytes, self.shared.pool_guid, guid, block_bytes)?;
-        tracing::info!(path = %path.display(), slots = device.slot_count(), "cache device added");
+        let config = &self.shared.config;
+        let device = CacheDevice::format(id, path, size_bytes, self.shared.pool_guid, guid, |c| {
+            config.log_block_bytes_for(c)
+        })?;
+        tracing::info!(path = %path.display(), slots = device.slot_count(), log_block_bytes = device.block_bytes(), "cache device added");
         self.shared.devices.write().push(Arc::new(device));
         Ok(id)
     }
 
     /// Opens a cache device formatted earlier for this pool and rebuilds its index in the
-    /// background (see [`L2Stats::rebuild`]). Until then its blocks miss.
+    /// background (see [`L2Stats::rebuild`]). Until then its blocks miss. A device of this pool
+    /// in the previous layout (format version 1) cannot be indexed: it is formatted again and
+    /// starts empty (a cold cache); its blocks are read from the store.
     pub fn open_device(&self, path: &Path) -> Result<DeviceId, L2Error> {
         self.reject_duplicate(path)?;
         let id = self.shared.next_device_id.fetch_add(1, Ordering::Relaxed);
-        let device = Arc::new(CacheDevice::open_existing(id, path, self.shared.pool_guid)?);
+        let device = match CacheDevice::open_existing(id, path, self.shared.pool_guid) {
+            Ok(device) => Arc::new(device),
+            Err(err @ L2Error::OldFormat { .. }) => {
+                tracing::warn!(%err, "formatting it again as an empty cache device");
+                return self.format_device(id, path, None);
+            }
+            Err(err) => return Err(err),
+        };
         self.shared.devices.write().push(Arc::clone(&device));
         rebuild::spawn_rebuild(Arc::clone(&self.shared), device);
         Ok(id)
@@ -180,7 +207,7 @@ impl L2Arc {
             devices.remove(pos)
         };
         device.mark_removed();
-        self.shared.index.lock().drop_device(id);
+        device.index.write().clear();
         Ok(())
     }
 
@@ -193,20 +220,50 @@ impl L2Arc {
         Ok(())
     }
 
-    /// Reads a cached block. Returns it only if its xxh3-64 matches both the entry and
-    /// `expected_checksum`; anything else is a miss.
-    pub fn get(&self, key: &BlockKey, expected_checksum: u64) -> Option<Bytes> {
-        reader::get(&self.shared, key, expected_checksum)
+    /// Reads a cached block of `len_bytes` (the block as stored, from its pointer). Returns it
+    /// only if its xxh3-64 is `expected_checksum`; anything else is a miss.
+    pub fn get(&self, key: &BlockKey, len_bytes: u32, expected_checksum: u64) -> Option<Bytes> {
+        reader::get(&self.shared, key, len_bytes, expected_checksum)
     }
 
-    /// Whether the block is indexed (it may still fail verification when read).
+    /// The places a block of `len_bytes` may be cached, for a caller that reads them with its
+    /// own I/O: read each ([`PlannedRead::fd`], `offset_bytes`, `len_bytes`) into its
+    /// [`PlannedRead::buffer`] and pass the result to [`Self::finish_read`] until one returns
+    /// the block; if none does, pass the tried ones to [`Self::missed`]. [`Self::get`] does the
+    /// same with `pread`.
+    pub fn plan_read(&self, key: &BlockKey, len_bytes: u32) -> Vec<PlannedRead> {
+        reader::plan(&self.shared, key, len_bytes)
+    }
+
+    /// Checks the result of reading `plan` (the buffer and the bytes read): the block if it is
+    /// the one the caller expects (counted as a hit), `None` otherwise.
+    pub fn finish_read(
+        &self,
+        len_bytes: u32,
+        expected_checksum: u64,
+        plan: &PlannedRead,
+        read: std::io::Result<(ReadBuf, usize)>,
+    ) -> Option<Bytes> {
+        reader::finish(&self.shared, len_bytes, expected_checksum, plan, read)
+    }
+
+    /// No planned read gave the block: counts the miss and drops the entries among `tried`
+    /// that held damaged bytes of `key` (reads their log blocks' tables; call it off the async
+    /// runtime's threads).
+    pub fn missed(&self, key: &BlockKey, len_bytes: u32, tried: &[PlannedRead]) {
+        reader::missed(&self.shared, key, len_bytes, tried)
+    }
+
+    /// Whether the block may be cached, by index only: a few bits of each key are kept, so it
+    /// is rarely true for a block that is not (and the bytes may still fail verification).
     pub fn contains(&self, key: &BlockKey) -> bool {
-        self.shared.index.lock().contains(key)
+        self.shared.indexed(key)
     }
 
-    /// Forgets a block (for example one the engine freed). Returns whether it was indexed.
+    /// Forgets a block (for example one that failed verification above). Returns whether it
+    /// was indexed. Reads the entry's log-block table to tell it from other keys' entries.
     pub fn remove(&self, key: &BlockKey) -> bool {
-        self.shared.index.lock().remove(key).is_some()
+        reader::remove(&self.shared, key)
     }
 
     /// One round of the writer: takes what the rate cap allows from `feed` into the current
@@ -241,10 +298,6 @@ impl L2Arc {
     pub fn stats(&self) -> L2Stats {
         let c = &self.shared.counters;
         let devices: Vec<_> = self.shared.devices.read().iter().map(|d| d.stats()).collect();
-        let (entries, size_bytes) = {
-            let index = self.shared.index.lock();
-            (index.len(), index.size_bytes())
-        };
         let sum = |f: fn(&stats::DeviceStats) -> u64| devices.iter().map(f).sum::<u64>();
         let rebuild = RebuildStats {
             entries: sum(|d| d.rebuild.entries),
@@ -257,8 +310,9 @@ impl L2Arc {
         L2Stats {
             hits: load(&c.hits),
             misses: load(&c.misses),
-            size_bytes,
-            entries,
+            size_bytes: sum(|d| d.size_bytes),
+            entries: sum(|d| d.entries),
+            index_bytes: sum(|d| d.index_bytes),
             bytes_written: sum(|d| d.bytes_written),
             bytes_read: sum(|d| d.bytes_read),
             checksum_errors: sum(|d| d.checksum_errors),

@@ -35,6 +35,16 @@ pub struct DeviceStats {
     pub device_guid: u64,
     pub state: DeviceState,
     pub fault_reason: Option<String>,
+    /// Blocks indexed on this device and their data bytes.
+    pub entries: u64,
+    pub size_bytes: u64,
+    /// Memory of this device's index (table, per-slot counters and generations), fixed when
+    /// the device is opened: ~0.96 GiB per TiB of device.
+    pub index_bytes: u64,
+    /// Bits of one index entry (tag, slot, place).
+    pub index_entry_bits: u32,
+    /// Blocks written to the device that its full index could not take.
+    pub index_full_drops: u64,
     pub capacity_bytes: u64,
     /// Reads bypass the page cache (O_DIRECT); false where the file system refuses it.
     pub direct_reads: bool,
@@ -55,6 +65,8 @@ pub struct L2Stats {
     /// Data bytes of the blocks currently indexed.
     pub size_bytes: u64,
     pub entries: u64,
+    /// Memory of the devices' indexes (summed `DeviceStats::index_bytes`).
+    pub index_bytes: u64,
     /// Bytes written to cache devices (data and metadata).
     pub bytes_written: u64,
     pub bytes_read: u64,

@@ -14,6 +14,8 @@ pub const POOL_GUID: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
 pub const BLOCK_BYTES: u32 = 16 << 10;
 pub const RING_OFFSET_BYTES: u64 = 8192;
 pub const HEADER_BYTES: u64 = 64;
+/// Cached blocks take whole 4 KiB units; a 16 KiB log block has one unit of metadata.
+pub const UNIT_BYTES: u64 = 4096;
 pub const ENTRY_BYTES: u64 = 32;
 
 pub fn key(i: u64) -> BlockKey {
@@ -28,6 +30,11 @@ pub fn payload(k: BlockKey, version: u8, len: usize) -> Bytes {
     let mut bytes = vec![0u8; len];
     fardisk_common::rng::Rng::new(seed).fill(&mut bytes);
     Bytes::from(bytes)
+}
+
+/// The length the engine would pass with a lookup (from the block pointer).
+pub fn len(data: &[u8]) -> u32 {
+    data.len() as u32
 }
 
 pub fn checksum(data: &[u8]) -> u64 {

@@ -118,7 +118,7 @@ mod tests {
         let c = PoolConfig::default();
         assert_eq!(c.txg_timeout, Some(Duration::from_secs(5)));
         assert_eq!(c.dirty_bytes_max, 512 << 20);
-        assert_eq!(c.map_cache_bytes, 64 << 20);
+        assert_eq!(c.map_cache_bytes, 128 << 20);
         assert_eq!(c.compression.name(), COMPRESSION.default_text());
         assert_eq!((c.roots_kept, c.root_retention_s), (8, 0));
     }

@@ -103,8 +103,8 @@ pub(super) async fn fetch_blocks(
     out.into_iter().map(|b| b.ok_or_else(|| Error::Bug("block left unread".into()))).collect()
 }
 
-/// Cache-device reads in parallel on blocking threads (at most `read_concurrency` at once per
-/// request); returns the blocks the device could not give back verified (evicted meanwhile, or
+/// Cache-device reads in parallel (io_uring, or blocking threads where the cache has no ring;
+/// at most `read_concurrency` at once per request); returns the blocks the device could not give back verified (evicted meanwhile, or
 /// a bad copy), which go to the store.
 async fn read_from_device(
     inner: &Arc<Inner>,
@@ -119,11 +119,7 @@ async fn read_from_device(
             let env = inner.env.clone();
             async move {
                 let p = want.ptr;
-                let got = env
-                    .blocking("cache-device read", move || cache.get_device(&p, prefetch))
-                    .await
-                    .ok()
-                    .flatten();
+                let got = cache.read_device(p, prefetch, env).await;
                 (want, got)
             }
         })

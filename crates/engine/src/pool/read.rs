@@ -11,6 +11,7 @@ use crate::clock::timeout;
 use crate::dirty::{Dirty, BLOCK_BYTES};
 use crate::error::Result;
 use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
@@ -139,30 +140,51 @@ impl Pool {
                 }));
             }
         }
+        // The leaf pages (one per FANOUT blocks) that blocks not dirty need.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
         let mut b = first;
         while b <= last {
             let leaf_end = ((b / FANOUT as u64) + 1) * FANOUT as u64;
             let run_end = leaf_end.min(last + 1);
-            let i0 = (b - first) as usize;
-            if out[i0..(run_end - first) as usize].iter().any(|s| s.is_none()) {
-                let gen = self.inner.cache.generation();
-                let slots = tree
-                    .lookup_leaf_run(
-                        &self.inner.cache,
-                        &*self.inner,
-                        b,
-                        (run_end - b) as usize,
-                        gen,
-                    )
-                    .await?;
-                for (k, slot) in slots.iter().enumerate() {
-                    if out[i0 + k].is_none() {
-                        let p = BlockPtr::from_bytes(slot)?;
-                        out[i0 + k] = Some(if p.is_hole() { Source::Zero } else { Source::Ptr(p) });
-                    }
-                }
+            if out[(b - first) as usize..(run_end - first) as usize].iter().any(|s| s.is_none()) {
+                runs.push((b, run_end));
             }
             b = run_end;
+        }
+        let Some((&head, rest)) = runs.split_first() else {
+            return Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect());
+        };
+        let gen = self.inner.cache.generation();
+        let lookup = |(b, run_end): (u64, u64)| async move {
+            let cache = &self.inner.cache;
+            let slots =
+                tree.lookup_leaf_run(cache, &*self.inner, b, (run_end - b) as usize, gen).await?;
+            Ok::<_, crate::error::Error>((b, slots))
+        };
+        // The first leaf alone, which brings the pages above it into the page cache; then the
+        // other leaves together (at most `read_concurrency` GETs at once) instead of one after
+        // the other: a long read or a readahead window waits about one map round trip, not one
+        // per MiB of volume. Leaves under another internal page than the first's (every
+        // FANOUT^2 blocks) may fetch that page more than once.
+        let mut found = vec![lookup(head).await?];
+        let concurrency = self.inner.config.read().read_concurrency.max(1);
+        let others: Vec<Result<(u64, Vec<crate::blockmap::Slot>)>> =
+            futures::stream::iter(rest.iter().copied())
+                .map(lookup)
+                .buffer_unordered(concurrency)
+                .collect()
+                .await;
+        for r in others {
+            found.push(r?);
+        }
+        for (b, slots) in found {
+            let i0 = (b - first) as usize;
+            for (k, slot) in slots.iter().enumerate() {
+                if out[i0 + k].is_none() {
+                    let p = BlockPtr::from_bytes(slot)?;
+                    out[i0 + k] = Some(if p.is_hole() { Source::Zero } else { Source::Ptr(p) });
+                }
+            }
         }
         Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect())
     }

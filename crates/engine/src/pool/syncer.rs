@@ -47,13 +47,20 @@ pub(crate) async fn wait_for_open_writes(inner: &Arc<Inner>) -> Result<()> {
     }
 }
 
-/// Returns once txg `target` (or a later one) is published.
+/// Returns once txg `target` (or a later one) is published. Callers that queue on the sync lock
+/// while a txg commits look again once they hold it: the first of them commits the next txg,
+/// which holds every write made before their requests, and the rest find it published and return
+/// without a txg of their own (so concurrent sync requests share one txg).
 pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()> {
     for _ in 0..CLEAN_ROUNDS_MAX {
         if inner.txg.published_txg() >= target {
             return Ok(());
         }
-        sync_once(inner).await?;
+        let guard = inner.txg.sync_lock.lock().await;
+        if inner.txg.published_txg() >= target {
+            return Ok(());
+        }
+        sync_locked(inner, guard).await?;
     }
     Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
 }
@@ -62,13 +69,22 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
 /// deletable. Returns the txg published, or None when idle (an idle pool issues no requests at
 /// all).
 pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
-    let _guard = inner.txg.sync_lock.lock().await;
+    let guard = inner.txg.sync_lock.lock().await;
+    sync_locked(inner, guard).await
+}
+
+/// [`sync_once`] with the sync lock already held (released when it returns).
+async fn sync_locked(
+    inner: &Arc<Inner>,
+    _guard: tokio::sync::MutexGuard<'_, ()>,
+) -> Result<Option<u64>> {
     inner.health.lock().check_not_fenced()?;
     let Some(frozen) = inner.txg.freeze() else { return Ok(None) };
     let started_us = inner.env.clock.mono_us();
     let result = txg::build_and_publish(inner, frozen.txg, &frozen.set, frozen.pending).await;
     if let Ok(published) = &result {
-        reclaim::after_publish(inner, frozen.txg, published.time_ms, &published.freed).await;
+        let (txg, time_ms, work) = (frozen.txg, published.time_ms, frozen.work);
+        reclaim::after_publish(inner, txg, time_ms, &published.freed, work).await;
     }
     inner.txg.end_sync();
     match &result {
@@ -126,7 +142,13 @@ async fn syncer_loop(inner: Arc<Inner>) {
         }
         match sync_once(&inner).await {
             Ok(Some(_)) => since_compact += 1,
-            Ok(None) => probe_if_unreachable(&inner).await,
+            Ok(None) => {
+                probe_if_unreachable(&inner).await;
+                if let Err(e) = catch_up_when_idle(&inner).await {
+                    tracing::error!(error = %e, "txg sync failed; the pool stops committing");
+                    return;
+                }
+            }
             Err(e) => {
                 tracing::error!(error = %e, "txg sync failed; the pool stops committing");
                 return;
@@ -139,6 +161,26 @@ async fn syncer_loop(inner: Arc<Inner>) {
             }
         }
     }
+}
+
+/// An idle pool that freed segments in its last txgs with work publishes the few roots without
+/// changes (at most `roots_kept`, once) after which no retained root references them, so they
+/// are deleted now rather than after the next writes (reclaim/delete.rs `catch_up_txgs_due`).
+/// The catch-up txgs free only metadata segments of their own, which wait for later work: an
+/// idle pool does not churn.
+async fn catch_up_when_idle(inner: &Arc<Inner>) -> Result<()> {
+    let unreachable =
+        inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed);
+    if unreachable != 0 {
+        return Ok(());
+    }
+    for _ in 0..reclaim::catch_up_txgs_due(inner) {
+        inner.txg.queue_catch_up();
+        if sync_once(inner).await?.is_none() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// An idle pool asks the store nothing, so a store that went away while it was busy would be

@@ -195,6 +195,12 @@ const L2_FIELDS: &[Field] = &[
     ("io_errors", "l2arc_io_errors", C, "Cache device I/O errors"),
     ("size_bytes", "l2arc_size_bytes", G, "Bytes of blocks held in the L2ARC"),
     ("entries", "l2arc_entries", G, "Blocks held in the L2ARC"),
+    (
+        "index_bytes",
+        "l2arc_index_bytes",
+        G,
+        "Memory of the L2ARC index, fixed by the cache devices' size",
+    ),
 ];
 
 impl Scrape {

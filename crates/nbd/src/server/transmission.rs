@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::command::{check_fast_zero, validate, ExportLimits, Refusal};
-use super::execute::execute;
+use super::execute::{execute, ExecuteLimits};
 use super::negotiate::Session;
 use super::reply_sink::{Reply, ReplySink};
 use super::shutdown::wait_for_shutdown;
@@ -158,10 +158,13 @@ impl Transmission {
         });
         let device = self.session.device.clone();
         let sink = self.sink.clone();
-        let descriptors_max = self.config.max_block_status_extents;
+        let execute_limits = ExecuteLimits {
+            descriptors_max: self.config.max_block_status_extents,
+            cache_chunk_bytes: self.config.max_request_bytes,
+        };
         tokio::spawn(async move {
             let reply = match action {
-                Ok(action) => execute(device.as_ref(), action, payload, descriptors_max).await,
+                Ok(action) => execute(device.as_ref(), action, payload, execute_limits).await,
                 Err(refusal) => Reply::Error(refusal),
             };
             if let Err(error) = sink.send(header.cookie, header.command, reply).await {
@@ -173,11 +176,14 @@ impl Transmission {
     }
 
     /// Waits for a request slot and for room for the request's payload (write data
-    /// in, read data out), so memory per connection stays bounded.
+    /// in, read data out, the piece a CACHE request may make the device buffer), so memory
+    /// per connection stays bounded.
     async fn acquire(&self, header: &RequestHeader) -> Permits {
         let buffered_bytes = match header.command {
             Command::Write => header.length_bytes,
-            Command::Read => header.length_bytes.min(self.config.max_request_bytes),
+            Command::Read | Command::Cache => {
+                header.length_bytes.min(self.config.max_request_bytes)
+            }
             _ => 0,
         };
         // The semaphores are never closed, so acquisition cannot fail.

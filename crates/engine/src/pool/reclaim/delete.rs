@@ -34,6 +34,33 @@ pub(super) async fn catalog(inner: &Arc<Inner>, rebuild: bool) -> Result<Vec<(u6
     Ok(live)
 }
 
+/// Roots an idle pool still has to publish before every segment freed by a txg with work (in this
+/// import) is out of reach of the retained roots: a segment freed in txg F is referenced by no
+/// root from F on, and the count window keeps the newest `roots_kept + 1` roots, so it can go once
+/// txg F + `roots_kept` is published. 0 when nothing waits for that (or reclaim has not settled
+/// since import). Roots kept by `root_retention_s` leave with time, not with more roots: those
+/// segments wait for the next txg after they age out.
+pub(crate) fn catch_up_txgs_due(inner: &Arc<Inner>) -> u64 {
+    if !inner.reclaim.settled() {
+        return 0;
+    }
+    let last_work = inner.reclaim.last_work_txg.load(std::sync::atomic::Ordering::Relaxed);
+    let newest_freed = {
+        let pending_deletes = inner.reclaim.pending_deletes.lock();
+        pending_deletes.values().copied().filter(|f| *f <= last_work).max()
+    };
+    let Some(freed_txg) = newest_freed else { return 0 };
+    let kept = inner.config.read().roots_kept;
+    if kept > CATCH_UP_TXGS_MAX {
+        return 0; // A long history was asked for: its roots come from work, not from idling.
+    }
+    freed_txg.saturating_add(kept).saturating_sub(inner.txg.published_txg()).min(kept)
+}
+
+/// The most roots without changes an idle pool publishes to let freed segments go; with a larger
+/// `roots_kept` they wait for txgs with work, as before.
+const CATCH_UP_TXGS_MAX: u64 = 64;
+
 /// Deletes the roots that left both retention windows, then the segments freed long enough ago
 /// that no retained root can reference them.
 pub(crate) async fn delete_freed(inner: &Arc<Inner>, published: u64, time_ms: u64) {

@@ -14,6 +14,7 @@ mod orphans;
 mod retention;
 
 pub(super) use compact::compact_step;
+pub(super) use delete::catch_up_txgs_due;
 pub(super) use orphans::{collect as collect_orphans, ORPHAN_PASS_EVERY_S};
 pub(super) use retention::load_retained;
 
@@ -22,6 +23,7 @@ use crate::pool::Inner;
 use parking_lot::Mutex;
 use retention::RetainedRoots;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What reclaim owns. Both locks are leaves: nothing else is locked while one is held.
@@ -31,6 +33,9 @@ pub(crate) struct Reclaim {
     roots: Mutex<RetainedRoots>,
     /// Freed segments waiting to be deleted: id -> txg that freed them.
     pending_deletes: Mutex<BTreeMap<u64, u64>>,
+    /// The newest txg of this import that carried writes or queued work (not a catch-up):
+    /// segments freed up to it are worth roots of their own on an idle pool.
+    last_work_txg: AtomicU64,
 }
 
 impl Reclaim {
@@ -45,14 +50,19 @@ impl Reclaim {
     }
 }
 
-/// After txg `published` (its root's time `time_ms`, the segments it freed `freed`): records
-/// them for deletion, then deletes the roots and segments no retained root needs any more.
+/// After txg `published` (its root's time `time_ms`, the segments it freed `freed`, whether it
+/// carried `work` or was only a catch-up): records them for deletion, then deletes the roots and
+/// segments no retained root needs any more.
 pub(super) async fn after_publish(
     inner: &Arc<Inner>,
     published: u64,
     time_ms: u64,
     freed: &[FreedSegment],
+    work: bool,
 ) {
+    if work {
+        inner.reclaim.last_work_txg.fetch_max(published, Ordering::Relaxed);
+    }
     inner.reclaim.pending_deletes.lock().extend(freed.iter().map(|f| (f.segment_id, f.freed_txg)));
     delete::delete_freed(inner, published, time_ms).await;
 }

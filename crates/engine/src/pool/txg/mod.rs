@@ -73,6 +73,9 @@ pub(crate) struct PendingMeta {
     pub snapshot_ops: Vec<snapshot_space::SnapshotOp>,
     /// Set when only metadata changed (properties, volume create/resize) so a root is due.
     pub meta_changed: bool,
+    /// Reclaim asks for a txg with no work of its own: on an idle pool, the roots that let the
+    /// segments freed by the last txgs with work leave the retention window (reclaim/delete.rs).
+    pub catch_up: bool,
 }
 
 /// A block to copy, as it is, into the next txg's segments: block `block` of volume `tree_id`,
@@ -131,6 +134,8 @@ pub(crate) struct Frozen {
     pub txg: u64,
     pub set: Arc<DirtySet>,
     pub pending: PendingMeta,
+    /// The txg carries writes or queued work, not only a reclaim catch-up.
+    pub work: bool,
 }
 
 impl Txgs {
@@ -186,6 +191,12 @@ impl Txgs {
         self.pending.lock().meta_changed = true;
     }
 
+    /// Reclaim needs one more root on an idle pool: the next sync publishes a txg even with
+    /// nothing else to commit.
+    pub fn queue_catch_up(&self) {
+        self.pending.lock().catch_up = true;
+    }
+
     /// Wakes the syncer now.
     pub fn kick(&self) {
         self.kick.notify_one();
@@ -206,14 +217,15 @@ impl Txgs {
     pub fn freeze(&self) -> Option<Frozen> {
         let mut pending = self.pending.lock();
         let mut t = self.state.lock();
-        if t.open.is_empty() && pending.is_empty() {
+        let work = !t.open.is_empty() || !pending.is_empty();
+        if !work && !pending.catch_up {
             return None;
         }
         let set = Arc::new(std::mem::take(&mut t.open));
         t.syncing = Some(set.clone());
         let txg = t.open_txg;
         t.open_txg += 1;
-        Some(Frozen { txg, set, pending: std::mem::take(&mut *pending) })
+        Some(Frozen { txg, set, pending: std::mem::take(&mut *pending), work })
     }
 
     /// The commit of the syncing txg ended (published or failed): its dirty memory is freed.
