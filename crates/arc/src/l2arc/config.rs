@@ -8,7 +8,7 @@ pub const LOG_BLOCK_BYTES_MIN: u32 = 8 << 10;
 pub const LOG_BLOCK_BYTES_MAX: u32 = 64 << 20;
 /// A device with more log blocks than this of the configured size gets larger log blocks at
 /// format: the index names a log block in `log2(slots)` bits of each entry, so fewer slots leave
-/// more bits to tell keys apart (docs/design/0004-l2arc-index.md). 64 Ki slots of 16 MiB is
+/// more bits to tell keys apart (docs/design/0005-l2arc-index.md). 64 Ki slots of 16 MiB is
 /// 1 TiB.
 pub const SLOTS_PER_DEVICE_TARGET: u64 = 1 << 16;
 

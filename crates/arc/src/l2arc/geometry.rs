@@ -6,7 +6,7 @@
 //! form **buckets** of 8 (the last one may be shorter). A cached block may only sit inside one
 //! of two buckets chosen by hashing its key with the slot index ([`candidate_buckets`]), so the
 //! in-memory index can name its place with 4 bits (which candidate, which unit of the bucket)
-//! instead of a unit number. Design note: docs/design/0004-l2arc-index.md.
+//! instead of a unit number. Design note: docs/design/0005-l2arc-index.md.
 
 use crate::key::BlockKey;
 

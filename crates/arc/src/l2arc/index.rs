@@ -1,6 +1,6 @@
 //! The in-memory index of one cache device: for every cached block, which log block (slot)
 //! holds it and where inside it, in 29 bits. Rebuilt from the log blocks' entry tables after a
-//! restart, never written anywhere. Design and alternatives: docs/design/0004-l2arc-index.md.
+//! restart, never written anywhere. Design and alternatives: docs/design/0005-l2arc-index.md.
 //!
 //! A bucketized cuckoo hash table (two candidate buckets of four entries per key) over a
 //! [`PackedArray`]. An entry is `tag | slot | place`:

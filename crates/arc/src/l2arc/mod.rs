@@ -8,7 +8,7 @@
 //!   (`geometry.rs`). Before a slot is reused, the index forgets every entry in it, then the
 //!   slot is rewritten.
 //! * Each device has its own index (`index.rs`): 29 bits per cached block, sized when the
-//!   device is opened, ~0.96 GiB of memory per TiB of device (docs/design/0004-l2arc-index.md).
+//!   device is opened, ~0.96 GiB of memory per TiB of device (docs/design/0005-l2arc-index.md).
 //! * After a restart the index is rebuilt in the background from the log-block headers alone;
 //!   lookups meanwhile miss or hit what is already restored.
 //! * Every read is verified against the caller's expected checksum; bytes that do not match are

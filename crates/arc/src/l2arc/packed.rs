@@ -1,6 +1,6 @@
 //! A fixed-length array of unsigned integers of `width_bits` bits each (at most 32), packed
 //! back to back in 64-bit words: the L2ARC index's table, where every bit is paid for once per
-//! 4 KiB of cache device (docs/design/0004-l2arc-index.md).
+//! 4 KiB of cache device (docs/design/0005-l2arc-index.md).
 
 /// Packed `width_bits`-bit values; value `i` occupies bits `[i * width, (i + 1) * width)` of
 /// the little-endian bit string formed by the words.
