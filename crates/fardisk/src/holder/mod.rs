@@ -10,6 +10,7 @@
 //! engine asks (export) or when the budget is spent. The control socket stays with the engine;
 //! while no engine runs, `fardisk status` reads the holder's state file ([`state`]).
 
+pub mod frame;
 pub mod link;
 pub mod restarts;
 pub mod state;

@@ -104,6 +104,11 @@ fn read_messages(socket: &UnixStream) -> Result<mpsc::Receiver<EngineMessage>> {
                     return;
                 }
             }
+            // A message this holder cannot read (damaged, or from a newer engine): said in
+            // one line and skipped; the engine's exit status still decides what happens next.
+            Err(e) if e.downcast_ref::<std::io::Error>().is_none() => {
+                tracing::error!("holder: refused a message from the engine: {e:#}");
+            }
             // The engine closed its end (it exited): nothing more will come.
             Err(_) => return,
         }
