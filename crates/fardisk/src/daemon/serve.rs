@@ -181,11 +181,40 @@ pub async fn run(
         }
         None => None,
     };
+    // systemd (Type=notify): ready now that every front end serves; keepalives from this loop.
+    let notifier = super::sd_notify::Notifier::from_env();
+    let mut watchdog = super::sd_notify::watchdog_interval_from_env(holder.is_some())
+        .filter(|_| notifier.is_some())
+        .map(tokio::time::interval);
+    if let Some(n) = &notifier {
+        n.ready(&format!(
+            "pool {} serving at txg {}{}",
+            opts.pool,
+            pool.published_txg(),
+            holder
+                .as_ref()
+                .map(|l| format!(" (engine generation {})", l.handover.generation))
+                .unwrap_or_default()
+        ));
+    }
     let mut stop_rx2 = stop_rx.clone();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let stop_reason;
     loop {
+        let keepalive = async {
+            match watchdog.as_mut() {
+                Some(every) => {
+                    every.tick().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         tokio::select! {
+            () = keepalive => {
+                if let Some(n) = &notifier {
+                    n.watchdog();
+                }
+            }
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
                     let st = state.clone();
@@ -198,6 +227,9 @@ pub async fn run(
         }
     }
     let _ = state.stop.send(true);
+    if let Some(n) = &notifier {
+        n.stopping(&format!("pool {}: exporting ({stop_reason})", opts.pool));
+    }
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
