@@ -181,40 +181,30 @@ pub async fn run(
         }
         None => None,
     };
-    // systemd (Type=notify): ready now that every front end serves; keepalives from this loop.
-    let notifier = super::sd_notify::Notifier::from_env();
-    let mut watchdog = super::sd_notify::watchdog_interval_from_env(holder.is_some())
-        .filter(|_| notifier.is_some())
-        .map(tokio::time::interval);
+    // systemd (Type=notify): ready now that every front end serves.
+    let notifier = super::sd_notify::Notifier::from_env().map(Arc::new);
     if let Some(n) = &notifier {
+        let generation =
+            holder.as_ref().map(|l| format!(" (engine generation {})", l.handover.generation));
         n.ready(&format!(
             "pool {} serving at txg {}{}",
             opts.pool,
             pool.published_txg(),
-            holder
-                .as_ref()
-                .map(|l| format!(" (engine generation {})", l.handover.generation))
-                .unwrap_or_default()
+            generation.unwrap_or_default()
         ));
+    }
+    // Watchdog keepalives until the process ends (an export that drains for minutes is not a
+    // hang): to systemd, or under a holder to the holder, whose watchdog it is.
+    let keepalive_every = super::sd_notify::watchdog_interval_from_env(holder.is_some())
+        .filter(|_| notifier.is_some());
+    if let Some(every) = keepalive_every {
+        tokio::spawn(send_keepalives(every, holder.clone(), notifier.clone()));
     }
     let mut stop_rx2 = stop_rx.clone();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let stop_reason;
     loop {
-        let keepalive = async {
-            match watchdog.as_mut() {
-                Some(every) => {
-                    every.tick().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
         tokio::select! {
-            () = keepalive => {
-                if let Some(n) = &notifier {
-                    n.watchdog();
-                }
-            }
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
                     let st = state.clone();
@@ -294,6 +284,27 @@ pub async fn run(
             Ok(())
         }
         Err(e) => bail!("export failed: {e}"),
+    }
+}
+
+/// Sends a watchdog keepalive every `every`: `Alive` to the holder under one, else `WATCHDOG=1`.
+async fn send_keepalives(
+    every: std::time::Duration,
+    holder: Option<Arc<HolderLink>>,
+    notifier: Option<Arc<super::sd_notify::Notifier>>,
+) {
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        match (&holder, &notifier) {
+            (Some(link), _) => {
+                if let Err(e) = link.tell(&EngineMessage::Alive) {
+                    tracing::debug!(error = %e, "could not send a keepalive to the holder");
+                }
+            }
+            (None, Some(n)) => n.watchdog(),
+            (None, None) => return,
+        }
     }
 }
 

@@ -45,6 +45,9 @@ pub struct Handover {
 pub enum EngineMessage {
     /// The connection is served; these are its INIT parameters (for the next engine).
     Serving { negotiated: Vec<u8> },
+    /// A keepalive from the serving loop (sent at half of `$WATCHDOG_USEC` when systemd's
+    /// watchdog is on): a serving engine that stops sending them is killed and restarted.
+    Alive,
     /// Export: unmount the directory (answered with [`UnmountReply`]).
     Unmount,
     /// The pool is exported; the holder stops when this engine exits with status 0.
