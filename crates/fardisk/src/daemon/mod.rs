@@ -5,7 +5,6 @@
 mod handlers;
 mod metrics;
 pub mod metrics_http;
-pub mod sd_notify;
 pub mod serve;
 mod snapshot_requests;
 mod vdev_requests;

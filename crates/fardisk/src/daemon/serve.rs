@@ -182,7 +182,7 @@ pub async fn run(
         None => None,
     };
     // systemd (Type=notify): ready now that every front end serves.
-    let notifier = super::sd_notify::Notifier::from_env().map(Arc::new);
+    let notifier = crate::sd_notify::Notifier::from_env().map(Arc::new);
     if let Some(n) = &notifier {
         let generation =
             holder.as_ref().map(|l| format!(" (engine generation {})", l.handover.generation));
@@ -195,7 +195,7 @@ pub async fn run(
     }
     // Watchdog keepalives until the process ends (an export that drains for minutes is not a
     // hang): to systemd, or under a holder to the holder, whose watchdog it is.
-    let keepalive_every = super::sd_notify::watchdog_interval_from_env(holder.is_some())
+    let keepalive_every = crate::sd_notify::watchdog_interval_from_env(holder.is_some())
         .filter(|_| notifier.is_some());
     if let Some(every) = keepalive_every {
         tokio::spawn(send_keepalives(every, holder.clone(), notifier.clone()));
@@ -291,7 +291,7 @@ pub async fn run(
 async fn send_keepalives(
     every: std::time::Duration,
     holder: Option<Arc<HolderLink>>,
-    notifier: Option<Arc<super::sd_notify::Notifier>>,
+    notifier: Option<Arc<crate::sd_notify::Notifier>>,
 ) {
     let mut ticks = tokio::time::interval(every);
     loop {

@@ -66,8 +66,8 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
     let (device, mountpoint) = mount(&cfg)?;
     tracing::info!(mountpoint = %mountpoint.display(), pid = std::process::id(), "holder: mounted; starting the engine");
     // systemd's watchdog (WatchdogSec=) is the holder's to keep: see supervise::Watchdog.
-    let watchdog = crate::daemon::sd_notify::Notifier::from_env().and_then(|notifier| {
-        crate::daemon::sd_notify::watchdog_interval_from_env(false)
+    let watchdog = crate::sd_notify::Notifier::from_env().and_then(|notifier| {
+        crate::sd_notify::watchdog_interval_from_env(false)
             .map(|half| supervise::Watchdog { notifier, timeout: half * 2 })
     });
     let mut log = RestartLog::new(cfg.policy);

@@ -36,7 +36,7 @@ pub struct Outcome {
 /// serving engine silent for `timeout` is killed (SIGKILL) and restarted like a crash, the
 /// mount kept. systemd itself then only acts when the holder hangs.
 pub struct Watchdog {
-    pub notifier: crate::daemon::sd_notify::Notifier,
+    pub notifier: crate::sd_notify::Notifier,
     /// `$WATCHDOG_USEC`.
     pub timeout: Duration,
 }
