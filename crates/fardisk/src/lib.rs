@@ -25,5 +25,6 @@ pub mod holder;
 pub mod keys;
 pub mod paths;
 pub mod progress;
+pub mod sd_notify;
 pub mod store;
 pub mod vdev_format;

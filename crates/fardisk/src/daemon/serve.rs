@@ -181,6 +181,25 @@ pub async fn run(
         }
         None => None,
     };
+    // systemd (Type=notify): ready now that every front end serves.
+    let notifier = crate::sd_notify::Notifier::from_env().map(Arc::new);
+    if let Some(n) = &notifier {
+        let generation =
+            holder.as_ref().map(|l| format!(" (engine generation {})", l.handover.generation));
+        n.ready(&format!(
+            "pool {} serving at txg {}{}",
+            opts.pool,
+            pool.published_txg(),
+            generation.unwrap_or_default()
+        ));
+    }
+    // Watchdog keepalives until the process ends (an export that drains for minutes is not a
+    // hang): to systemd, or under a holder to the holder, whose watchdog it is.
+    let keepalive_every = crate::sd_notify::watchdog_interval_from_env(holder.is_some())
+        .filter(|_| notifier.is_some());
+    if let Some(every) = keepalive_every {
+        tokio::spawn(send_keepalives(every, holder.clone(), notifier.clone()));
+    }
     let mut stop_rx2 = stop_rx.clone();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let stop_reason;
@@ -198,6 +217,9 @@ pub async fn run(
         }
     }
     let _ = state.stop.send(true);
+    if let Some(n) = &notifier {
+        n.stopping(&format!("pool {}: exporting ({stop_reason})", opts.pool));
+    }
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
@@ -262,6 +284,27 @@ pub async fn run(
             Ok(())
         }
         Err(e) => bail!("export failed: {e}"),
+    }
+}
+
+/// Sends a watchdog keepalive every `every`: `Alive` to the holder under one, else `WATCHDOG=1`.
+async fn send_keepalives(
+    every: std::time::Duration,
+    holder: Option<Arc<HolderLink>>,
+    notifier: Option<Arc<crate::sd_notify::Notifier>>,
+) {
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        match (&holder, &notifier) {
+            (Some(link), _) => {
+                if let Err(e) = link.tell(&EngineMessage::Alive) {
+                    tracing::debug!(error = %e, "could not send a keepalive to the holder");
+                }
+            }
+            (None, Some(n)) => n.watchdog(),
+            (None, None) => return,
+        }
     }
 }
 

@@ -1,9 +1,11 @@
 //! The holder ⇄ engine link: one SOCK_SEQPACKET socket pair per engine (each message arrives
-//! whole), JSON messages, and the /dev/fuse descriptor passed with the first one (SCM_RIGHTS).
+//! whole), JSON messages each in a [`frame`](super::frame) (magic, version, xxh3), and the
+//! /dev/fuse descriptor passed with the first one (SCM_RIGHTS).
 //!
 //! holder → engine, once at start: [`Handover`] + the /dev/fuse descriptor.
 //! engine → holder: [`EngineMessage`]s; `Unmount` is answered with [`UnmountReply`].
 
+use super::frame;
 use super::restarts::{EngineExit, RestartPolicy};
 use anyhow::{bail, Context, Result};
 use fardisk_fuse::handover;
@@ -43,6 +45,9 @@ pub struct Handover {
 pub enum EngineMessage {
     /// The connection is served; these are its INIT parameters (for the next engine).
     Serving { negotiated: Vec<u8> },
+    /// A keepalive from the serving loop (sent at half of `$WATCHDOG_USEC` when systemd's
+    /// watchdog is on): a serving engine that stops sending them is killed and restarted.
+    Alive,
     /// Export: unmount the directory (answered with [`UnmountReply`]).
     Unmount,
     /// The pool is exported; the holder stops when this engine exits with status 0.
@@ -77,15 +82,36 @@ pub fn socket_pair() -> std::io::Result<(UnixStream, UnixStream)> {
     Ok(unsafe { (UnixStream::from_raw_fd(fds[0]), UnixStream::from_raw_fd(fds[1])) })
 }
 
+/// What a refused link message is called in its one line.
+const LINK_WHAT: &str = "holder link message";
+
+/// `value` as the bytes of one link message (JSON in a frame).
+pub fn encode_message<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    let payload = serde_json::to_vec(value)?;
+    Ok(frame::encode(frame::LINK_MAGIC, &payload))
+}
+
+/// One link message from its bytes: the frame is verified before the JSON is parsed.
+pub fn decode_message<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T> {
+    let payload = frame::decode(frame::LINK_MAGIC, LINK_WHAT, bytes)?;
+    serde_json::from_slice(payload).context("holder link: a malformed message")
+}
+
 pub fn send_json<T: Serialize>(socket: &UnixStream, value: &T, fds: &[RawFd]) -> Result<()> {
-    let bytes = serde_json::to_vec(value)?;
+    let bytes = encode_message(value)?;
+    if bytes.len() > handover::MESSAGE_BYTES_MAX {
+        bail!(
+            "holder link: a {} byte message is over the {} byte limit",
+            bytes.len(),
+            handover::MESSAGE_BYTES_MAX
+        );
+    }
     handover::send_fds(socket, &bytes, fds).context("holder link: send")
 }
 
 pub fn recv_json<T: for<'a> Deserialize<'a>>(socket: &UnixStream) -> Result<(T, Vec<OwnedFd>)> {
     let (bytes, fds) = handover::recv_fds(socket).context("holder link: receive")?;
-    let value = serde_json::from_slice(&bytes).context("holder link: a malformed message")?;
-    Ok((value, fds))
+    Ok((decode_message(&bytes)?, fds))
 }
 
 /// The engine's end of the link.
@@ -212,7 +238,7 @@ mod tests {
             crashes_in_window: u64::MAX,
             recent: vec![exit; super::super::restarts::RECENT_EXITS_KEPT],
         };
-        let bytes = serde_json::to_vec(&handover).expect("encode");
+        let bytes = encode_message(&handover).expect("encode");
         assert!(bytes.len() <= handover::MESSAGE_BYTES_MAX, "{} bytes", bytes.len());
     }
 
@@ -226,5 +252,20 @@ mod tests {
         let (second, _): (EngineMessage, _) = recv_json(&holder).expect("second");
         assert_eq!(first, EngineMessage::Serving { negotiated: vec![1, 2, 3] });
         assert_eq!(second, EngineMessage::Exported);
+    }
+
+    #[test]
+    fn a_message_of_a_newer_format_is_refused_in_one_line() {
+        let (holder, engine) = socket_pair().expect("socketpair");
+        // What a newer holder would send: version 2, a correct checksum.
+        let mut w = fardisk_engine::codec::Writer::with_capacity(64);
+        w.bytes(frame::LINK_MAGIC).u32(frame::FRAME_VERSION + 1).u32(2).bytes(b"{}");
+        w.seal();
+        handover::send_fds(&holder, &w.into_inner(), &[]).expect("send");
+        let e = recv_json::<Handover>(&engine).expect_err("refused");
+        let line = format!("{e:#}");
+        assert!(line.starts_with("holder link message: format version 2 is newer"), "{line}");
+        assert!(e.downcast_ref::<std::io::Error>().is_none(), "not a receive error: {line}");
+        assert!(!line.contains('\n'), "{line}");
     }
 }

@@ -10,6 +10,7 @@
 //! engine asks (export) or when the budget is spent. The control socket stays with the engine;
 //! while no engine runs, `fardisk status` reads the holder's state file ([`state`]).
 
+pub mod frame;
 pub mod link;
 pub mod restarts;
 pub mod state;
@@ -64,6 +65,11 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
     let state_path = state::path(&cfg.paths, &cfg.pool);
     let (device, mountpoint) = mount(&cfg)?;
     tracing::info!(mountpoint = %mountpoint.display(), pid = std::process::id(), "holder: mounted; starting the engine");
+    // systemd's watchdog (WatchdogSec=) is the holder's to keep: see supervise::Watchdog.
+    let watchdog = crate::sd_notify::Notifier::from_env().and_then(|notifier| {
+        crate::sd_notify::watchdog_interval_from_env(false)
+            .map(|half| supervise::Watchdog { notifier, timeout: half * 2 })
+    });
     let mut log = RestartLog::new(cfg.policy);
     let mut negotiated: Option<Vec<u8>> = None;
     let mut generation = 0u64;
@@ -82,7 +88,8 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             recent: log.recent.iter().cloned().collect(),
         };
         state::write(&state_path, &state::HolderState::serving(&handover, None));
-        let outcome = supervise::engine(&cfg, &handover, device.as_fd(), &mountpoint)?;
+        let outcome =
+            supervise::engine(&cfg, watchdog.as_ref(), &handover, device.as_fd(), &mountpoint)?;
         let served = outcome.negotiated.is_some();
         if served {
             failed_starts = 0;
@@ -90,7 +97,10 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
         if let Some(n) = outcome.negotiated {
             negotiated = Some(n);
         }
-        let reason = restarts::describe(outcome.status);
+        let reason = match &outcome.hung {
+            Some(why) => format!("{why}, then {}", restarts::describe(outcome.status)),
+            None => restarts::describe(outcome.status),
+        };
         if outcome.exported && outcome.status.success() {
             tracing::info!("holder: the engine exported the pool; stopping");
             if !outcome.unmounted {

@@ -1,7 +1,10 @@
-//! The holder's state file, `RUN_DIR/POOL.holder.json`: what `fardisk status` shows while no
+//! The holder's state file, `RUN_DIR/POOL.holder.state`: what `fardisk status` shows while no
 //! engine answers on the control socket (between a kill and the next engine's import, or
 //! after the holder gave up). Display only; the holder never reads it back to decide anything.
+//! JSON in a [`frame`](super::frame) (magic "FDHSTAT1", version, xxh3): a state file left by
+//! another fardisk version is either read or refused with one line, never misread.
 
+use super::frame;
 use super::link::Handover;
 use crate::paths::HostPaths;
 use serde::{Deserialize, Serialize};
@@ -49,7 +52,7 @@ impl HolderState {
 }
 
 pub fn path(paths: &HostPaths, pool: &str) -> PathBuf {
-    paths.run_dir.join(format!("{pool}.holder.json"))
+    paths.run_dir.join(format!("{pool}.holder.state"))
 }
 
 pub fn lock_path(paths: &HostPaths, pool: &str) -> PathBuf {
@@ -58,8 +61,8 @@ pub fn lock_path(paths: &HostPaths, pool: &str) -> PathBuf {
 
 /// Writes atomically (rename); a failure is logged, never fatal: it is for display.
 pub fn write(path: &Path, state: &HolderState) {
-    let tmp = path.with_extension("json.tmp");
-    let written = serde_json::to_vec_pretty(state)
+    let tmp = path.with_extension("state.tmp");
+    let written = encode(state)
         .map_err(std::io::Error::other)
         .and_then(|bytes| std::fs::write(&tmp, bytes))
         .and_then(|()| std::fs::rename(&tmp, path));
@@ -68,11 +71,30 @@ pub fn write(path: &Path, state: &HolderState) {
     }
 }
 
+/// The bytes of the state file.
+pub fn encode(state: &HolderState) -> serde_json::Result<Vec<u8>> {
+    Ok(frame::encode(frame::STATE_MAGIC, &serde_json::to_vec(state)?))
+}
+
+/// The state from the bytes of the file; the frame is verified before the JSON is parsed.
+pub fn decode(bytes: &[u8]) -> Result<HolderState, String> {
+    let payload = frame::decode(frame::STATE_MAGIC, "holder state file", bytes).map_err(|e| e.0)?;
+    serde_json::from_slice(payload).map_err(|e| format!("holder state file: malformed: {e}"))
+}
+
+/// The state, or None when there is no file or it is refused (said once in the log: the file
+/// is for display only).
 pub fn read(path: &Path) -> Option<HolderState> {
     use std::io::Read;
-    let mut text = Vec::new();
-    std::fs::File::open(path).ok()?.take(STATE_BYTES_MAX).read_to_end(&mut text).ok()?;
-    serde_json::from_slice(&text).ok()
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).ok()?.take(STATE_BYTES_MAX).read_to_end(&mut bytes).ok()?;
+    match decode(&bytes) {
+        Ok(state) => Some(state),
+        Err(why) => {
+            tracing::warn!(path = %path.display(), "{why}");
+            None
+        }
+    }
 }
 
 pub fn remove(path: &Path) {
@@ -85,4 +107,33 @@ pub fn wall_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_file_round_trips_and_a_damaged_one_reads_as_none() {
+        let dir = std::env::temp_dir().join(format!("fardisk-holder-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("tank.holder.state");
+        let state = HolderState {
+            holder_pid: 1,
+            generation: 2,
+            restarts: 3,
+            upgrades: 4,
+            stopped: Some("gave up".into()),
+            last_exit: None,
+        };
+        write(&path, &state);
+        assert_eq!(read(&path), Some(state));
+        let mut bytes = std::fs::read(&path).expect("bytes");
+        bytes[17] ^= 1;
+        std::fs::write(&path, &bytes).expect("damage");
+        assert_eq!(read(&path), None, "a damaged state file is not shown");
+        std::fs::write(&path, b"{\"holder_pid\":1}").expect("old json");
+        assert_eq!(read(&path), None, "an unframed file is refused (wrong magic)");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The exit status of an engine that handed over for an upgrade (EX_TEMPFAIL).
 pub const UPGRADE_EXIT_CODE: i32 = 75;
@@ -27,11 +27,24 @@ pub struct Outcome {
     pub upgrading: bool,
     /// The engine asked for the unmount (export) and the holder did it.
     pub unmounted: bool,
+    /// Set when the holder killed the engine because its keepalives stopped: why.
+    pub hung: Option<String>,
+}
+
+/// systemd's watchdog as the holder keeps it: the holder (the service's main process) tells
+/// systemd `WATCHDOG=1` while its engine is importing or sends [`EngineMessage::Alive`]; a
+/// serving engine silent for `timeout` is killed (SIGKILL) and restarted like a crash, the
+/// mount kept. systemd itself then only acts when the holder hangs.
+pub struct Watchdog {
+    pub notifier: crate::sd_notify::Notifier,
+    /// `$WATCHDOG_USEC`.
+    pub timeout: Duration,
 }
 
 /// Starts an engine, hands it the connection and waits until it exits.
 pub fn engine(
     cfg: &HolderConfig,
+    watchdog: Option<&Watchdog>,
     handover: &Handover,
     device: BorrowedFd<'_>,
     mountpoint: &Path,
@@ -53,13 +66,38 @@ pub fn engine(
         exported: false,
         upgrading: false,
         unmounted: false,
+        hung: None,
     };
     let mut stop_forwarded = false;
+    let mut last_alive = Instant::now();
+    let mut last_keepalive_sent: Option<Instant> = None;
     loop {
         match messages.recv_timeout(POLL) {
-            Ok(message) => handle(message, &holder_end, mountpoint, &mut outcome),
+            Ok(message) => {
+                last_alive = Instant::now();
+                handle(message, &holder_end, mountpoint, &mut outcome)
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
+        }
+        if let Some(w) = watchdog {
+            let serving = outcome.negotiated.is_some();
+            let silent = last_alive.elapsed();
+            if serving && silent > w.timeout && outcome.hung.is_none() {
+                let why = format!(
+                    "hung: no keepalive for {} ms (watchdog {} ms)",
+                    silent.as_millis(),
+                    w.timeout.as_millis()
+                );
+                tracing::error!(pid, "holder: engine {why}; killing it (the mount stays, the next engine replays the log)");
+                // SAFETY: kill(2) on our own child's pid (not yet reaped, so not reused).
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                outcome.hung = Some(why);
+            }
+            if last_keepalive_sent.is_none_or(|t| t.elapsed() >= w.timeout / 2) {
+                w.notifier.watchdog();
+                last_keepalive_sent = Some(Instant::now());
+            }
         }
         if super::stop_asked() && !stop_forwarded {
             tracing::info!(pid, "holder: asked to stop; asking the engine to export");
@@ -81,6 +119,8 @@ pub fn engine(
 fn handle(message: EngineMessage, socket: &UnixStream, mountpoint: &Path, outcome: &mut Outcome) {
     match message {
         EngineMessage::Serving { negotiated } => outcome.negotiated = Some(negotiated),
+        // Its arrival already counted (the caller notes the time of every message).
+        EngineMessage::Alive => {}
         EngineMessage::Unmount => {
             let error = super::unmount(mountpoint);
             outcome.unmounted = true;
@@ -103,6 +143,11 @@ fn read_messages(socket: &UnixStream) -> Result<mpsc::Receiver<EngineMessage>> {
                 if tx.send(message).is_err() {
                     return;
                 }
+            }
+            // A message this holder cannot read (damaged, or from a newer engine): said in
+            // one line and skipped; the engine's exit status still decides what happens next.
+            Err(e) if e.downcast_ref::<std::io::Error>().is_none() => {
+                tracing::error!("holder: refused a message from the engine: {e:#}");
             }
             // The engine closed its end (it exited): nothing more will come.
             Err(_) => return,
