@@ -75,10 +75,12 @@ impl Geometry {
     /// Whether `units` units starting at data unit `unit` lie inside one of `key`'s candidate
     /// buckets in `slot`; returns the place (candidate, unit within the bucket).
     pub(crate) fn place_of(&self, key: &BlockKey, slot: u32, unit: u32, units: u32) -> Option<u8> {
+        // `unit` and `units` may come from a damaged log block on the device: no overflow.
+        let end = unit.checked_add(units)?;
         let candidates = candidate_buckets(key, slot, self.buckets);
         candidates.iter().enumerate().find_map(|(choice, &bucket)| {
             let first = bucket * BUCKET_UNITS;
-            let inside = unit >= first && unit + units <= first + self.bucket_units(bucket);
+            let inside = unit >= first && end <= first + self.bucket_units(bucket);
             inside.then(|| encode_place(choice as u32, unit - first))
         })
     }

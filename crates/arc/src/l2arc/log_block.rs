@@ -289,6 +289,20 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_at_the_last_units_of_u32_is_corrupt_not_a_panic() {
+        // Found by the l2arc_log_block fuzz target (e2e 55): `unit + units` overflowed in
+        // `Geometry::place_of` for a unit near u32::MAX read from a damaged table.
+        let b = built();
+        for unit in [u32::MAX, u32::MAX - 1, u32::MAX - 7] {
+            let mut entries = b.entries().to_vec();
+            entries[0].unit = unit;
+            entries[0].len_bytes = 8 * UNIT_BYTES;
+            let meta = encode_meta_unchecked(&entries);
+            assert!(matches!(decode_meta(&meta, &place()), Err(BlockReject::Corrupt(_))));
+        }
+    }
+
+    #[test]
     fn golden_metadata_is_pinned() {
         // Format version 2, docs/format/l2arc.md: a change here must come with a new version.
         let place =
