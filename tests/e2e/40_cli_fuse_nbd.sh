@@ -20,9 +20,20 @@ SOCK="$W/nbd.sock"
 URI="nbd+unix:///raw?socket=$SOCK"
 LOOP=""
 daemon_pid() { "$B" status tank --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0].get("pid",""))'; }
+# detach_loop DEV: a lazily unmounted ext4 can hold its loop device for a moment, and a single
+# `losetup -d` then fails and leaves the device attached after the test (bounded: 5 s).
+detach_loop() {
+    local i
+    for i in $(seq 50); do
+        losetup -d "$1" 2>/dev/null
+        losetup "$1" >/dev/null 2>&1 || return 0
+        sleep 0.1
+    done
+    echo "WARN $E2E_NAME: $1 still attached after 5 s" >&2
+}
 teardown_mounts() {
     mountpoint -q "$W/fs" && umount -l "$W/fs"
-    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
+    [ -n "$LOOP" ] && detach_loop "$LOOP"
     LOOP=""
     if grep -q " $W/mnt " /proc/mounts; then fusermount3 -u "$W/mnt" 2>/dev/null || umount -l "$W/mnt"; fi
     return 0
@@ -65,7 +76,7 @@ pid="$(daemon_pid)"
 check "daemon pid known" test -n "$pid"
 kill -9 "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-umount -l "$W/fs"; losetup -d "$LOOP" 2>/dev/null; LOOP=""
+umount -l "$W/fs"; detach_loop "$LOOP"; LOOP=""
 # The dead daemon's FUSE mount is left as a user would find it: import must cope with it.
 require "import after SIGKILL needs no --force" "$B" import tank --mount "$W/mnt" --fuse-uring "$FUSE_URING" --nbd "unix:$SOCK"
 check "an NBD client reconnecting after the restart reads the same data" qemu-io -f raw -c 'read -P 0x5a 32M 1M' "$URI"
