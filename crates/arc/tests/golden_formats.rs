@@ -140,23 +140,12 @@ fn all() -> Vec<(&'static str, Vec<u8>)> {
 #[test]
 #[ignore = "writes missing fixtures; run with FARDISK_REGENERATE_FIXTURES=1"]
 fn regenerate_fixtures() {
-    assert!(Fixtures::regenerating(), "set FARDISK_REGENERATE_FIXTURES=1 to write fixtures");
-    for (name, bytes) in all() {
-        if fixtures().create(name, &bytes).expect("write fixture") {
-            eprintln!("wrote tests/fixtures/{name} ({} bytes)", bytes.len());
-        }
-    }
+    fixtures().regenerate_missing(all());
 }
 
 #[test]
 fn every_fixture_is_what_todays_encoders_write() {
-    for (name, bytes) in all() {
-        assert!(
-            read(name) == bytes,
-            "tests/fixtures/{name} differs from what today's encoder writes: a format change \
-             needs a new version, not an edited fixture"
-        );
-    }
+    fixtures().assert_unchanged(all());
 }
 
 #[test]

@@ -58,6 +58,35 @@ impl Fixtures {
     }
 }
 
+impl Fixtures {
+    /// The body of each crate's ignored `regenerate_fixtures` test: writes every fixture in `all`
+    /// (name, today's bytes) that does not exist yet, never overwriting one.
+    pub fn regenerate_missing<N: AsRef<str>>(&self, all: impl IntoIterator<Item = (N, Vec<u8>)>) {
+        assert!(Self::regenerating(), "set {REGENERATE_ENV}=1 to write fixtures");
+        for (name, bytes) in all {
+            let name = name.as_ref();
+            if self.create(name, &bytes).expect("write fixture") {
+                eprintln!("wrote tests/fixtures/{name} ({} bytes)", bytes.len());
+            }
+        }
+    }
+
+    /// Asserts that every committed fixture in `all` is exactly what today's encoder writes.
+    pub fn assert_unchanged<N: AsRef<str>>(&self, all: impl IntoIterator<Item = (N, Vec<u8>)>) {
+        for (name, bytes) in all {
+            let name = name.as_ref();
+            let committed = self.read(name);
+            assert!(
+                committed == bytes,
+                "tests/fixtures/{name} differs from what today's encoder writes ({} vs {} bytes): \
+                 a format change needs a new version, not an edited fixture",
+                committed.len(),
+                bytes.len()
+            );
+        }
+    }
+}
+
 /// `bytes` with bit `bit` of byte `at` flipped (a rotten bit).
 pub fn flip_bit(bytes: &[u8], at: usize, bit: u8) -> Vec<u8> {
     let mut out = bytes.to_vec();
