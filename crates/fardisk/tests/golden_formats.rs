@@ -52,6 +52,8 @@ fn holder_state() -> HolderState {
         upgrades: 1,
         stopped: None,
         last_exit: Some("engine pid 4301 killed by signal 9".into()),
+        no_engine_since_ms: None,
+        reimport_wait_s: None,
     }
 }
 

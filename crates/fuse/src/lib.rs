@@ -14,6 +14,7 @@ mod filesystem;
 pub mod handover;
 pub mod init;
 pub mod mount;
+pub mod refuse;
 pub mod reply;
 pub mod request;
 mod session;

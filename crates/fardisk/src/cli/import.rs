@@ -82,6 +82,11 @@ pub struct ImportArgs {
     /// With --holder: the window --restart-max counts in
     #[arg(long, default_value = "60", value_name = "SECONDS")]
     pub restart_window: u64,
+    /// With --holder: how long the mount's requests wait in the kernel for a new engine after
+    /// the last one went, while new engines cannot import (store unreachable, a device
+    /// missing) or hang in import; then every request fails with EIO and `status` says why
+    #[arg(long, default_value = "300", value_name = "SECONDS")]
+    pub reimport_wait: u64,
     /// How long to wait for a background import to be ready
     #[arg(long, default_value = "600", value_name = "SECONDS")]
     pub wait: u64,
@@ -207,6 +212,7 @@ pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> 
                 restarts_max: a.restart_max,
                 window_s: a.restart_window.max(1),
             },
+            reimport_wait: Duration::from_secs(a.reimport_wait),
             paths: cfg.paths.clone(),
             allow_other: false,
         });
@@ -290,11 +296,25 @@ fn start_background(
                 );
             } else {
                 cfg.paths.save_record(record)?;
-                println!(
-                    "pool '{name}' imported (daemon pid {}, log {})",
-                    child.id(),
-                    log.display()
-                );
+                if a.holder {
+                    // The child is the holder; the engine that answers is its child.
+                    let engine = rt
+                        .block_on(call(&socket, Request::Ping))
+                        .ok()
+                        .and_then(|p| p["pid"].as_u64())
+                        .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+                    println!(
+                        "pool '{name}' imported (holder pid {}, engine pid {engine}, log {})",
+                        child.id(),
+                        log.display()
+                    );
+                } else {
+                    println!(
+                        "pool '{name}' imported (daemon pid {}, log {})",
+                        child.id(),
+                        log.display()
+                    );
+                }
             }
             return Ok(());
         }
@@ -351,9 +371,17 @@ fn daemon_log_message(line: &str) -> String {
     text.chars().take(100).collect()
 }
 
+/// How long `export` waits for a holder to exit after its engine exported (it unmounts and
+/// removes its state first) or after it was asked to stop.
+const HOLDER_EXIT_WAIT: Duration = Duration::from_secs(30);
+
 pub async fn export(pool: &str, cfg: &Config) -> Result<()> {
     let socket = cfg.paths.control_socket(pool);
+    let held = crate::holder::is_held(&cfg.paths, pool);
     if !is_alive(&socket).await {
+        if held {
+            return stop_holder_without_engine(pool, cfg);
+        }
         bail!("pool '{pool}' is not imported on this host");
     }
     // The daemon stops answering other requests while it drains; say up front how much there is.
@@ -371,6 +399,41 @@ pub async fn export(pool: &str, cfg: &Config) -> Result<()> {
         sp.finish_and_clear();
     }
     let v = v?;
+    // Under a holder the mount is the holder's: the export is done when it has unmounted and
+    // exited, so that an `import` right after is not refused as a second holder.
+    if held && !crate::holder::wait_released(&cfg.paths, pool, HOLDER_EXIT_WAIT) {
+        bail!(
+            "pool '{pool}' exported at txg {}, but its holder has not exited within {} s; `fardisk status {pool}` says what it does",
+            v["txg"],
+            HOLDER_EXIT_WAIT.as_secs()
+        );
+    }
     println!("pool '{pool}' exported at txg {}", v["txg"]);
+    Ok(())
+}
+
+/// `export` of a pool whose holder runs without an engine (one restarting, or refusing
+/// requests after `--reimport-wait`): nothing can drain to the store, so the holder is asked
+/// to stop (SIGTERM: it unmounts and exits) and the next import replays the log.
+fn stop_holder_without_engine(pool: &str, cfg: &Config) -> Result<()> {
+    let state = crate::holder::state::read(&crate::holder::state::path(&cfg.paths, pool));
+    let Some(pid) = state.as_ref().map(|s| s.holder_pid).filter(|p| *p > 1) else {
+        bail!("pool '{pool}' has a holder but no readable state file naming it; stop it with `kill -TERM` on its pid (`fardisk status {pool}`)");
+    };
+    // SAFETY: kill(2) with a plain signal; the pid comes from the holder's own state file
+    // and the holder still holds its lock (checked above), so it is that process.
+    if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } != 0 {
+        bail!(
+            "cannot signal the holder (pid {pid}) of pool '{pool}': {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    if !crate::holder::wait_released(&cfg.paths, pool, HOLDER_EXIT_WAIT) {
+        bail!(
+            "the holder (pid {pid}) of pool '{pool}' did not stop within {} s of SIGTERM",
+            HOLDER_EXIT_WAIT.as_secs()
+        );
+    }
+    println!("pool '{pool}': no engine served, so nothing was drained; its holder (pid {pid}) stopped and unmounted. The next `fardisk import {pool}` replays the log");
     Ok(())
 }

@@ -108,7 +108,7 @@ async fn pool_status(cfg: &Config, pool: &str) -> Result<Value> {
             return Ok(json!({
                 "name": pool,
                 "health": {"state": state, "reason": s.line(pool)},
-                "engine_holder": {"pid": s.holder_pid, "generation": s.generation, "restarts": s.restarts, "upgrades": s.upgrades, "stopped": s.stopped, "last_exit": s.last_exit},
+                "engine_holder": {"pid": s.holder_pid, "generation": s.generation, "restarts": s.restarts, "upgrades": s.upgrades, "stopped": s.stopped, "last_exit": s.last_exit, "no_engine_since_ms": s.no_engine_since_ms, "reimport_wait_s": s.reimport_wait_s},
             }));
         }
     }

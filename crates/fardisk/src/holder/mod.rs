@@ -38,6 +38,9 @@ pub struct HolderConfig {
     /// and serves instead of holding).
     pub engine_args: Vec<String>,
     pub policy: RestartPolicy,
+    /// How long requests may wait in the kernel for an engine after the last serving one
+    /// went (`import --reimport-wait`): then they fail with EIO (see [`refuse_requests`]).
+    pub reimport_wait: std::time::Duration,
     pub paths: HostPaths,
     pub allow_other: bool,
 }
@@ -75,6 +78,10 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
     let mut generation = 0u64;
     // Engines in a row that went before they served (e.g. the store is unreachable at import).
     let mut failed_starts = 0u32;
+    // Since when no engine serves after one did (monotonic, and wall ms for `status`): the
+    // requests of the mount's users wait in the kernel from then on.
+    let mut no_engine_since: Option<(std::time::Instant, u64)> = None;
+    let reimport_wait_s = cfg.reimport_wait.as_secs();
     loop {
         generation += 1;
         let handover = link::Handover {
@@ -87,12 +94,24 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             crashes_in_window: log.crashes_in_window() as u64,
             recent: log.recent.iter().cloned().collect(),
         };
-        state::write(&state_path, &state::HolderState::serving(&handover, None));
-        let outcome =
-            supervise::engine(&cfg, watchdog.as_ref(), &handover, device.as_fd(), &mountpoint)?;
+        let since_ms = no_engine_since.map(|(_, ms)| ms);
+        state::write(
+            &state_path,
+            &state::HolderState::serving(&handover, None).waiting(since_ms, reimport_wait_s),
+        );
+        let serve_by = no_engine_since.map(|(t, _)| t + cfg.reimport_wait);
+        let outcome = supervise::engine(
+            &cfg,
+            watchdog.as_ref(),
+            &handover,
+            device.as_fd(),
+            &mountpoint,
+            serve_by,
+        )?;
         let served = outcome.negotiated.is_some();
         if served {
             failed_starts = 0;
+            no_engine_since = None;
         }
         if let Some(n) = outcome.negotiated {
             negotiated = Some(n);
@@ -117,6 +136,10 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             state::remove(&state_path);
             std::process::exit(outcome.status.code().filter(|c| *c != 0).unwrap_or(1));
         }
+        if no_engine_since.is_none() {
+            no_engine_since = Some((std::time::Instant::now(), state::wall_ms()));
+        }
+        let since_ms = no_engine_since.map(|(_, ms)| ms);
         let kind =
             if outcome.upgrading && outcome.status.code() == Some(supervise::UPGRADE_EXIT_CODE) {
                 ExitKind::Upgrade
@@ -129,7 +152,12 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             kind,
             reason: if kind == ExitKind::Upgrade { "upgrade".to_owned() } else { reason.clone() },
         };
-        let verdict = log.record(exit);
+        let verdict = if kind == ExitKind::Crash && !served {
+            log.record_failed_start(exit);
+            Verdict::Restart
+        } else {
+            log.record(exit)
+        };
         // What `status` shows until the next engine answers: this exit, counted.
         let counted = link::Handover {
             generation: generation + 1,
@@ -139,7 +167,10 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
             recent: log.recent.iter().cloned().collect(),
             ..handover.clone()
         };
-        state::write(&state_path, &state::HolderState::serving(&counted, None));
+        state::write(
+            &state_path,
+            &state::HolderState::serving(&counted, None).waiting(since_ms, reimport_wait_s),
+        );
         match verdict {
             Verdict::Restart if STOP_ASKED.load(Ordering::SeqCst) => {
                 tracing::warn!(%reason, "holder: the engine went while the holder was asked to stop; not restarting");
@@ -148,10 +179,31 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
                 bail!("the engine went ({reason}) while stopping; the pool was not exported cleanly: the next import replays its log");
             }
             Verdict::Restart if kind == ExitKind::Crash && !served => {
+                let waited = no_engine_since.map(|(t, _)| t.elapsed()).unwrap_or_default();
+                if waited >= cfg.reimport_wait {
+                    let line = format!(
+                        "no engine could serve pool '{}' for {} s (--reimport-wait {reimport_wait_s} s; last: {reason}); every request on {} now fails with EIO. Fix the cause (the pool's log says it), then `fardisk export {}` stops this holder and `fardisk import` brings the pool back (README, Restarts)",
+                        cfg.pool,
+                        waited.as_secs(),
+                        mountpoint.display(),
+                        cfg.pool
+                    );
+                    let stopped = link::Handover { generation, ..counted };
+                    let stopped = state::HolderState::serving(&stopped, Some(line.clone()));
+                    return refuse_requests(
+                        &device,
+                        negotiated.as_deref(),
+                        &mountpoint,
+                        &state_path,
+                        &stopped,
+                        line,
+                    );
+                }
                 // An engine that cannot get as far as serving usually fails the same way at
-                // once: wait longer each time, so the budget spans more than an instant.
+                // once: wait longer each time (never past the bound), so the holder neither
+                // spins nor oversleeps the operator's limit.
                 failed_starts += 1;
-                let delay = restart_delay(failed_starts);
+                let delay = restart_delay(failed_starts).min(cfg.reimport_wait - waited);
                 tracing::warn!(
                     pid = outcome.pid,
                     %reason,
@@ -159,6 +211,11 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
                     "holder: the engine went before it served; starting another after a pause (requests wait in the kernel meanwhile)"
                 );
                 wait_unless_stopping(delay);
+                if stop_asked() {
+                    tracing::warn!("holder: asked to stop while no engine serves; stopping");
+                    unmount(&mountpoint);
+                    bail!("the holder was stopped while no engine served (last: {reason}); the pool was not exported cleanly: the next import replays its log");
+                }
             }
             Verdict::Restart => match kind {
                 ExitKind::Upgrade => {
@@ -187,6 +244,46 @@ pub fn run(cfg: HolderConfig) -> Result<()> {
         }
     }
 }
+
+/// After `--reimport-wait` without a serving engine: every request, the queued ones and the
+/// ones to come, fails with EIO at once, and `status` and the log say why, until the operator
+/// stops the holder (`fardisk export`, SIGTERM) or the mount goes. The holder keeps the
+/// connection open meanwhile: closing it would end the requests with ENOTCONN instead, and
+/// unmount the pool from under its users without a word.
+fn refuse_requests(
+    device: &OwnedFd,
+    negotiated: Option<&[u8]>,
+    mountpoint: &Path,
+    state_path: &Path,
+    stopped: &state::HolderState,
+    line: String,
+) -> Result<()> {
+    tracing::error!("holder: {line}");
+    state::write(state_path, stopped);
+    let buffer_bytes = negotiated
+        .and_then(fardisk_fuse::Negotiated::from_bytes)
+        .map(|n| n.request_buffer_bytes())
+        .unwrap_or(REFUSE_BUFFER_BYTES_DEFAULT);
+    let answered = std::sync::atomic::AtomicU64::new(0);
+    let end = fardisk_fuse::refuse::refuse_all(
+        device,
+        buffer_bytes,
+        fardisk_fuse::Errno::EIO,
+        &answered,
+        &|| !stop_asked(),
+    );
+    let answered = answered.load(Ordering::Relaxed);
+    match end {
+        Ok(end) => tracing::warn!(answered, ?end, "holder: stopped failing requests; stopping"),
+        Err(e) => tracing::error!(answered, error = %e, "holder: /dev/fuse failed; stopping"),
+    }
+    unmount(mountpoint);
+    bail!("{line}")
+}
+
+/// The request buffer when no engine ever reported the negotiated sizes: the largest WRITE
+/// the kernel sends (256 pages) and its headers.
+const REFUSE_BUFFER_BYTES_DEFAULT: usize = (1 << 20) + (64 << 10);
 
 /// Longest pause between engines that went before they served.
 const RESTART_DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
@@ -239,6 +336,20 @@ pub fn is_held(paths: &HostPaths, pool: &str) -> bool {
     let Ok(file) = std::fs::File::open(state::lock_path(paths, pool)) else { return false };
     // SAFETY: flock on a descriptor we own; a shared probe released when `file` closes.
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) != 0 }
+}
+
+/// Waits until no process holds the pool's holder lock (the holder has exited), at most
+/// `timeout`; whether it was released.
+pub fn wait_released(paths: &HostPaths, pool: &str, timeout: std::time::Duration) -> bool {
+    let step = std::time::Duration::from_millis(50);
+    let steps = (timeout.as_millis() / step.as_millis()).max(1);
+    for _ in 0..steps {
+        if !is_held(paths, pool) {
+            return true;
+        }
+        std::thread::sleep(step);
+    }
+    !is_held(paths, pool)
 }
 
 /// The kernel's OOM killer picks this process last: losing it loses the mount.

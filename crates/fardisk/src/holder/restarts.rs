@@ -101,6 +101,20 @@ impl RestartLog {
         Verdict::Restart
     }
 
+    /// Counts an engine that went before it served (it could not import: the store is
+    /// unreachable, a device is missing). Remembered for `status`, but not counted against
+    /// the crash budget: such starts are paced by the holder's backoff and bounded by the
+    /// operator's `--reimport-wait`, so an outage longer than the window does not end the
+    /// holder before the operator's bound does.
+    pub fn record_failed_start(&mut self, mut exit: EngineExit) {
+        exit.reason = exit.reason.chars().take(REASON_CHARS_MAX).collect();
+        self.recent.push_back(exit);
+        while self.recent.len() > RECENT_EXITS_KEPT {
+            self.recent.pop_front();
+        }
+        self.restarts_total += 1;
+    }
+
     /// Crashes counted in the current window.
     pub fn crashes_in_window(&self) -> usize {
         self.crash_times_ms.len()
@@ -179,6 +193,18 @@ mod tests {
         }
         assert_eq!(log.upgrades_total, 5);
         assert!(matches!(log.record(crash(2)), Verdict::GiveUp(_)));
+    }
+
+    #[test]
+    fn failed_starts_are_remembered_but_do_not_spend_the_budget() {
+        let mut log = RestartLog::new(RestartPolicy { restarts_max: 1, window_s: 600 });
+        for i in 0..20 {
+            log.record_failed_start(crash(i * 1000));
+        }
+        assert_eq!(log.crashes_in_window(), 0);
+        assert_eq!(log.restarts_total, 20);
+        assert_eq!(log.recent.len(), RECENT_EXITS_KEPT);
+        assert_eq!(log.record(crash(30_000)), Verdict::Restart, "the budget is untouched");
     }
 
     #[test]

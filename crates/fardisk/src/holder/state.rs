@@ -24,6 +24,14 @@ pub struct HolderState {
     pub stopped: Option<String>,
     /// The last engine exit, in words.
     pub last_exit: Option<String>,
+    /// While no engine serves after one that did (Unix ms): requests queue in the kernel
+    /// from then on, until an engine serves again or `reimport_wait_s` has passed. Left out
+    /// of the file when None, so a state file without it reads the same in every version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_engine_since_ms: Option<u64>,
+    /// The operator's bound on that wait (`import --reimport-wait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reimport_wait_s: Option<u64>,
 }
 
 impl HolderState {
@@ -35,7 +43,16 @@ impl HolderState {
             upgrades: h.upgrades_total,
             stopped,
             last_exit: h.recent.last().map(|e| format!("engine pid {} {}", e.pid, e.reason)),
+            no_engine_since_ms: None,
+            reimport_wait_s: None,
         }
+    }
+
+    /// The same, noting since when no engine has served and until when the holder waits.
+    pub fn waiting(mut self, since_ms: Option<u64>, reimport_wait_s: u64) -> HolderState {
+        self.no_engine_since_ms = since_ms;
+        self.reimport_wait_s = since_ms.map(|_| reimport_wait_s);
+        self
     }
 
     /// One line for `fardisk status` when the engine does not answer.
@@ -44,9 +61,25 @@ impl HolderState {
         match &self.stopped {
             Some(why) => format!("pool '{pool}': holder pid {} STOPPED: {why}", self.holder_pid),
             None => format!(
-                "pool '{pool}': engine restarting under holder pid {} (generation {}, {} restarts, {} upgrades; last exit: {last}); requests wait in the kernel",
-                self.holder_pid, self.generation, self.restarts, self.upgrades
+                "pool '{pool}': engine restarting under holder pid {} (generation {}, {} restarts, {} upgrades; last exit: {last}); requests wait in the kernel{}",
+                self.holder_pid,
+                self.generation,
+                self.restarts,
+                self.upgrades,
+                self.waiting_text(wall_ms())
             ),
+        }
+    }
+
+    /// ", no engine has served for 42 s (requests fail with EIO after 300 s:
+    /// --reimport-wait)", or nothing while an engine serves.
+    pub fn waiting_text(&self, now_ms: u64) -> String {
+        match (self.no_engine_since_ms, self.reimport_wait_s) {
+            (Some(since), Some(bound)) => format!(
+                ", no engine has served for {} s (requests fail with EIO after {bound} s: --reimport-wait)",
+                now_ms.saturating_sub(since) / 1000
+            ),
+            _ => String::new(),
         }
     }
 }
@@ -125,6 +158,8 @@ mod tests {
             upgrades: 4,
             stopped: Some("gave up".into()),
             last_exit: None,
+            no_engine_since_ms: Some(5),
+            reimport_wait_s: Some(300),
         };
         write(&path, &state);
         assert_eq!(read(&path), Some(state));
@@ -135,5 +170,32 @@ mod tests {
         std::fs::write(&path, b"{\"holder_pid\":1}").expect("old json");
         assert_eq!(read(&path), None, "an unframed file is refused (wrong magic)");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_wait_for_an_engine_is_shown_with_its_bound() {
+        let state = HolderState {
+            holder_pid: 1,
+            generation: 2,
+            restarts: 1,
+            upgrades: 0,
+            stopped: None,
+            last_exit: Some("engine pid 9 exit status 1".into()),
+            no_engine_since_ms: None,
+            reimport_wait_s: None,
+        };
+        assert_eq!(state.waiting_text(50_000), "");
+        let waiting = state.waiting(Some(8_000), 300);
+        assert_eq!(
+            waiting.waiting_text(50_000),
+            ", no engine has served for 42 s (requests fail with EIO after 300 s: --reimport-wait)"
+        );
+        // Not written when nobody waits: a v1 state file without the fields reads as before.
+        let serving = waiting.clone().waiting(None, 300);
+        let json = String::from_utf8(serde_json::to_vec(&serving).expect("json")).expect("utf8");
+        assert!(
+            !json.contains("no_engine_since_ms") && !json.contains("reimport_wait_s"),
+            "{json}"
+        );
     }
 }

@@ -41,13 +41,16 @@ pub struct Watchdog {
     pub timeout: Duration,
 }
 
-/// Starts an engine, hands it the connection and waits until it exits.
+/// Starts an engine, hands it the connection and waits until it exits. An engine that has
+/// not begun to serve by `serve_by` (a hung import: the holder's bound on how long requests
+/// wait without a server) is killed, and `hung` says why.
 pub fn engine(
     cfg: &HolderConfig,
     watchdog: Option<&Watchdog>,
     handover: &Handover,
     device: BorrowedFd<'_>,
     mountpoint: &Path,
+    serve_by: Option<Instant>,
 ) -> Result<Outcome> {
     let (holder_end, engine_end) = link::socket_pair().context("holder: socketpair")?;
     let mut child = spawn(cfg, &engine_end)?;
@@ -79,6 +82,17 @@ pub fn engine(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
+        }
+        if outcome.negotiated.is_none()
+            && outcome.hung.is_none()
+            && serve_by.is_some_and(|t| Instant::now() >= t)
+        {
+            let why =
+                format!("did not serve within --reimport-wait ({} s)", cfg.reimport_wait.as_secs());
+            tracing::error!(pid, "holder: engine {why}; killing it");
+            // SAFETY: kill(2) on our own child's pid (not yet reaped, so not reused).
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            outcome.hung = Some(why);
         }
         if let Some(w) = watchdog {
             let serving = outcome.negotiated.is_some();
