@@ -1,45 +1,74 @@
 #!/usr/bin/env bash
 # Chaos on the real stack: PostgreSQL 15 on ext4 on a fardisk FUSE image whose store is MinIO
-# behind toxiproxy, with a mirrored intent log (two legs) and a cache device. TPC-B clients and a
-# recorder client (one numbered row per transaction; an id is written to a file only after its
-# COMMIT returned) run for the whole test while a seeded schedule injects, one at a time:
-#   - SIGKILL of the fardisk daemon (at least 3). Each time the operator's recovery follows:
-#     PostgreSQL is killed (-9, postmaster and children), ext4 unmounted, the loop device
-#     detached, the pool imported again (the log replays), ext4 mounted (its journal replays),
-#     PostgreSQL started (WAL recovery); the TPC-B invariant and every acked id are checked, and
-#     the load resumes;
+# behind toxiproxy, with a mirrored intent log (two legs) and a cache device, the pool imported
+# with --holder (a holder process owns the FUSE mount and restarts the engine). TPC-B clients
+# (pgbench -T, per-transaction log) and a recorder client (one numbered row per transaction; an
+# id is written to a file only after its COMMIT returned) run for the whole chaos phase while a
+# seeded timeline injects:
+#   - SIGKILL of the ENGINE (the holder's child, never the holder) E2E54_KILLS times (default 22,
+#     at least 20) at seeded moments: most of them anywhere in the load (also inside latency
+#     spikes and connection resets), one while a log leg is gone (the new engine imports with
+#     one leg and `replace` then runs against it), one inside the store outage, and twice the
+#     new engine is killed again 0.05-0.5 s after the holder started it (mostly during its import
+#     and log replay: the holder's log says whether it had begun to serve).
+#     The holder starts a new engine each time; it replays the log, takes the FUSE connection
+#     over and gets the requests in flight resent;
 #   - latency spikes of 50-200 ms each way for a few seconds (toxiproxy latency toxic);
 #   - connection resets (reset_peer or timeout toxics) for a few seconds;
 #   - one store outage of E2E54_OUTAGE_S (default 60) s, the proxy disabled, under load: sync
-#     writes must keep being acknowledged (from the log), `fardisk status` must say SUSPENDED or
-#     DEGRADED during it and ONLINE again afterwards with no restart and no command;
-#   - one log leg deleted under load: status DEGRADED, commits still acknowledged, then
-#     `fardisk replace` brings it back and the pool is ONLINE.
-# Afterwards PostgreSQL and fardisk shut down cleanly, the pool is imported again, e2fsck -fn is
-# clean, and on a restarted PostgreSQL the TPC-B invariant holds, pg_amcheck finds nothing and
-# every acknowledged id is in the table. The last line gives the figures.
+#     writes must keep being acknowledged (from the log) until the kill inside it, `fardisk
+#     status` must say SUSPENDED or DEGRADED during it and ONLINE again afterwards with no command;
+#   - one log leg deleted under load: status DEGRADED, commits still acknowledged (across the
+#     kill), then `fardisk replace` brings it back and the pool is ONLINE.
+# A new engine cannot import while the store is unreachable (import reads the newest root and
+# publishes a claim root): a kill inside the outage leaves the mount without an engine until the
+# store is back, the holder starting engines again with its backoff (0.5 s doubling to 10 s; the
+# test raises --restart-max so these failed starts do not spend the budget) while requests wait
+# in the kernel. PostgreSQL has no I/O timeout and waits it out (it sees a pause of up to the rest
+# of the outage, never an error), so the kill inside the outage lands in its last 40 % and its
+# pause is reported apart from the others. The same holds while a reset toxic is on (every
+# connection is reset, so a new engine cannot read the store's head either): a kill waiting for
+# the new engine never holds up the end of a spike, a reset or the outage, which run on time.
+# Checks of the chaos phase: PostgreSQL never restarts (same postmaster, no PANIC, crash or I/O
+# error in its log), pgbench exits 0 with no error in its output, the recorder never fails, the
+# holder is the same process throughout, history has one SIGKILL restart per kill.
+# Then the holder itself is killed under load (its engine serves on alone), then its engine: with
+# no holder left the mount is gone, and the operator's recovery follows (README, Restarts):
+# PostgreSQL killed, ext4 unmounted, the loop device detached, the pool imported again (the log
+# replays), ext4 mounted (its journal replays), PostgreSQL started (WAL recovery); the TPC-B
+# invariant and every acked id are checked. Afterwards PostgreSQL and fardisk shut down cleanly,
+# the pool is imported again, e2fsck -fn is clean, and on a restarted PostgreSQL the TPC-B
+# invariant holds, pg_amcheck finds nothing and every acknowledged id is in the table. The last
+# line gives the figures (the pause per kill is the longest transaction pgbench had in flight
+# across it).
 #
-# Env: E2E54_SEED (default random, printed; the same seed gives the same schedule of faults and
-#      kill moments), E2E54_DURATION_S (default 190: planned seconds of load, restarts not
-#      counted; longer runs add more kills, spikes and resets), E2E54_OUTAGE_S (default 60),
-#      FARDISK_BIN=PATH uses that binary instead of building target/debug/fardisk.
+# Env: E2E54_SEED (default random, printed; the same seed gives the same timeline of faults and
+#      kill moments), E2E54_DURATION_S (default 220: pgbench's -T and the length of the timeline;
+#      longer runs add spikes and resets), E2E54_KILLS (default 22, at least 20), E2E54_OUTAGE_S
+#      (default 60), FARDISK_BIN=PATH uses that binary instead of building target/debug/fardisk.
 E2E_NAME=54_chaos_postgres
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022 # PostgreSQL runs as postgres and must reach what is made here
 cd "$E2E_ROOT" || exit 1
 
 SEED="${E2E54_SEED:-$((RANDOM * 32768 + RANDOM))}"
-DURATION_S="${E2E54_DURATION_S:-190}"
+DURATION_S="${E2E54_DURATION_S:-220}"
+KILLS="${E2E54_KILLS:-22}"
 OUTAGE_S="${E2E54_OUTAGE_S:-60}"
 BASE_LATENCY_MS=5       # each way, outside the spikes
 CLIENTS=3               # pgbench TPC-B clients (plus the recorder)
-PGBENCH_T_MAX=100000    # pgbench runs until a crash or the end of the run ends it
+PGBENCH_T_MAX=100000    # the holder case's pgbench runs until the crash ends it
 IDS_PER_SEGMENT=10000000 # recorder ids: segment S uses S*10^7+1 ..
 GONE_TRIES=100          # x 0.1 s: bound on waiting for a killed process to disappear
 CLIENT_EXIT_TRIES=300   # x 0.1 s: bound on waiting for clients to notice the end of their server
+ENGINE_WAIT_S=180       # bound on waiting for a new engine to answer (an outage kill waits for the store)
+SUCCESSOR_TRIES=100     # x 0.05 s: bound on waiting for the holder to start the next engine
 STATE_WAIT_S=60         # bound on waiting for a pool state (DEGRADED after a leg loss, ONLINE after replace)
 HEAL_WAIT_S=180         # bound on waiting for ONLINE after the outage
 CMD_TIMEOUT_S=30        # bound on one `fardisk status`
+# The kills come far faster than any real crash loop, and every engine that cannot import during
+# the outage counts too: the holder's budget is raised for them.
+RESTART_MAX=200
 POOL=chaos
 W="$FARDISK_RUN_DIR" # 0755, removed by common.sh on success, kept on failure
 export FARDISK_HOME="$W/home"
@@ -53,24 +82,29 @@ TOXI="$SCRIPTS/toxiproxy.sh"
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 RECORDER_PID=""
 SEGMENT=0
+HOLDER_PID=""
 # The pool, loop device, PostgreSQL and acked-client helpers shared with 50.
 . "$(dirname "${BASH_SOURCE[0]}")/lib/postgres.sh"
 
 now() { date +%s.%N; }
-# secs_since T0: seconds (one decimal) from T0 (a `now` value) to now.
-secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# secs_since T0: seconds (two decimals) from T0 (a `now` value) to now.
+secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 
 # ---- the pool's state -----------------------------------------------------------------------
 
-# status_json: the pool's status from its daemon (bounded: a hang is a finding, not a stuck test).
+# status_json: the pool's status from its engine, or from the holder's state file while none
+# answers (bounded: a hang is a finding, not a stuck test).
 status_json() { timeout "$CMD_TIMEOUT_S" "$B" status "$POOL" --json 2>/dev/null; }
 status_text() { timeout "$CMD_TIMEOUT_S" "$B" status "$POOL" 2>&1; }
 
-# pool_state: ONLINE, DEGRADED, SUSPENDED, ... (or NOANSWER when status did not answer).
+# pool_state: ONLINE, DEGRADED, SUSPENDED, RESTARTING, ... (or NOANSWER when status did not answer).
 pool_state() {
     status_json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0]["health"]["state"].upper())' 2>/dev/null \
         || echo NOANSWER
 }
+
+# holder_field NAME: a field of the status's engine_holder object.
+holder_field() { status_json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null; }
 
 # leg_states: "PATH=STATE ..." for the log legs.
 leg_states() {
@@ -80,10 +114,12 @@ p = json.load(sys.stdin)["pools"][0]
 print(" ".join(l["path"] + "=" + l["state"] for v in (p.get("log") or {}).get("vdevs", []) for l in v["legs"]))' 2>/dev/null
 }
 
-# wait_state STATE SECONDS: poll until the pool is in STATE; true when it got there in time.
+# wait_state STATE SECONDS: poll until the pool is in STATE; true when it got there in time. A
+# new engine answering meanwhile is noted (its time is a figure).
 wait_state() {
     local want="$1" deadline=$((SECONDS + $2))
     while [ "$SECONDS" -lt "$deadline" ]; do
+        [ -n "$RESTART_PENDING" ] && note_engine_back
         [ "$(pool_state)" = "$want" ] && return 0
         sleep 0.5
     done
@@ -95,69 +131,193 @@ wait_state() {
 acked_count() { acked_ids "$W"/acked.*.out | wc -l; }
 segment_acked() { acked_ids "$W/acked.$SEGMENT.out" | wc -l; }
 
-# start_load: a new segment of load: pgbench TPC-B and the recorder, against the current server.
+# start_load SECONDS: a new segment of load against the current server: pgbench TPC-B for
+# SECONDS (with a per-transaction log) and the recorder.
 start_load() {
     SEGMENT=$((SEGMENT + 1))
     local first=$((SEGMENT * IDS_PER_SEGMENT + 1))
     # -n: no vacuum and, above all, no TRUNCATE of pgbench_history, so the invariant spans all runs.
-    "$PG_BIN/pgbench" -n -c "$CLIENTS" -j 2 -T "$PGBENCH_T_MAX" postgres >"$W/tpcb.$SEGMENT.out" 2>&1 &
-    CLIENT_PIDS+=("$!")
+    (cd "$W" && exec "$PG_BIN/pgbench" -n -c "$CLIENTS" -j 2 -T "$1" -l --log-prefix="$W/txlog.$SEGMENT" postgres) \
+        >"$W/tpcb.$SEGMENT.out" 2>&1 &
+    PGBENCH_PID=$!
+    CLIENT_PIDS+=("$PGBENCH_PID")
     acked_client_bg "$first" $((first + IDS_PER_SEGMENT - 2)) "$W/acked.$SEGMENT.out"
     RECORDER_PID=$ACKED_PID
 }
 
-# stop_load: end the last segment: pgbench's connections are terminated (it then prints its
-# summary, as after a crash), the recorder is stopped.
-stop_load() {
-    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgbench'" >/dev/null
-    [ -n "$RECORDER_PID" ] && is_ours "$RECORDER_PID" psql && kill -TERM "$RECORDER_PID"
-    wait_clients
-    RECORDER_PID=""
+postgres_never_restarted() {
+    [ "$(head -n 1 "$DATA/postmaster.pid")" = "$PM_PID" ] && kill -0 "$PM_PID" 2>/dev/null
 }
 
-# ---- the schedule ----------------------------------------------------------------------------
+# ---- the engine under the holder --------------------------------------------------------------
 
-# One line per step, all drawn from the seed: "gap S" (load only), "kill", "spike MS S",
-# "reset reset_peer|timeout MS S", "outage S", "leg N". At least 3 kills, 2 spikes, 2 resets,
-# one outage and one failed leg; longer durations add kills, spikes and resets.
+ENGINE=""          # the engine that answers now
+RESTART_PENDING="" # set from a kill until a new engine answers
+KILLED_PID=""      # the engine killed last
+KILL_T0=""         # when the kill that RESTART_PENDING waits out began
+KILL_NO=0
+ANSWERED_T=0       # when the current engine was first seen answering (`now`)
+
+# note_engine_back: once an engine other than the killed one answers, note how long it took.
+note_engine_back() {
+    local pid
+    pid="$(daemon_pid)"
+    if [ -n "$pid" ] && [ "$pid" != "$KILLED_PID" ]; then
+        local back
+        back="$(secs_since "$KILL_T0")"
+        echo "$KILL_NO $back" >>"$W/engine_back"
+        info "kill $KILL_NO: engine $pid answered ${back} s after the kill"
+        ENGINE="$pid"
+        DAEMON_PIDS+=("$pid")
+        RESTART_PENDING=""
+        ANSWERED_T="$(now)"
+    fi
+}
+
+# wait_serving: bounded wait until an engine answers (after a kill, a new one).
+wait_serving() {
+    local i
+    for ((i = 0; i < ENGINE_WAIT_S * 5; i++)); do
+        [ -z "$RESTART_PENDING" ] && return 0
+        note_engine_back
+        [ -z "$RESTART_PENDING" ] && return 0
+        run_due_ends
+        sleep 0.2
+    done
+    return 1
+}
+
+# is_engine PID: a live fardisk process whose parent is the holder.
+is_engine() {
+    is_ours "$1" fardisk && [ "$1" != "$HOLDER_PID" ] \
+        && [ "$(awk '{ print $4 }' "/proc/$1/stat" 2>/dev/null)" = "$HOLDER_PID" ]
+}
+
+# successor_of PID: the holder's next engine (a live child other than PID); bounded wait.
+successor_of() {
+    local i pid
+    for ((i = 0; i < SUCCESSOR_TRIES; i++)); do
+        pid="$(ps -o pid=,stat= --ppid "$HOLDER_PID" | awk -v old="$1" '$1 != old && $2 !~ /^Z/ { print $1; exit }')"
+        if [ -n "$pid" ]; then echo "$pid"; return 0; fi
+        sleep 0.05
+    done
+    return 1
+}
+
+kills=0
+# kill_engine KIND [DELAY]: SIGKILL the engine that serves (KIND: load, leg, outage); with DELAY,
+# also its successor DELAY seconds after the holder started it (during its import).
+kill_engine() {
+    local kind="$1" delay="${2:-}" engine at succ answering
+    wait_serving || { fail "kill $((KILL_NO + 1)) ($kind): no engine answered within ${ENGINE_WAIT_S} s"; return; }
+    # At least 0.3 s after the engine began to answer: each kill is a restart of its own.
+    awk -v a="$ANSWERED_T" -v b="$(now)" 'BEGIN { exit !(b - a < 0.3) }' && sleep 0.3
+    engine="$ENGINE"
+    is_engine "$engine" || { fail "kill $((KILL_NO + 1)): '$engine' is not a live engine child of the holder $HOLDER_PID"; return; }
+    KILL_NO=$((KILL_NO + 1))
+    at="$(secs_since "$run0")"
+    KILL_T0="$(now)"
+    kill -KILL "$engine"
+    kills=$((kills + 1))
+    KILLED_PID="$engine"
+    RESTART_PENDING=1
+    echo "$KILL_NO $kind $KILL_T0" >>"$W/kill_times"
+    [ "$kind" = outage ] && OUTAGE_KILL_ACKED="$(segment_acked)"
+    [ "$kind" = leg ] && LEG_KILLED=yes
+    if [ -z "$delay" ]; then
+        info "kill $KILL_NO ($kind): SIGKILL engine $engine at ${at} s"
+        return
+    fi
+    succ="$(successor_of "$engine")" || { fail "kill $KILL_NO: the holder started no new engine within $((SUCCESSOR_TRIES / 20)) s"; return; }
+    sleep "$delay"
+    answering=no
+    [ "$(daemon_pid)" = "$succ" ] && answering=yes
+    is_engine "$succ" || { fail "kill $KILL_NO: the new engine '$succ' is gone before its kill"; return; }
+    kill -KILL "$succ"
+    kills=$((kills + 1))
+    KILLED_PID="$succ"
+    IMPORT_KILLS=$((IMPORT_KILLS + 1))
+    info "kill $KILL_NO ($kind): SIGKILL engine $engine at ${at} s, then its successor $succ ${delay} s after it started (answering status already: $answering)"
+}
+
+# ---- the timeline ----------------------------------------------------------------------------
+
+# One line per action, "T ACTION ARGS" (T: seconds after the load began), all drawn from the
+# seed: spike_on MS / spike_off, reset_on reset_peer|timeout MS / reset_off, outage_on /
+# outage_off, leg_rm N / leg_replace N, kill load|leg|outage [DELAY]. Two spikes, two resets, one
+# outage, one failed leg (longer durations add spikes and resets, one per 25 s of extra load),
+# laid out one after another with seeded gaps; the kills are drawn over the whole load apart
+# from the outage and the leg loss (at least 3 s apart), plus one inside each of those two.
 make_schedule() {
-    python3 - "$SEED" "$DURATION_S" "$OUTAGE_S" <<'EOF'
+    python3 - "$SEED" "$DURATION_S" "$OUTAGE_S" "$KILLS" <<'EOF'
 import random, sys
-seed, duration, outage = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+seed, duration, outage, kills = (int(x) for x in sys.argv[1:5])
 r = random.Random(seed)
-GAP_MIN = 4.0
+GAP_MIN, LEAD, TAIL = 4.0, 6.0, 15.0  # seconds between events; before the first; after the last
+KILL_SPACING = 3.0  # planned seconds between two kills
+IMPORT_KILLS = 2    # kills whose successor is killed again during its import
+LEG_S = 12          # a leg is gone this long before `replace`
+if kills < 20:
+    sys.exit("E2E54_KILLS=%d: at least 20" % kills)
 def spike(): return ("spike", r.randint(50, 200), r.randint(3, 8))
 def reset():
     kind = r.choice(["reset_peer", "timeout"])
     ms = r.randint(0, 1000) if kind == "reset_peer" else r.randint(500, 3000)
     return ("reset", kind, ms, r.randint(2, 6))
-def planned(e):  # seconds of load the step takes (a kill's restart is not counted)
+def planned(e):  # seconds the step takes (after the outage: the wait for ONLINE)
     if e[0] in ("spike", "reset"):
         return e[-1]
-    if e[0] == "outage":
-        return e[1] + 10
-    return 12 if e[0] == "leg" else 0
-events = [("kill",)] * 3 + [spike(), spike(), reset(), reset(), ("outage", outage), ("leg", r.randint(0, 1))]
-# Longer runs: one more kill, spike or reset per 25 s of extra load.
+    return e[1] + 12 if e[0] == "outage" else LEG_S + 6
+events = [spike(), spike(), reset(), reset(), ("outage", outage), ("leg", r.randint(0, 1))]
 while sum(planned(e) for e in events) + 25 * (len(events) + 1) <= duration:
-    events.append(r.choice([("kill",), spike(), reset()]))
+    events.append(r.choice([spike(), reset()]))
 r.shuffle(events)
-spare = max(0.0, duration - sum(planned(e) for e in events) - GAP_MIN * (len(events) + 1))
+spare = duration - LEAD - TAIL - sum(planned(e) for e in events) - GAP_MIN * (len(events) - 1)
+if spare < 0:
+    sys.exit("E2E54_DURATION_S=%d is too short for the events" % duration)
 weights = [r.random() + 0.2 for _ in range(len(events) + 1)]
-gaps = [GAP_MIN + spare * w / sum(weights) for w in weights]
-for g, e in zip(gaps, events + [None]):
-    print("gap %.1f" % g)
-    if e:
-        print(" ".join(str(x) for x in e))
+gaps = [spare * w / sum(weights) for w in weights]
+actions, blocked, t = [], [], LEAD + gaps[0]
+for i, e in enumerate(events):
+    if e[0] == "spike":
+        actions += [(t, "spike_on %d" % e[1]), (t + e[2], "spike_off")]
+    elif e[0] == "reset":
+        actions += [(t, "reset_on %s %d" % (e[1], e[2])), (t + e[3], "reset_off")]
+    elif e[0] == "outage":
+        # Inside the outage's last 40 %, late enough that it was seen SUSPENDED and acknowledging.
+        kill_at = t + e[1] * r.uniform(0.6, 0.9)
+        actions += [(t, "outage_on"), (kill_at, "kill outage"), (t + e[1], "outage_off")]
+        blocked.append((t - KILL_SPACING, t + planned(e) + KILL_SPACING))
+    else:
+        actions += [(t, "leg_rm %d" % e[1]), (t + r.uniform(3, 7), "kill leg"), (t + LEG_S, "leg_replace %d" % e[1])]
+        blocked.append((t - KILL_SPACING, t + planned(e) + KILL_SPACING))
+    t += planned(e) + GAP_MIN + gaps[i + 1]
+# The other kills anywhere else in the load, at least KILL_SPACING apart.
+free = kills - 2 - IMPORT_KILLS
+times = []
+for _ in range(200000):
+    if len(times) == free:
+        break
+    c = r.uniform(LEAD, duration - TAIL)
+    if any(a <= c <= b for a, b in blocked) or any(abs(c - x) < KILL_SPACING for x in times):
+        continue
+    times.append(c)
+if len(times) < free:
+    sys.exit("E2E54_DURATION_S=%d leaves no room for %d kills" % (duration, kills))
+pairs = set(r.sample(range(free), IMPORT_KILLS))
+for i, c in enumerate(times):
+    actions.append((c, "kill load %.2f" % r.uniform(0.05, 0.5) if i in pairs else "kill load"))
+for at, what in sorted(actions, key=lambda a: a[0]):
+    print("%.1f %s" % (at, what))
 EOF
 }
 
 # ---- 0. services, binary, pool, PostgreSQL ---------------------------------------------------
 
 t_start=$SECONDS
-echo "$E2E_NAME: seed $SEED (E2E54_SEED=$SEED reproduces the schedule), load ${DURATION_S} s planned, outage ${OUTAGE_S} s"
-make_schedule >"$W/schedule" || { fail "schedule from the seed"; e2e_finish; }
-info "schedule: $(tr '\n' ';' <"$W/schedule")"
+echo "$E2E_NAME: seed $SEED (E2E54_SEED=$SEED reproduces the timeline), ${DURATION_S} s of load, $KILLS engine kills, outage ${OUTAGE_S} s"
+make_schedule >"$W/schedule" || { fail "timeline from the seed"; e2e_finish; }
+info "timeline: $(tr '\n' ';' <"$W/schedule")"
 if [ -n "${FARDISK_BIN:-}" ]; then
     B="$FARDISK_BIN"
 else
@@ -175,7 +335,12 @@ mkdir -p "$FS"
 
 require "create on s3:// with a log mirror and a cache file" \
     "$B" create "$POOL" "s3://$FARDISK_BUCKET/e2e54" log mirror "${LEGS[0]}" "${LEGS[1]}" cache "$CACHEDEV"
-require "import --mount" import_pool
+require "import --holder --mount" import_pool --holder --restart-max "$RESTART_MAX" --restart-window 60
+HOLDER_PID="$(holder_field pid)"
+require "status names the holder (pid ${HOLDER_PID:-none})" is_ours "$HOLDER_PID" fardisk
+DAEMON_PIDS+=("$HOLDER_PID")
+ENGINE="$(daemon_pid)"
+require "the engine ($ENGINE) is the holder's child" is_engine "$ENGINE"
 require "volume create 4G" "$B" volume create "$POOL/pg" 4G
 require "losetup --direct-io=on over the image" attach_loop
 require "mkfs.ext4" mkfs.ext4 -q "$LOOP"
@@ -185,151 +350,312 @@ require "start PostgreSQL" pg_start
 require "pgbench -i -s 1" "$PG" pgbench "$DATA" -i -q -s 1 postgres
 require "create table acked" sql 'CREATE TABLE acked(id bigint PRIMARY KEY)'
 check "the pool is ONLINE before the chaos" test "$(pool_state)" = ONLINE
+PG_LOG="$PGHOST/postgres.log"
+pg_log_from="$(($(wc -l <"$PG_LOG") + 1))"
+log_from="$(($(log_lines) + 1))"
 info "setup took $((SECONDS - t_start)) s"
 
 # ---- 1. the chaos ----------------------------------------------------------------------------
 
-kills=0 spikes=0 resets=0 outages=0 legs_failed=0 outage_acked=0 replayed_total=0
-kill_report=()
+spikes=0 resets=0 outages=0 legs_failed=0 outage_acked=0
+IMPORT_KILLS=0 LEG_KILLED="" OUTAGE_KILL_ACKED=""
+OUTAGE_ON="" OUTAGE_T0=0 OUTAGE_SEEN="" OUTAGE_FIRST_BAD="" OUTAGE_ACKED0=0 OUTAGE_ACKED_HALF="" NEXT_POLL=0
+: >"$W/kill_times"
+: >"$W/engine_back"
 run0="$(now)"
-start_load
+start_load "$DURATION_S"
+info "postmaster $PM_PID, holder $HOLDER_PID, engine $ENGINE, pgbench $PGBENCH_PID, recorder $RECORDER_PID"
 
-# ev_kill: SIGKILL the daemon under load, then recover as an operator would.
-ev_kill() {
-    local t_kill at seg_acked from import_s pg_s down_s replayed pg_died=no
-    kills=$((kills + 1))
-    at="$(secs_since "$run0")"
-    seg_acked="$(segment_acked)"
-    t_kill="$(now)"
-    require "kill $kills: SIGKILL the fardisk daemon ($at s into the load, $seg_acked acked commits in this segment)" \
-        kill_daemon
-    # PostgreSQL meets the I/O errors of the dead device (its WAL fsync PANICs) before it is killed.
-    for _ in $(seq 30); do is_ours "$PM_PID" postgres || { pg_died=yes; break; }; sleep 0.1; done
-    kill_postgres
-    wait_clients
-    RECORDER_PID=""
-    teardown_crashed
-    from="$(($(log_lines) + 1))"
-    t0="$(now)"
-    require "kill $kills: import after SIGKILL (no --force)" import_pool
-    import_s="$(secs_since "$t0")"
-    replayed="$(daemon_log_from "$from" | sed -n 's/.*intent log replayed records=\([0-9]*\).*/\1/p' | head -n 1)"
-    replayed_total=$((replayed_total + ${replayed:-0}))
-    t0="$(now)"
-    require "kill $kills: losetup" attach_loop
-    require "kill $kills: mount ext4 (journal replay)" mount "$LOOP" "$FS"
-    require "kill $kills: PostgreSQL starts (WAL recovery)" pg_start
-    pg_s="$(secs_since "$t0")"
-    down_s="$(secs_since "$t_kill")"
-    check "kill $kills: TPC-B invariant after recovery" "$PG" check "$DATA" postgres
-    check "kill $kills: every acknowledged id so far is there ($(acked_count))" all_acked_present "$W"/acked.*.out
-    start_load
-    kill_report+=("kill $kills at ${at} s into the load: postgres had exited by itself: $pg_died; import ${import_s} s (${replayed:-0} log records replayed), mount + PostgreSQL recovery ${pg_s} s, load resumed ${down_s} s after the kill")
-    info "${kill_report[-1]}"
+# tick: what goes on between actions: a new engine answering is noted; during the outage the
+# status is polled every 2 s and the acked count taken at its half.
+tick() {
+    [ -n "$RESTART_PENDING" ] && note_engine_back
+    [ -n "$OUTAGE_ON" ] || return 0
+    [ -z "$OUTAGE_ACKED_HALF" ] && [ "$SECONDS" -ge $((OUTAGE_T0 + OUTAGE_S / 2)) ] && OUTAGE_ACKED_HALF="$(segment_acked)"
+    [ "$SECONDS" -ge "$NEXT_POLL" ] || return 0
+    NEXT_POLL=$((SECONDS + 2))
+    local st
+    st="$(pool_state)"
+    case " $OUTAGE_SEEN " in *" $st "*) ;; *) OUTAGE_SEEN="$OUTAGE_SEEN $st"; info "outage: status says $st after $((SECONDS - OUTAGE_T0)) s";; esac
+    if [ -z "$OUTAGE_FIRST_BAD" ] && [ "$st" != ONLINE ]; then
+        OUTAGE_FIRST_BAD=$((SECONDS - OUTAGE_T0))
+        status_text >"$W/status.outage"
+    fi
 }
 
-ev_spike() {
-    local ms="$1" s="$2" before
-    spikes=$((spikes + 1))
-    before="$(segment_acked)"
-    require "spike $spikes: store ${ms} ms away each way for ${s} s" "$TOXI" latency "$ms"
-    sleep "$s"
-    require "spike $spikes: back to ${BASE_LATENCY_MS} ms" "$TOXI" latency "$BASE_LATENCY_MS"
-    info "spike $spikes: $(($(segment_acked) - before)) acked commits during the ${s} s at ${ms} ms, pool $(pool_state)"
-}
-
-ev_reset() {
-    local kind="$1" ms="$2" s="$3" before attrs
-    resets=$((resets + 1))
-    before="$(segment_acked)"
-    attrs="{\"timeout\":$ms}"
-    require "reset $resets: $kind toxic (timeout $ms ms) on the store's connections for ${s} s" \
-        "$TOXI" toxic add chaos "$kind" 1.0 "$attrs"
-    sleep "$s"
-    require "reset $resets: toxic removed" "$TOXI" toxic remove chaos
-    info "reset $resets: $(($(segment_acked) - before)) acked commits during the ${s} s of $kind, pool $(pool_state)"
-}
-
-# ev_outage S: the store is gone for S seconds under load; then it heals by itself.
-ev_outage() {
-    local s="$1" t0 acked0 acked_half="" st seen="" first_bad="" heal_s end half
-    outages=$((outages + 1))
-    acked0="$(segment_acked)"
-    require "outage: proxy disabled (store unreachable) for ${s} s" "$TOXI" outage on
-    t0=$SECONDS
-    end=$((t0 + s))
-    half=$((t0 + s / 2))
-    while [ "$SECONDS" -lt "$end" ]; do
-        st="$(pool_state)"
-        case " $seen " in *" $st "*) ;; *) seen="$seen $st"; info "outage: status says $st after $((SECONDS - t0)) s";; esac
-        if [ -z "$first_bad" ] && [ "$st" != ONLINE ]; then
-            first_bad=$((SECONDS - t0))
-            status_text >"$W/status.outage"
-        fi
-        [ -z "$acked_half" ] && [ "$SECONDS" -ge "$half" ] && acked_half="$(segment_acked)"
-        sleep 2
+# wait_until T: tick until T seconds after the load began (bounded by the timeline's length).
+wait_until() {
+    local i
+    for ((i = 0; i < (DURATION_S + 60) * 10; i++)); do
+        awk -v t="$1" -v a="$run0" -v b="$(now)" 'BEGIN { exit !(b - a < t) }' || return 0
+        tick
+        sleep 0.1
     done
-    outage_acked=$(($(segment_acked) - acked0))
-    local late=$(($(segment_acked) - ${acked_half:-$acked0}))
-    require "outage: proxy enabled again" "$TOXI" outage off
-    info "outage: states seen:${seen}; $outage_acked commits acknowledged during it ($late in its second half)"
+}
+
+spike_on() {
+    spikes=$((spikes + 1))
+    SPIKE_MS="$1" SPIKE_T0=$SECONDS SPIKE_ACKED="$(segment_acked)"
+    require "spike $spikes: store $1 ms away each way" "$TOXI" latency "$1"
+}
+spike_off() {
+    require "spike $spikes: back to ${BASE_LATENCY_MS} ms" "$TOXI" latency "$BASE_LATENCY_MS"
+    info "spike $spikes: $(($(segment_acked) - SPIKE_ACKED)) acked commits during the $((SECONDS - SPIKE_T0)) s at ${SPIKE_MS} ms, pool $(pool_state)"
+}
+
+reset_on() {
+    resets=$((resets + 1))
+    RESET_KIND="$1" RESET_T0=$SECONDS RESET_ACKED="$(segment_acked)"
+    require "reset $resets: $1 toxic (timeout $2 ms) on the store's connections" \
+        "$TOXI" toxic add chaos "$1" 1.0 "{\"timeout\":$2}"
+}
+reset_off() {
+    require "reset $resets: toxic removed" "$TOXI" toxic remove chaos
+    info "reset $resets: $(($(segment_acked) - RESET_ACKED)) acked commits during the $((SECONDS - RESET_T0)) s of $RESET_KIND, pool $(pool_state)"
+}
+
+# The store is gone for OUTAGE_S seconds under load (an engine kill inside it); then it heals
+# by itself.
+outage_on() {
+    outages=$((outages + 1))
+    OUTAGE_ACKED0="$(segment_acked)"
+    require "outage: proxy disabled (store unreachable) for ${OUTAGE_S} s" "$TOXI" outage on
+    OUTAGE_ON=1 OUTAGE_T0=$SECONDS NEXT_POLL=0
+}
+outage_off() {
+    local until_kill late heal_s t0
+    until_kill="${OUTAGE_KILL_ACKED:-$(segment_acked)}"
+    outage_acked=$((until_kill - OUTAGE_ACKED0))
+    late=$((until_kill - ${OUTAGE_ACKED_HALF:-$OUTAGE_ACKED0}))
+    require "outage: proxy enabled again after $((SECONDS - OUTAGE_T0)) s" "$TOXI" outage off
+    OUTAGE_ON=""
+    info "outage: states seen:${OUTAGE_SEEN}; $outage_acked commits acknowledged before the engine kill inside it ($late in its second half)"
     [ -f "$W/status.outage" ] && info "outage: status said: $(grep -E '^ *state:' "$W/status.outage")"
-    check "outage: status answered every poll within ${CMD_TIMEOUT_S} s" bash -c "! grep -q NOANSWER <<<'$seen'"
-    check "outage: status reported SUSPENDED or DEGRADED during it (first after ${first_bad:-never} s)" \
-        grep -qE 'SUSPENDED|DEGRADED' <<<"$seen"
+    check "outage: status answered every poll within ${CMD_TIMEOUT_S} s" bash -c "! grep -q NOANSWER <<<'$OUTAGE_SEEN'"
+    check "outage: status reported SUSPENDED or DEGRADED during it (first after ${OUTAGE_FIRST_BAD:-never} s)" \
+        grep -qE 'SUSPENDED|DEGRADED' <<<"$OUTAGE_SEEN"
     check "outage: commits kept being acknowledged while the store was away ($outage_acked)" test "$outage_acked" -gt 0
     check "outage: and still in its second half ($late)" test "$late" -gt 0
     t0=$SECONDS
     wait_state ONLINE "$HEAL_WAIT_S"
     heal_s=$((SECONDS - t0))
-    check "outage: ONLINE again by itself, no restart or command (after ${heal_s} s)" test "$(pool_state)" = ONLINE
+    check "outage: ONLINE again with no command (after ${heal_s} s; a new engine since the kill inside it)" test "$(pool_state)" = ONLINE
     info "outage: status after: $(status_text | grep -E '^ *state:')"
 }
 
-# ev_leg N: log leg N is deleted under load, then replaced.
-ev_leg() {
-    local leg="${LEGS[$1]}" before after
+# leg_rm N: log leg N is deleted under load (an engine kill follows while it is gone).
+leg_rm() {
+    LEG="${LEGS[$1]}"
     legs_failed=$((legs_failed + 1))
-    rm -f "$leg"
-    check "log leg $leg deleted: status DEGRADED" wait_state DEGRADED "$STATE_WAIT_S"
+    rm -f "$LEG"
+    check "log leg $LEG deleted: status DEGRADED" wait_state DEGRADED "$STATE_WAIT_S"
     info "failed leg: $(status_text | grep -E '^ *state:'); legs: $(leg_states)"
     status_text >"$W/status.leg"
-    before="$(segment_acked)"
-    sleep 5
-    after="$(segment_acked)"
-    check "commits still acknowledged with one leg ($((after - before)) in 5 s)" test "$after" -gt "$before"
-    local out rc t0=$SECONDS
-    out="$(timeout 120 "$B" replace "$POOL" "$leg" 2>&1)"
+    LEG_ACKED="$(segment_acked)"
+}
+# leg_replace N: `fardisk replace` under load, as an operator would run it.
+leg_replace() {
+    local out rc t0
+    wait_serving || fail "replace: no engine answered within ${ENGINE_WAIT_S} s"
+    check "commits still acknowledged with one leg ($(($(segment_acked) - LEG_ACKED)); the engine killed meanwhile: ${LEG_KILLED:-no})" \
+        test "$(segment_acked)" -gt "$LEG_ACKED"
+    info "before replace: $(status_text | grep -E '^ *state:'); legs: $(leg_states)"
+    t0=$SECONDS
+    out="$(timeout 120 "$B" replace "$POOL" "$LEG" 2>&1)"
     rc=$?
-    # Under load, as an operator would run it: the writers keep going.
-    check "fardisk replace $POOL $leg under load exits 0 after $((SECONDS - t0)) s: $out" test "$rc" -eq 0
+    check "fardisk replace $POOL $LEG under load exits 0 after $((SECONDS - t0)) s: $out" test "$rc" -eq 0
     check "after replace: ONLINE" wait_state ONLINE "$STATE_WAIT_S"
     check "after replace: both legs ONLINE ($(leg_states))" \
         test "$(leg_states)" = "${LEGS[0]}=ONLINE ${LEGS[1]}=ONLINE"
 }
 
-while read -r what a1 a2 a3; do
-    case "$what" in
-        gap) sleep "$a1" ;;
-        kill) ev_kill ;;
-        spike) ev_spike "$a1" "$a2" ;;
-        reset) ev_reset "$a1" "$a2" "$a3" ;;
-        outage) ev_outage "$a1" ;;
-        leg) ev_leg "$a1" ;;
+# run_action ACTION ARGS...
+run_action() {
+    case "$1" in
+        kill) kill_engine "$2" "${3:-}" ;;
+        spike_on) spike_on "$2" ;;
+        spike_off) spike_off ;;
+        reset_on) reset_on "$2" "$3" ;;
+        reset_off) reset_off ;;
+        outage_on) outage_on ;;
+        outage_off) outage_off ;;
+        leg_rm) leg_rm "$2" ;;
+        leg_replace) leg_replace ;;
     esac
-done <"$W/schedule"
-load_s="$(secs_since "$run0")"
-check "the recorder was still committing at the end (segment $SEGMENT: $(segment_acked))" test "$(segment_acked)" -gt 0
-stop_load
-info "chaos phase took ${load_s} s (planned load ${DURATION_S} s plus restarts)"
+}
 
-# ---- 2. clean shutdown, fresh import, verification -------------------------------------------
+mapfile -t ACTIONS <"$W/schedule"
+ACT_DONE=()
+NEXT_ACT=0
+# run_due_ends: while a kill or a replace waits for a new engine, the ends of faults that are due
+# (a spike, a reset, the outage) run on time: the new engine may need them over to import.
+run_due_ends() {
+    local j at what
+    for ((j = NEXT_ACT; j < ${#ACTIONS[@]}; j++)); do
+        read -r at what _ <<<"${ACTIONS[$j]}"
+        awk -v t="$at" -v a="$run0" -v b="$(now)" 'BEGIN { exit !(b - a >= t) }' || return 0
+        case "$what" in
+            spike_off | reset_off | outage_off)
+                if [ -z "${ACT_DONE[$j]:-}" ]; then
+                    ACT_DONE[$j]=1
+                    info "($what runs on time while an engine restart is awaited)"
+                    run_action "$what"
+                fi
+                ;;
+        esac
+    done
+}
+
+while [ "$NEXT_ACT" -lt "${#ACTIONS[@]}" ]; do
+    read -r at what a1 a2 <<<"${ACTIONS[$NEXT_ACT]}"
+    done_early="${ACT_DONE[$NEXT_ACT]:-}"
+    NEXT_ACT=$((NEXT_ACT + 1))
+    [ -n "$done_early" ] && continue
+    wait_until "$at"
+    run_action "$what" "$a1" "$a2"
+done
+check "a new engine answers after the last kill" wait_serving
+timeline_s="$(secs_since "$run0")"
+info "the timeline took ${timeline_s} s of the ${DURATION_S} s load"
+
+# The load ends by itself (pgbench -T); then the recorder is stopped.
+wait_gone $(((DURATION_S + 300) * 10)) "$PGBENCH_PID"
+wait "$PGBENCH_PID"
+pgbench_rc=$?
+load_s="$(secs_since "$run0")"
+check "pgbench exited 0 after ${load_s} s" test "$pgbench_rc" -eq 0
+pgbench_errors="$(grep -iE 'error|fatal|could not|abort' "$W/tpcb.$SEGMENT.out" | head -n 5)"
+check "pgbench's output has no ERROR, FATAL, 'could not' or abort" test -z "$pgbench_errors"
+[ -n "$pgbench_errors" ] && printf '%s\n' "$pgbench_errors"
+info "pgbench: $(grep -E '^(number of transactions actually processed|latency average|tps)' "$W/tpcb.$SEGMENT.out" | tr '\n' ' ')"
+check "the recorder was still committing at the end (segment $SEGMENT: $(segment_acked))" kill -0 "$RECORDER_PID"
+kill -TERM "$RECORDER_PID" 2>/dev/null
+wait_clients
+check "the recorder saw no error" test ! -s "$W/acked.err"
+[ -s "$W/acked.err" ] && head -n 5 "$W/acked.err"
+check "PostgreSQL never restarted (postmaster $PM_PID)" postgres_never_restarted
+pg_errors="$(tail -n +"$pg_log_from" "$PG_LOG" | grep -E 'PANIC|terminated by signal|was interrupted|could not (write|read|fsync|open)|I/O error' | head -n 5)"
+check "PostgreSQL's log has no PANIC, crash or I/O error" test -z "$pg_errors"
+[ -n "$pg_errors" ] && printf '%s\n' "$pg_errors"
+check "the holder is the same process throughout (pid $HOLDER_PID)" is_ours "$HOLDER_PID" fardisk
+check "status names the same holder ($(holder_field pid))" test "$(holder_field pid)" = "$HOLDER_PID"
+check "$kills engine kills, at least 20 and all $KILLS planned" test "$kills" -ge 20 -a "$kills" -eq "$KILLS"
+# What the holder logged of each engine's end: every kill, and nothing else but engines that
+# could not import while the store was away (the history names only the exit just before each
+# engine that served, so it is not the place to count them).
+holder_exits="$(daemon_log_from "$log_from" | grep -E 'holder: the engine went')"
+sigkill_exits="$(grep -c 'reason=killed by signal 9 (SIGKILL)' <<<"$holder_exits")"
+killed_unserved="$(grep 'went before it served' <<<"$holder_exits" | grep -c 'reason=killed by signal 9')"
+other_exits="$(grep -v 'reason=killed by signal 9 (SIGKILL)' <<<"$holder_exits" | grep -c .)"
+other_served="$(grep -v 'reason=killed by signal 9 (SIGKILL)' <<<"$holder_exits" | grep -v 'went before it served' | grep -c .)"
+check "the holder logged one SIGKILL exit per kill ($sigkill_exits of $kills)" test "$sigkill_exits" -eq "$kills"
+check "no serving engine ended any other way ($other_served)" test "$other_served" -eq 0
+[ "$other_served" -eq 0 ] || grep -v 'reason=killed by signal 9 (SIGKILL)' <<<"$holder_exits" | grep -v 'went before it served' | head -n 5
+restarts="$(holder_field restarts)"
+check "status counts every engine exit as a restart ($restarts = $sigkill_exits + $other_exits)" \
+    test "$restarts" = $((sigkill_exits + other_exits))
+info "holder: $(status_text | grep '^holder:'); $other_exits engines could not import (store away) and went before serving: $(grep -v 'reason=killed by signal 9 (SIGKILL)' <<<"$holder_exits" | sed -n 's/.*\(reason=[^=]*\) delay_ms.*/\1/p' | sort | uniq -c | tr -s ' \n' ' ')"
+check "a spike, a reset, the outage and a failed leg" \
+    test "$spikes" -ge 1 -a "$resets" -ge 1 -a "$outages" -eq 1 -a "$legs_failed" -eq 1
+check "TPC-B invariant after the chaos" "$PG" check "$DATA" postgres
+# As the live PostgreSQL sees it: a block lost underneath it shows only once it restarts (the
+# holder case below and the final import), when its WAL recovery stops at the hole.
+check "every acknowledged id so far is there, as the live PostgreSQL sees it ($(acked_count))" all_acked_present "$W"/acked.*.out
+replayed_total="$(daemon_log_from "$log_from" | sed -n 's/.*intent log replayed records=\([0-9]*\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')"
+# The pause a client saw per kill: the longest pgbench transaction in flight across it (for a kill
+# whose successor was killed too, across the pair).
+python3 - "$W/kill_times" "$W"/txlog."$SEGMENT".* >"$W/pauses" <<'EOF'
+import sys
+kills = {}
+for line in open(sys.argv[1]):
+    no, kind, t = line.split()
+    kills.setdefault(int(no), (kind, float(t)))
+tx = []
+for path in sys.argv[2:]:
+    for line in open(path):
+        p = line.split()
+        try:
+            lat, end = int(p[2]) / 1e6, int(p[4]) + int(p[5]) / 1e6
+        except (IndexError, ValueError):
+            continue
+        tx.append((end - lat, end, lat))
+for no, (kind, t) in sorted(kills.items()):
+    spanning = [lat for s, e, lat in tx if s <= t <= e]
+    print(no, kind, "%.2f" % max(spanning) if spanning else "none")
+EOF
+# stats KIND: "p50 X s, max Y s over N" of the pauses of the kills of KIND ("other": not outage).
+stats() {
+    python3 - "$1" "$W/pauses" <<'EOF'
+import statistics, sys
+want, v = sys.argv[1], []
+for line in open(sys.argv[2]):
+    no, kind, p = line.split()
+    if p != "none" and ((kind == "outage") == (want == "outage")):
+        v.append(float(p))
+v.sort()
+print(f"p50 {statistics.median(v):.2f} s, max {v[-1]:.2f} s over {len(v)}" if v else "none")
+EOF
+}
+no_pause="$(grep -c ' none$' "$W/pauses")"
+check "pgbench had a transaction in flight across every kill ($no_pause without)" test "$no_pause" -eq 0
+pause_stats="$(stats other)"
+outage_pause="$(stats outage)"
+back_stats="$(python3 -c '
+import statistics, sys
+v = sorted(float(l.split()[1]) for l in open(sys.argv[1]))
+print(f"p50 {statistics.median(v):.2f} s, max {v[-1]:.2f} s" if v else "none")' "$W/engine_back")"
+slowest="$(cat "$W"/txlog."$SEGMENT".* 2>/dev/null | awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { printf "%.2f s", m / 1e6 }')"
+info "client pause per kill (longest transaction across it): $pause_stats; the kill inside the outage: $outage_pause; new engine answering after a kill: $back_stats; slowest transaction $slowest"
+info "chaos phase took ${load_s} s"
+
+# ---- 2. the holder killed too: operator recovery ----------------------------------------------
+
+t=$SECONDS
+start_load "$PGBENCH_T_MAX"
+sleep 3
+holder_engine="$ENGINE"
+acked_before="$(segment_acked)"
+require "SIGKILL of the holder $HOLDER_PID" kill -KILL "$HOLDER_PID"
+check "the holder is gone" wait_gone "$GONE_TRIES" "$HOLDER_PID"
+sleep 2
+check "its engine serves on alone ($(($(segment_acked) - acked_before)) commits acknowledged in 2 s)" \
+    bash -c "[ '$(daemon_pid)' = '$holder_engine' ] && [ $(segment_acked) -gt $acked_before ]"
+require "then SIGKILL of its engine $holder_engine" is_ours "$holder_engine" fardisk
+t_kill="$(now)"
+kill -KILL "$holder_engine"
+pg_died=no
+for _ in $(seq 30); do is_ours "$PM_PID" postgres || { pg_died=yes; break; }; sleep 0.1; done
+kill_postgres
+wait_clients
+RECORDER_PID=""
+mv "$W/acked.err" "$W/acked.holder-case.err" 2>/dev/null
+teardown_crashed
+from="$(($(log_lines) + 1))"
+t0="$(now)"
+require "holder case: import --holder after both SIGKILLs (no --force)" import_pool --holder --restart-max "$RESTART_MAX" --restart-window 60
+import_s="$(secs_since "$t0")"
+HOLDER_PID="$(holder_field pid)"
+DAEMON_PIDS+=("$HOLDER_PID")
+holder_replayed="$(daemon_log_from "$from" | sed -n 's/.*intent log replayed records=\([0-9]*\).*/\1/p' | head -n 1)"
+t0="$(now)"
+require "holder case: losetup" attach_loop
+require "holder case: mount ext4 (journal replay)" mount "$LOOP" "$FS"
+require "holder case: PostgreSQL starts (WAL recovery)" pg_start
+pg_s="$(secs_since "$t0")"
+down_s="$(secs_since "$t_kill")"
+check "holder case: TPC-B invariant after recovery" "$PG" check "$DATA" postgres
+check "holder case: every acknowledged id so far is there ($(acked_count))" all_acked_present "$W"/acked.*.out
+holder_report="postgres had exited by itself: $pg_died; import ${import_s} s (${holder_replayed:-0} log records replayed), mount + PostgreSQL recovery ${pg_s} s, up again ${down_s} s after the engine's kill"
+info "holder case: $holder_report; took $((SECONDS - t)) s"
+
+# ---- 3. clean shutdown, fresh import, verification -------------------------------------------
 
 t=$SECONDS
 require "stop PostgreSQL" pg_stop
 require "umount ext4" umount "$FS"
 detach_loop
 require "export" timeout 300 "$B" export "$POOL"
+check "the holder has exited with the export" wait_gone "$GONE_TRIES" "$HOLDER_PID"
 require "import again" import_pool
 require "losetup" attach_loop
 check "e2fsck -fn clean" fsck_clean
@@ -346,8 +672,6 @@ check "every acknowledged id is in the table ($acked acked, ${lost} missing)" te
 rows="$(history_rows)"
 processed="$(tx_processed "$W"/tpcb.*.out)"
 check "TPC-B history rows $rows >= transactions pgbench saw committed $processed" test "$rows" -ge "$processed"
-check "at least 3 kills ($kills), a spike, a reset, the outage and a failed leg" \
-    test "$kills" -ge 3 -a "$spikes" -ge 1 -a "$resets" -ge 1 -a "$outages" -eq 1 -a "$legs_failed" -eq 1
 require "stop PostgreSQL" pg_stop
 require "umount ext4" umount "$FS"
 detach_loop
@@ -355,6 +679,6 @@ check "export" timeout 300 "$B" export "$POOL"
 check "the FUSE mount is gone after export" bash -c "! grep -q ' $MNT ' /proc/mounts"
 info "verification took $((SECONDS - t)) s; whole test $((SECONDS - t_start)) s"
 
-for line in "${kill_report[@]}"; do echo "$E2E_NAME: $line"; done
-echo "E2E54 figures: seed $SEED, $kills fardisk kills ($replayed_total log records replayed), $spikes latency spikes, $resets resets, $outages outage of ${OUTAGE_S} s (acked commits during it: $outage_acked), $legs_failed failed log leg, $rows TPC-B transactions ($processed acknowledged to pgbench), $acked acked commits verified, $lost lost; $((SECONDS - t_start)) s"
+echo "$E2E_NAME: pause per kill (longest pgbench transaction across it): $(tr '\n' ';' <"$W/pauses")"
+echo "E2E54 figures: seed $SEED, $kills engine kills under the holder ($IMPORT_KILLS of a new engine 0.05-0.5 s after it started, $killed_unserved of them before it served; 1 in the outage, 1 with a log leg gone; $replayed_total log records replayed), PostgreSQL never restarted; client pause per kill $pause_stats, the kill inside the outage $outage_pause; new engine answering $back_stats; slowest transaction $slowest; $spikes latency spikes, $resets resets, $outages outage of ${OUTAGE_S} s (acked commits during it before the kill: $outage_acked), $legs_failed failed log leg; holder + engine killed: operator recovery, up again after ${down_s} s (${holder_replayed:-0} records replayed); $rows TPC-B transactions ($processed acknowledged to pgbench), $acked acked commits verified, $lost lost; $((SECONDS - t_start)) s"
 e2e_finish
