@@ -154,6 +154,47 @@ pub async fn list_root_txgs(store: &dyn Store) -> Result<Vec<u64>> {
     Ok(txgs)
 }
 
+/// Older roots looked at (missing or damaged ones skipped) to find a root's predecessor.
+const PREDECESSOR_PROBES_MAX: u64 = 64;
+/// Claim roots in a row followed back to the data they carry (each import that died between
+/// its claim and its replay's publish adds one).
+const CLAIM_CHAIN_MAX: usize = 1024;
+
+/// The txg whose data `latest` carries: its own, unless it is a claim root. An import claims
+/// the pool with a root that copies its predecessor's data under the next txg number and a new
+/// epoch (`pool/open/import.rs`), *before* it replays the intent log. The previous writer
+/// tagged its unpublished log records with its open txg, which is that same number; if the
+/// import dies before its replay is published, the claim root is the newest one, and replaying
+/// only records newer than its txg would skip those records: acknowledged writes lost. So a
+/// root that starts an epoch (its predecessor's epoch differs; only claims change the epoch)
+/// is followed back to its predecessor, through any chain of such claims, and the log is
+/// replayed from the txg of the newest root that is not a claim.
+pub async fn data_txg(store: &dyn Store, latest: &Root) -> Result<u64> {
+    let (mut txg, mut epoch) = (latest.txg, latest.epoch);
+    for _ in 0..CLAIM_CHAIN_MAX {
+        let Some(previous) = predecessor(store, txg).await? else { return Ok(txg) };
+        if previous.epoch == epoch {
+            return Ok(txg);
+        }
+        (txg, epoch) = (previous.txg, previous.epoch);
+    }
+    Err(Error::corrupt(
+        "pool",
+        format!("more than {CLAIM_CHAIN_MAX} claim roots in a row before txg {}", latest.txg),
+    ))
+}
+
+/// The newest intact root older than `txg` within [`PREDECESSOR_PROBES_MAX`] txgs (roots a
+/// `--rewind` discarded or retention pruned are skipped), or None.
+async fn predecessor(store: &dyn Store, txg: u64) -> Result<Option<Root>> {
+    for back in 1..=PREDECESSOR_PROBES_MAX.min(txg) {
+        if let RootRead::Intact(root) = read_root_checked(store, txg - back).await? {
+            return Ok(Some(*root));
+        }
+    }
+    Ok(None)
+}
+
 enum RootRead {
     Missing,
     Intact(Box<Root>),

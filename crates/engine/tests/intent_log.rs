@@ -130,6 +130,45 @@ async fn acknowledged_writes_survive_crashes_through_the_log() {
     }
 }
 
+/// A crash, then an import that dies too, after each of its first store mutations in turn:
+/// whatever it got to (the claim root published, the replay not yet), the next import replays
+/// every acknowledged write. Before the fix an import that died between its claim root and its
+/// replay's publish left the claim as the newest root, and the next import replayed only
+/// records newer than the claim's txg: the dead writer's records, tagged with that same txg
+/// number, were skipped (found by e2e 54 killing engines under `--holder`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_that_dies_after_its_claim_loses_no_acknowledged_write() {
+    use fardisk_engine::objstore::{FaultPlan, FaultyStore};
+    let mut f = fixture("claim-crash", 17).await;
+    let faulty = Arc::new(FaultyStore::new(f.store.clone(), FaultPlan::default(), 17));
+    f.store = faulty.clone();
+    let rng = Rng::new(17);
+    let pool = import(&f, false).await.expect("import");
+    pool.volume_create("v", VOL_BYTES).expect("volume");
+    pool.sync_txg().await.expect("sync");
+    let mut image = vec![0u8; VOL_BYTES as usize];
+    let mut pool = pool;
+    let mut died_after_some_mutations = 0;
+    for budget in 0..10u64 {
+        let acked = workload(&pool, &rng, &mut image, 6).await;
+        drop(pool); // Crash: the acknowledged writes are in the log only.
+        image.copy_from_slice(&acked);
+        let published_before = faulty.mutations();
+        faulty.set_plan(FaultPlan {
+            crash_after_mutations: Some(published_before + budget),
+            ..FaultPlan::default()
+        });
+        match import(&f, false).await {
+            Ok(doomed) => drop(doomed), // It got through: it dies before serving.
+            Err(_) => died_after_some_mutations += u32::from(faulty.mutations() > published_before),
+        }
+        faulty.set_plan(FaultPlan::default());
+        pool = import(&f, false).await.expect("the import after a dead import");
+        assert_image(&pool, &acked, &format!("an import that died after {budget} mutations")).await;
+    }
+    assert!(died_after_some_mutations > 0, "some dead import had written to the store");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_destroyed_mirror_leg_loses_nothing_and_a_missing_log_is_refused() {
     let f = fixture("legs", 9).await;

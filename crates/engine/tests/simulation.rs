@@ -38,6 +38,7 @@ fn ci_seeds() {
         totals.crashes += r.crashes;
         totals.crashes_mid_txg += r.crashes_mid_txg;
         totals.crashes_mid_commit += r.crashes_mid_commit;
+        totals.imports_cut += r.imports_cut;
         totals.outages += r.outages;
         totals.suspended_seen += r.suspended_seen;
         totals.leg_faults += r.leg_faults;
@@ -50,8 +51,8 @@ fn ci_seeds() {
         totals.store_objects_torn += r.store_objects_torn;
     }
     eprintln!(
-        "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults, {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, {} power cuts of a file:// store's host ({} objects not yet durable: {} reverted, {} torn), 0 acknowledged lost",
-        totals.ops, totals.acks, totals.crashes, totals.crashes_mid_txg, totals.crashes_mid_commit, totals.outages, totals.suspended_seen,
+        "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush, {} followed by an import that died too), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults, {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, {} power cuts of a file:// store's host ({} objects not yet durable: {} reverted, {} torn), 0 acknowledged lost",
+        totals.ops, totals.acks, totals.crashes, totals.crashes_mid_txg, totals.crashes_mid_commit, totals.imports_cut, totals.outages, totals.suspended_seen,
         totals.leg_faults, totals.cache_damages, totals.store_corruptions, totals.unacked_ops_lost, totals.store_power_cuts,
         totals.store_objects_volatile, totals.store_objects_reverted, totals.store_objects_torn
     );

@@ -65,6 +65,9 @@ pub struct Report {
     pub crashes: u64,
     pub crashes_mid_txg: u64,
     pub crashes_mid_commit: u64,
+    /// Imports after a crash that died themselves after 0-7 of their store mutations (between
+    /// their claim root and their log replay's publish, say), before the import that stays.
+    pub imports_cut: u64,
     pub unacked_ops_lost: u64,
     pub unacked_ops_kept: u64,
     pub outages: u64,
@@ -354,8 +357,43 @@ impl World {
             }
         }
         self.faulty.set_plan(self.weather.clone());
+        if self.rng.below(3) == 0 {
+            self.import_that_dies().await;
+        }
         self.import().await;
         self.audit_after_import().await;
+    }
+
+    /// One import that dies after 0-7 of its store mutations: a restarted daemon killed again
+    /// while it imports (the holder's next engine, the OOM killer), e.g. between its claim root
+    /// and its replay's publish. Whatever it got to, the next import must lose nothing.
+    async fn import_that_dies(&mut self) {
+        let budget = self.faulty.mutations() + self.rng.below(8);
+        self.faulty
+            .set_plan(FaultPlan { crash_after_mutations: Some(budget), ..self.weather.clone() });
+        let opts = ImportOptions {
+            force: true,
+            config: config(),
+            log_devices: self.log.as_ref().map(|l| l.engine_devices()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let store: Arc<dyn Store> = self.faulty.clone();
+        let cache = Arc::new(fardisk_engine::cache::NoCache);
+        if let Ok(pool) = Pool::import(store, POOL, opts, self.env.clone(), cache).await {
+            // It got through (the budget outlasted the import): it dies before serving, once
+            // its log writer is idle so that a seed replays exactly.
+            if let Some(log) = pool.log() {
+                if !log.wait_idle(Duration::from_secs(60)) {
+                    self.fail("the log writer did not go idle in 60 s");
+                }
+            }
+            drop(pool);
+        }
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+        self.report.imports_cut += 1;
+        self.faulty.set_plan(self.weather.clone());
     }
 
     /// Waits for the log writer thread to run out of work (it runs beside the simulation's one

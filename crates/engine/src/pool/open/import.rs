@@ -9,7 +9,7 @@ use super::rewind::Rewind;
 use super::{no_pool, wrap_store, ImportOptions};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fence::{publish_root, scan_roots};
+use crate::fence::{data_txg, publish_root, scan_roots};
 use crate::objstore::{DynStore, Store};
 use crate::pool::lease::{self, Lease, LeaseRecord};
 use crate::pool::{syncer, Env, Inner, InnerParts, Pool};
@@ -30,6 +30,8 @@ impl Pool {
     ) -> Result<Pool> {
         let (store, store_stats) = wrap_store(store, &opts.config, &env);
         let (latest, rewind) = importable_root(store.as_ref(), name, &opts, &env).await?;
+        // Read before the claim: from our own claim on, the chain has one more claim root.
+        let replay_after_txg = data_txg(store.as_ref(), &latest).await?;
         // Each import of one process (same env) draws new ids: the holder's import id and the
         // roots' put ids must not repeat those of an earlier import.
         let rng = Rng::new(env.seed ^ latest.txg.wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -83,7 +85,7 @@ impl Pool {
         if let Some(lease) = lease {
             let _ = inner.lease.set(lease);
         }
-        start(inner, latest.txg, &rewind, txg_timeout_set).await
+        start(inner, replay_after_txg, &rewind, txg_timeout_set).await
     }
 }
 
