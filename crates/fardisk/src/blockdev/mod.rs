@@ -104,11 +104,13 @@ impl BlockDevices {
                     );
                     attached.insert(volume.to_owned(), n);
                 }
-                _ => {
-                    if let Some(line) = unbind_stale(n, &image) {
+                _ => match unbind_stale(n, &image) {
+                    Ok(line) => tracing::info!("{line}"),
+                    Err(line) => {
+                        tracing::warn!("{line}");
                         problems.push(line);
                     }
-                }
+                },
             }
         }
         for volume in volumes {
@@ -365,42 +367,44 @@ fn wait_unbound(n: u32, image: &Path) -> bool {
     false
 }
 
-/// Unbinds a device left over a dead image of this mount, or, when it is in use, marks it to
-/// unbind itself once unmounted and returns the line that says so.
-fn unbind_stale(n: u32, image: &Path) -> Option<String> {
+/// Unbinds a device left over a dead image of this mount: Ok with the line that says so, or,
+/// when it is in use, marks it to unbind itself once unmounted and returns the line that says
+/// what the operator has to do.
+fn unbind_stale(n: u32, image: &Path) -> Result<String, String> {
+    let what = format!(
+        "stale /dev/loop{n} (over {}, left by an engine that died without a holder)",
+        image.display()
+    );
     match loopdev::claim(n) {
         Ok(claim) => {
             let result = loopdev::detach(&claim);
             drop(claim);
             match result {
-                Ok(()) if wait_unbound(n, image) => {
-                    tracing::warn!(device = n, image = %image.display(), "detached a stale block device a previous engine left");
-                    None
-                }
-                Ok(()) => Some(format!("stale /dev/loop{n} (over {} of a previous engine) is held open by a process; it unbinds itself at its last close", image.display())),
-                Err(e) => Some(format!("cannot detach stale /dev/loop{n} (over {} of a previous engine): {e}", image.display())),
+                Ok(()) if wait_unbound(n, image) => Ok(format!("detached {what}")),
+                Ok(()) => Err(format!(
+                    "{what} is held open by a process; it detaches itself at its last close"
+                )),
+                Err(e) => Err(format!("cannot detach {what}: {e}")),
             }
         }
         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
             let marked = loopdev::detach_when_unused(n).is_ok();
-            let line = format!(
-                "stale /dev/loop{n} (over {} of a previous engine, which died without a holder) is still in use: unmount what is mounted on it (its I/O fails); {}",
-                image.display(),
+            Err(format!(
+                "{what} is still in use: unmount what is mounted on it (its I/O fails); {}",
                 if marked { "it then detaches itself" } else { "then detach it (losetup -d)" }
-            );
-            tracing::warn!("{line}");
-            Some(line)
+            ))
         }
-        Err(e) => Some(format!("cannot open stale /dev/loop{n}: {e}")),
+        Err(e) => Err(format!("cannot open {what}: {e}")),
     }
 }
 
 /// Before a mount at `mount_dir` is made (no engine or holder serves it): unbinds the loop
-/// devices left bound to images there by an engine that died without a holder, and says what
-/// it cannot unbind. It acts only when `mount_dir` is a dead FUSE mount (ENOTCONN): then every
-/// device whose sysfs backing file is an image path there reads a file nobody serves any more.
-/// (Asking each device's status is no test: the kernel may answer from its attribute cache.)
-pub fn clear_stale(mount_dir: &Path) -> Vec<String> {
+/// devices left bound to images there by an engine that died without a holder. Returns one
+/// line per device: Ok what it detached, Err what it could not (and what to do). It acts only
+/// when `mount_dir` is a dead FUSE mount (ENOTCONN): then every device whose sysfs backing file
+/// is an image path there reads a file nobody serves any more. (Asking each device's status is
+/// no test: the kernel may answer from its attribute cache.)
+pub fn clear_stale(mount_dir: &Path) -> Vec<Result<String, String>> {
     match std::fs::metadata(mount_dir) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
         _ => return Vec::new(),
@@ -416,16 +420,14 @@ pub fn clear_stale(mount_dir: &Path) -> Vec<String> {
         }
         _ => return Vec::new(),
     };
-    let mut problems = Vec::new();
+    let mut lines = Vec::new();
     for bound in sysfs::bound_loops(Path::new(sysfs::SYS_BLOCK)) {
         let Some(volume) = names::volume_of_backing_file(&mount_dir, &bound.backing_file) else {
             continue;
         };
-        if let Some(line) = unbind_stale(bound.number, &names::image_path(&mount_dir, volume)) {
-            problems.push(line);
-        }
+        lines.push(unbind_stale(bound.number, &names::image_path(&mount_dir, volume)));
     }
-    problems
+    lines
 }
 
 /// `statx` with AT_STATX_FORCE_SYNC: the FUSE kernel module asks the server for the size

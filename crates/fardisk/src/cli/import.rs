@@ -197,7 +197,7 @@ pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> 
         // Before anything mounts there: devices a daemon that died without a holder left over
         // its images (the dead mount still names them by path).
         for line in crate::blockdev::clear_stale(dir) {
-            eprintln!("fardisk: {line}");
+            eprintln!("fardisk: {}", line.unwrap_or_else(|e| e));
         }
     }
     if imported {

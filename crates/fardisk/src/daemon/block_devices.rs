@@ -18,7 +18,7 @@ pub fn start(pool_name: &str, mount_dir: &Path, pool: &Pool) -> Result<Arc<Block
     let volumes: Vec<String> = pool.status().volumes.into_iter().map(|v| v.name).collect();
     let problems = devices.reconcile(&volumes);
     if !problems.is_empty() {
-        tracing::warn!(count = problems.len(), "block devices: not everything could be done (lines above); status shows which volumes have a device");
+        tracing::warn!(count = problems.len(), "block devices: not everything could be done (the lines above say what); status shows which volumes have a device");
     }
     Ok(Arc::new(devices))
 }
