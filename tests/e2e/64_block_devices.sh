@@ -215,6 +215,12 @@ check "once unmounted, the stale /dev/loop$LOOP_PG detaches itself" gone_by_itse
 check "mount ext4 through the fresh $DEV/pg" mount "$DEV/pg" "$FS"
 check "data intact after the crash without a holder (sha256)" sums_ok
 umount "$FS"
+require "volume resize third 48M" "$B" volume resize "$POOL/third" 48M
+check "its device took the new size (blockdev --getsize64)" test "$(blockdev --getsize64 "$DEV/third")" = $((48 << 20))
+require "snapshot third@s" "$B" snapshot "$POOL/third@s"
+require "clone third@s as thirdclone" "$B" clone "$POOL/third@s" "$POOL/thirdclone"
+check "the clone's path appears, dio=1" device_ok thirdclone
+check "the snapshot gets no device" test ! -e "$DEV/third@s"
 require "export" timeout 120 "$B" export "$POOL"
 check "no $DEV and no loop device left" bash -c "[ ! -e '$DEV' ] && [ -z \"\$($(declare -f loops_over_mount); MNT='$MNT'; loops_over_mount)\" ]"
 e2e_finish
