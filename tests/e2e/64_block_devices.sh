@@ -161,13 +161,17 @@ check "after the export: the holder is gone" wait_gone "$WAIT_TRIES" "$HOLDER_PI
 check "after the export: the FUSE mount is gone" bash -c "! grep -q ' $MNT ' /proc/mounts"
 
 require "import --holder --block-devices again" import_pool --holder --block-devices
-DAEMON_PIDS+=("$(holder_field pid)")
+HOLDER_PID="$(holder_field pid)"
+DAEMON_PIDS+=("$HOLDER_PID")
 check "both paths are back with dio=1" bash -c "$(declare -f device_ok loop_of); DEV='$DEV' MNT='$MNT'; device_ok pg && device_ok second"
 check "mount ext4 through $DEV/pg again" mount "$DEV/pg" "$FS"
 check "data intact after export and import (sha256)" sums_ok
 umount "$FS"
 require "export" timeout 120 "$B" export "$POOL"
 check "no loop device left after that export" test "$(count_loops)" -eq 0
+# `export` answers once the engine exported; its holder is gone a moment later (until then an
+# import is refused as a second holder).
+check "the holder is gone" wait_gone "$WAIT_TRIES" "$HOLDER_PID"
 
 # ---- without a holder ------------------------------------------------------------------------
 

@@ -299,9 +299,14 @@ impl BlockDevices {
     pub fn detach_all_at_stop(&self) {
         let volumes: Vec<String> = self.lock().keys().cloned().collect();
         for volume in volumes {
-            if let Err(line) = self.detach(&volume, "export") {
+            if self.detach(&volume, "export").is_err() {
                 let n = self.lock().remove(&volume);
-                tracing::warn!("{line}; stopping anyway: the device unbinds itself once unmounted");
+                let path = self.stable_path(&volume).unwrap_or_default();
+                tracing::warn!(
+                    "volume '{volume}' is in use as {} (/dev/loop{}) while the pool stops: its I/O fails from now on; it detaches itself once unmounted",
+                    path.display(),
+                    n.unwrap_or_default()
+                );
                 if let Some(n) = n {
                     if let Err(e) = loopdev::detach_when_unused(n) {
                         tracing::warn!(device = n, error = %e, "cannot mark the device to unbind itself");
