@@ -8,6 +8,10 @@
 // Unit tests may wait in real time (mounts, devices and threads they drive are real).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+// Loop devices are bound and unbound by the kernel in real time (a short bounded poll until an
+// unbound device leaves sysfs, or a new image appears in the mount).
+#[allow(clippy::disallowed_methods)]
+pub mod blockdev;
 // The CLI and the daemon work with people, processes and sockets in real time (progress,
 // polling, timeouts, the import time shown on image files): they use the system clock and
 // sleeps directly. The engine below them reads time only through `Env::clock`.

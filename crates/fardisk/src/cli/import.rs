@@ -75,6 +75,11 @@ pub struct ImportArgs {
     /// Serves through /dev/fuse (not io_uring). Enables `fardisk upgrade`
     #[arg(long, requires = "mount")]
     pub holder: bool,
+    /// Attach each volume's image to a loop device with direct I/O and keep
+    /// /dev/fardisk/POOL/VOLUME pointing at it, across engine restarts and upgrades; new
+    /// volumes get theirs at once; detached at export (refused while one is mounted)
+    #[arg(long, requires = "mount")]
+    pub block_devices: bool,
     /// With --holder: most unplanned engine restarts within --restart-window; one more and the
     /// holder stops (and the mount with it)
     #[arg(long, default_value = "10", value_name = "N")]
@@ -127,6 +132,7 @@ fn resolve(a: &ImportArgs, cfg: &Config) -> Result<(PoolRecord, DaemonOptions)> 
         crate::fuse::UringMode::parse(&a.fuse_uring).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = DaemonOptions {
         fuse_uring,
+        block_devices: a.block_devices,
         read_only,
         store_pool: a.pool.clone(),
         pool: a.local_name.clone().unwrap_or_else(|| a.pool.clone()),
@@ -190,7 +196,16 @@ pub fn run(a: ImportArgs, cfg: &Config, run_daemon: DaemonRunner) -> Result<()> 
         crate::holder::state::remove(&crate::holder::state::path(&cfg.paths, &opts.pool));
     }
     let socket = cfg.paths.control_socket(&opts.pool);
-    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+    let imported = std::os::unix::net::UnixStream::connect(&socket).is_ok();
+    if let (true, false, false, Some(dir)) = (a.block_devices, engine_of_holder, imported, &a.mount)
+    {
+        // Before anything mounts there: devices a daemon that died without a holder left over
+        // its images (the dead mount still names them by path).
+        for line in crate::blockdev::clear_stale(dir) {
+            eprintln!("fardisk: {}", line.unwrap_or_else(|e| e));
+        }
+    }
+    if imported {
         let hint = if opts.read_only.is_some() {
             "; give the read-only import another local name with --as NAME"
         } else {

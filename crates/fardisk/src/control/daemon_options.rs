@@ -55,6 +55,8 @@ pub struct DaemonOptions {
     pub store_pool: String,
     /// `--fuse-uring`: whether the FUSE mount uses io_uring (and may turn the kernel's switch on).
     pub fuse_uring: crate::fuse::UringMode,
+    /// `--block-devices`: each volume's image on a loop device, at /dev/fardisk/POOL/VOLUME.
+    pub block_devices: bool,
 }
 
 /// Port used when `--metrics` gives only a host or nothing (9464 is the Prometheus exporter

@@ -23,6 +23,8 @@ pub struct DaemonState {
     pub holder: Option<std::sync::Arc<crate::holder::link::HolderLink>>,
     /// Set by `fardisk upgrade`: the stop hands over to a new engine instead of exporting.
     pub upgrade: std::sync::atomic::AtomicBool,
+    /// `import --block-devices`: the volumes' loop devices and stable paths.
+    pub block_devices: Option<std::sync::Arc<crate::blockdev::BlockDevices>>,
 }
 
 /// What `status --json` shows of this pool (also what the metrics endpoint exports).
@@ -30,6 +32,13 @@ pub fn status_json(st: &DaemonState) -> Value {
     let mut v = serde_json::to_value(st.pool.status()).unwrap_or_default();
     v["pid"] = json!(std::process::id());
     v["mount"] = json!(st.mount_dir);
+    v["block_devices"] = json!(st.block_devices.is_some());
+    if let (Some(devices), Some(volumes)) = (&st.block_devices, v["volumes"].as_array_mut()) {
+        for vol in volumes {
+            let name = vol["name"].as_str().unwrap_or_default().to_owned();
+            vol["block_device"] = devices.describe(&name).unwrap_or(Value::Null);
+        }
+    }
     if let Some(fuse) = &st.fuse {
         let s = fuse.stats();
         v["fuse"] = json!({
@@ -111,25 +120,22 @@ async fn dispatch(st: &DaemonState, request: Request) -> Result<Value, ControlEr
             Ok(json!({"regions": regions}))
         }
         Request::Sync => sync_unless_suspended(pool).await,
-        Request::Export => export(st).await,
+        Request::Export => {
+            super::block_devices::detach_all_for_export(st).await?;
+            export(st).await
+        }
         Request::Upgrade => upgrade(st),
         Request::VolumeCreate { name, size_bytes } => {
             pool.volume_create(&name, size_bytes)?;
             pool.sync_txg().await?;
+            super::block_devices::attach(st, &name).await?;
             Ok(Value::Null)
         }
-        Request::VolumeDestroy { name, recursive: true } => {
-            pool.volume_destroy_recursive(&name).await?;
-            Ok(Value::Null)
-        }
-        Request::VolumeDestroy { name, recursive: false } => {
-            pool.volume_destroy(&name)?;
-            pool.sync_txg().await?;
-            Ok(Value::Null)
-        }
+        Request::VolumeDestroy { name, recursive } => volume_destroy(st, &name, recursive).await,
         Request::VolumeResize { name, size_bytes } => {
             pool.volume_resize(&name, size_bytes)?;
             pool.sync_txg().await?;
+            super::block_devices::refresh_capacity(st, &name).await?;
             Ok(Value::Null)
         }
         Request::Get => Ok(json!(prop_rows(&pool.props()))),
@@ -164,6 +170,34 @@ async fn dispatch(st: &DaemonState, request: Request) -> Result<Value, ControlEr
             super::vdev_requests::replace(st, &old, &new, force).await
         }
     }
+}
+
+/// Unbinds the volume's block device first (refused while it is in use); if the engine then
+/// refuses the destroy, the device is bound again, so a refusal changes nothing.
+async fn volume_destroy(
+    st: &DaemonState,
+    name: &str,
+    recursive: bool,
+) -> Result<Value, ControlError> {
+    let had_device = st.block_devices.is_some() && st.pool.volume_id(name).is_some();
+    if had_device {
+        super::block_devices::detach(st, name, "destroy it").await?;
+    }
+    let result = if recursive {
+        st.pool.volume_destroy_recursive(name).await
+    } else {
+        match st.pool.volume_destroy(name) {
+            Ok(()) => st.pool.sync_txg().await.map(|_| ()),
+            Err(e) => Err(e),
+        }
+    };
+    if let (Err(_), true) = (&result, had_device) {
+        if st.pool.volume_id(name).is_some() {
+            let _ = super::block_devices::attach(st, name).await;
+        }
+    }
+    result?;
+    Ok(Value::Null)
 }
 
 /// Stops the daemon and answers once the export finished (the main loop drains and exports).

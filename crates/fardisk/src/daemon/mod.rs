@@ -2,6 +2,7 @@
 //! unix and TCP sockets) and the control socket the CLI talks to (the requests and replies are
 //! `crate::control`'s). It drains everything to the store on `export`, SIGTERM or SIGINT.
 
+mod block_devices;
 mod handlers;
 mod metrics;
 pub mod metrics_http;

@@ -154,6 +154,13 @@ pub async fn run(
         })?),
         (None, _) => None,
     };
+    // Once the mount serves (the images open through it): the volumes' loop devices.
+    let block_devices = match (&opts.mount, &mount, opts.block_devices) {
+        (Some(dir), Some(_), true) => Some(tokio::task::block_in_place(|| {
+            super::block_devices::start(&opts.pool, dir, &pool)
+        })?),
+        _ => None,
+    };
     let socket = paths.control_socket(&opts.pool);
     let listener = bind_control(&socket)?;
     tracing::info!(socket = %socket.display(), "serving");
@@ -167,6 +174,7 @@ pub async fn run(
         replied: Default::default(),
         holder: holder.clone(),
         upgrade: Default::default(),
+        block_devices: block_devices.clone(),
     });
     let metrics_task = match opts.metrics {
         Some(addr) => {
@@ -238,6 +246,10 @@ pub async fn run(
             std::mem::forget(m);
         }
     } else {
+        // An export request unbound them already; a stop by signal cannot be refused.
+        if let Some(devices) = &block_devices {
+            tokio::task::block_in_place(|| devices.detach_all_at_stop());
+        }
         // Unmounting blocks too (and waits for the kernel to let go of the images).
         tokio::task::block_in_place(|| drop(mount));
     }

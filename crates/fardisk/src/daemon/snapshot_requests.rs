@@ -32,6 +32,7 @@ pub async fn list(st: &DaemonState) -> Result<Value, ControlError> {
 pub async fn clone(st: &DaemonState, t: SnapshotTarget, name: &str) -> Result<Value, ControlError> {
     let t0 = std::time::Instant::now();
     st.pool.clone_volume(&t.volume, &t.snapshot, name).await?;
+    super::block_devices::attach(st, name).await?;
     Ok(json!({"elapsed_ms": t0.elapsed().as_secs_f64() * 1000.0}))
 }
 
@@ -49,8 +50,12 @@ pub async fn rollback(
     let id = st.pool.volume_id(v).ok_or_else(|| {
         ControlError::bad_input(format!("pool '{}' has no volume '{v}'", st.pool.name()))
     })?;
+    // Its block device (an open image) goes first, unless something is mounted on it; it is
+    // bound again afterwards, whatever the rollback's outcome.
+    super::block_devices::detach(st, v, "roll it back").await?;
     let users = crate::device::open_count(&st.pool, id);
     if users > 0 {
+        let _ = super::block_devices::attach(st, v).await;
         return Err(ControlError::new(
             fardisk_engine::ErrorKind::Unavailable,
             format!(
@@ -58,6 +63,8 @@ pub async fn rollback(
             ),
         ));
     }
-    st.pool.rollback(v, &t.snapshot, recursive).await?;
+    let result = st.pool.rollback(v, &t.snapshot, recursive).await;
+    super::block_devices::attach(st, v).await?;
+    result?;
     Ok(Value::Null)
 }
