@@ -162,12 +162,13 @@ impl Txgs {
         }
     }
 
-    /// Nothing to commit but queued frees (and perhaps a catch-up): export and `sync` need no
-    /// txg for them, the queue waits in the root for the next ones.
+    /// Nothing to commit or being committed but queued frees: export and `sync` need no txg for
+    /// them, the queue waits in the root for the next ones. A txg being committed is waited for
+    /// (by `sync_once` taking the sync lock), as before there was a queue.
     pub fn only_frees_left(&self) -> bool {
         let pending = self.pending.lock();
         let t = self.state.lock();
-        t.open.is_empty() && pending.is_empty() && !pending.catch_up
+        t.open.is_empty() && t.syncing.is_none() && pending.is_empty() && !pending.catch_up
     }
 
     /// Whether the newest root has frees queued.
