@@ -107,6 +107,7 @@ pub fn sample_root(seed: u64, volumes: u32, snapshots: u32) -> Root {
                 allocated_blocks: 4,
             })
             .collect(),
+        free_queue: Vec::new(),
     }
 }
 

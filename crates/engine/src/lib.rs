@@ -17,6 +17,7 @@ pub mod device_reads;
 pub mod dirty;
 pub mod error;
 pub mod fence;
+pub mod frees;
 pub mod objstore;
 pub mod pool;
 pub mod props;

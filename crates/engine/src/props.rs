@@ -169,6 +169,14 @@ pub const MULTIHOST_LEASE_MS: Prop = Prop {
     change: Change::NextImport,
     ..settable_number("multihost_lease_ms", Unit::Milliseconds, 5_000, 600_000, 20_000)
 };
+/// Map pages of trimmed, rolled-back or destroyed subtrees a txg reads and frees from the free
+/// queue (frees.rs): the bound on the time a txg spends on them, whatever their size.
+pub const FREE_PAGES_PER_TXG_MAX: Prop =
+    settable_number("free_pages_per_txg_max", Unit::Count, 1, 1 << 20, 256);
+/// Entries the free queue may hold in the root (65 bytes each); past it a txg frees more pages
+/// than `free_pages_per_txg_max` until the queue is back under it.
+pub const FREE_QUEUE_ENTRIES_MAX: Prop =
+    settable_number("free_queue_entries_max", Unit::Count, 2048, 1 << 20, 8192);
 
 /// Every property, in the order `get all` lists them.
 pub const POOL_PROPS: &[Prop] = &[
@@ -185,6 +193,8 @@ pub const POOL_PROPS: &[Prop] = &[
     SCRUB_RATE_MAX,
     MULTIHOST,
     MULTIHOST_LEASE_MS,
+    FREE_PAGES_PER_TXG_MAX,
+    FREE_QUEUE_ENTRIES_MAX,
 ];
 
 /// The property called `name`, or the one-line refusal that lists the known ones.

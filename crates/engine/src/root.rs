@@ -6,12 +6,17 @@ use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeRef;
 use crate::codec::{verify_sealed, Reader, Writer};
 use crate::error::{Error, Result};
+use crate::frees::FreeEntry;
 use crate::space::SpaceTotals;
 use std::collections::BTreeMap;
 
 pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"FDROOT01");
-/// Version 2 added snapshots, clone origins and the trees' page tag; version 1 roots still open.
-pub const ROOT_VERSION: u32 = 2;
+/// Version 2 added snapshots, clone origins and the trees' page tag; version 3 the free queue
+/// (frees.rs). A root with an empty queue is written as version 2, byte for byte as before, so
+/// only a pool with frees pending needs a fardisk that knows version 3. Versions 1 and 2 open.
+pub const ROOT_VERSION: u32 = 3;
+/// The version of a root without pending frees.
+const ROOT_VERSION_NO_FREES: u32 = 2;
 pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDHEAD01");
 pub const HEAD_VERSION: u32 = 1;
 
@@ -131,6 +136,9 @@ pub struct Root {
     pub vdevs: Vec<VdevEntry>,
     pub volumes: Vec<VolumeEntry>,
     pub snapshots: Vec<SnapshotEntry>,
+    /// Subtrees whose space the next txgs free, a bounded number of pages each (frees.rs);
+    /// *v3*, empty in older roots.
+    pub free_queue: Vec<FreeEntry>,
 }
 
 /// `NO_ORIGIN` in the encoding of `VolumeEntry::origin`.
@@ -173,7 +181,8 @@ fn get_props(r: &mut Reader) -> Result<BTreeMap<String, String>> {
 impl Root {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(1024);
-        w.u64(ROOT_MAGIC).u32(ROOT_VERSION).u32(0);
+        let version = if self.free_queue.is_empty() { ROOT_VERSION_NO_FREES } else { ROOT_VERSION };
+        w.u64(ROOT_MAGIC).u32(version).u32(0);
         w.u128(self.pool_guid)
             .str(&self.pool_name)
             .u64(self.txg)
@@ -211,6 +220,12 @@ impl Root {
             w.u32(s.id).u32(s.volume_id).str(&s.name).u64(s.txg).u64(s.time_ms).u64(s.size_bytes);
             put_tree(&mut w, &s.tree);
             w.u64(s.allocated_blocks);
+        }
+        if version >= 3 {
+            w.u32(self.free_queue.len() as u32);
+            for e in &self.free_queue {
+                e.encode(&mut w);
+            }
         }
         w.seal();
         w.buf
@@ -297,6 +312,16 @@ impl Root {
                 });
             }
         }
+        let mut free_queue = Vec::new();
+        if version >= 3 {
+            for _ in 0..r.u32()? {
+                free_queue.push(FreeEntry::decode(&mut r)?);
+            }
+            // Version 3 is written only with something queued (`encode`).
+            if free_queue.is_empty() {
+                return Err(Error::corrupt("root", "version 3 with an empty free queue"));
+            }
+        }
         Ok(Root {
             pool_guid,
             pool_name,
@@ -314,6 +339,7 @@ impl Root {
             vdevs,
             volumes,
             snapshots,
+            free_queue,
         })
     }
 
@@ -388,6 +414,7 @@ mod tests {
             ],
             volumes: Vec::new(),
             snapshots: Vec::new(),
+            free_queue: Vec::new(),
         }
     }
 

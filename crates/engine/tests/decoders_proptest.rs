@@ -7,6 +7,7 @@
 use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::blockmap::{decode_page, encode_page, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::compress::Compression;
+use fardisk_engine::frees::FreeEntry;
 use fardisk_engine::root::{
     decode_head, encode_head, Holder, Root, SnapshotEntry, VdevEntry, VolumeEntry,
 };
@@ -80,6 +81,17 @@ fn root(seed: u64, volumes: usize, snapshots: usize) -> Root {
                 size_bytes: 1 << 30,
                 tree: TreeRef { page_tag: 1, ..tree(50 + i, seed) },
                 allocated_blocks: 4,
+            })
+            .collect(),
+        // Every other seed has frees pending: a version 3 root.
+        free_queue: (0..(seed % 2) * 3)
+            .map(|i| FreeEntry {
+                page_tag: 1,
+                level: i as u8,
+                index: seed + i,
+                ptr: BlockPtr { birth_txg: 5, ..ptr(seed + i) },
+                after_txg: 4,
+                volume_id: i as u32,
             })
             .collect(),
     }

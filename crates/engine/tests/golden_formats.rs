@@ -64,6 +64,33 @@ fn root_v1_fixture_still_opens() {
     assert_eq!(r.space_carry, want.space_carry);
 }
 
+#[test]
+fn root_v3_fixture_decodes_to_its_inputs_and_an_empty_queue_stays_version_2() {
+    let v3 = read("root-v3.bin");
+    assert_eq!(u32::from_le_bytes(v3[8..12].try_into().expect("4 bytes")), 3, "version 3");
+    assert_eq!(Root::decode(&v3).expect("root"), golden::root_v3());
+    let v2 = read("root-v2.bin");
+    assert_eq!(u32::from_le_bytes(v2[8..12].try_into().expect("4 bytes")), 2);
+    assert_eq!(v3.len(), v2.len() + 4 + 2 * fardisk_engine::frees::FREE_ENTRY_BYTES);
+    assert_eq!(&v3[12..v2.len() - 8], &v2[12..v2.len() - 8], "the fields before the queue");
+}
+
+#[test]
+fn damaged_v3_roots_are_refused() {
+    for name in [
+        "root-v3.flipped-bit.bin",
+        "root-v3.truncated.bin",
+        "root-v3.wrong-magic.bin",
+        "root-v3.empty-queue.bin",
+        "root-v3.held-entry.bin",
+    ] {
+        let e = Root::decode(&read(name)).expect_err(name);
+        assert_eq!(kind_of(e), ErrorKind::DataDamaged, "{name}");
+    }
+    let e = Root::decode(&read("root-v3.wrong-version.bin")).expect_err("version 99");
+    assert!(e.to_string().contains("newer than this fardisk"), "{e}");
+}
+
 fn kind_of(e: fardisk_engine::Error) -> ErrorKind {
     e.kind()
 }

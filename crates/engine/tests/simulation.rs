@@ -49,6 +49,8 @@ fn ci_seeds() {
         totals.store_objects_volatile += r.store_objects_volatile;
         totals.store_objects_reverted += r.store_objects_reverted;
         totals.store_objects_torn += r.store_objects_torn;
+        totals.big_frees += r.big_frees;
+        totals.crashes_mid_frees += r.crashes_mid_frees;
     }
     eprintln!(
         "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush, {} followed by an import that died too), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults, {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, {} power cuts of a file:// store's host ({} objects not yet durable: {} reverted, {} torn), 0 acknowledged lost",
@@ -59,6 +61,14 @@ fn ci_seeds() {
     assert!(
         totals.crashes > 0 && totals.outages > 0 && totals.leg_faults > 0,
         "the CI seeds must exercise crashes, outages and leg faults"
+    );
+    eprintln!(
+        "sim totals: {} big trims, {} of them cut by a crash with frees still queued",
+        totals.big_frees, totals.crashes_mid_frees
+    );
+    assert!(
+        totals.crashes_mid_frees > 0,
+        "the CI seeds must crash a pool half-way through a big trim's frees"
     );
     assert!(
         totals.store_power_cuts > 0,

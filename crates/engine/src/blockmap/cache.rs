@@ -174,6 +174,23 @@ impl PageCache {
         inner.clock.retain(|k| k.tree_id != tree_id);
     }
 
+    /// Drops every cached page of the subtrees rooted at `roots` (pages (level, index) of tree
+    /// `tree_id`), cut off their tree by the sync (cut.rs). The generation moves first, under the
+    /// same lock: a reader that read a parent pointer before the cut cannot cache the old subtree
+    /// after it, where the sync would later find and reuse it (a trimmed block coming back).
+    pub fn forget_subtrees(&self, tree_id: u32, roots: &[(u8, u64)]) {
+        if roots.is_empty() {
+            return;
+        }
+        let roots: std::collections::HashSet<(u8, u64)> = roots.iter().copied().collect();
+        let under = |k: &PageKey| super::cut::under_any(k, tree_id, &roots);
+        let mut inner = self.inner.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        inner.pages.retain(|k, _| !under(k));
+        inner.dirty.retain(|k| !under(k));
+        inner.clock.retain(|k| !under(k));
+    }
+
     pub fn bytes_used(&self) -> usize {
         self.inner.lock().pages.len() * PAGE_BYTES
     }

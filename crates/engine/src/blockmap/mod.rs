@@ -4,9 +4,11 @@
 //! docs/design/0001-block-map.md for why this and not an LSM.
 
 mod cache;
+mod cut;
 mod page;
 mod tree;
 
 pub use cache::{CachedPage, PageCache, PageKey};
+pub use cut::Cut;
 pub use page::{decode_page, encode_page, Slot, FANOUT, PAGE_BYTES, SLOT_BYTES};
 pub use tree::{levels_for_slots, BlockSource, TreeRef, TreeWalk};

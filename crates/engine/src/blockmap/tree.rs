@@ -46,7 +46,7 @@ fn shr(x: u64, bits: u32) -> u64 {
     x.checked_shr(bits).unwrap_or(0)
 }
 
-fn slot_pos(slot_index: u64, level: u8) -> usize {
+pub(super) fn slot_pos(slot_index: u64, level: u8) -> usize {
     (shr(slot_index, 8 * level as u32) & 0xff) as usize
 }
 
@@ -65,7 +65,7 @@ impl TreeRef {
 
     /// The page holding `slot_index` at `level`, loading ancestors as needed. With `for_update`,
     /// missing pages under holes are created empty, and the target page is marked dirty.
-    async fn page_for(
+    pub(super) async fn page_for(
         &self,
         cache: &PageCache,
         src: &dyn BlockSource,

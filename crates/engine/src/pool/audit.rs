@@ -1,12 +1,16 @@
 //! The space auditor: walks every map (volumes, snapshots, the space table) and checks that the
 //! space table's live bytes per segment are exactly what those maps reference, that nothing
 //! referenced lives in a segment marked freed, and that every referenced segment exists in the
-//! store. Slow (a full walk and a listing); for tests and the simulation, after a sync.
+//! store. Subtrees in the root's free queue (frees.rs) count as referenced for what in them is
+//! born after their entry's hold: the queue still owns that space. Slow (a full walk and a
+//! listing); for tests and the simulation, after a sync.
 
+use super::Inner;
 use super::Pool;
 use crate::blkptr::BlockPtr;
-use crate::blockmap::{TreeRef, TreeWalk};
+use crate::blockmap::{decode_page, BlockSource, TreeRef, TreeWalk, FANOUT};
 use crate::error::{Error, Result};
+use crate::frees::FreeEntry;
 use crate::segment::segment_key;
 use crate::space::SegmentSpace;
 use std::collections::{BTreeMap, HashSet};
@@ -28,11 +32,11 @@ impl Pool {
     pub async fn audit_space(&self) -> Result<SpaceAudit> {
         let inner = &self.inner;
         let _guard = inner.txg.sync_lock.lock().await;
-        let (trees, space, carry) = {
+        let (trees, space, carry, queue) = {
             let meta = inner.meta.read();
             let mut trees: Vec<TreeRef> = meta.volumes.values().map(|v| v.tree).collect();
             trees.extend(meta.snapshots.values().map(|s| s.tree));
-            (trees, meta.root.space, meta.root.space_carry.clone())
+            (trees, meta.root.space, meta.root.space_carry.clone(), meta.root.free_queue.clone())
         };
         let mut referenced = Referenced::default();
         for t in &trees {
@@ -41,6 +45,9 @@ impl Pool {
             for (_, slot) in &walk.leaf_slots {
                 referenced.count(&BlockPtr::from_bytes(slot)?);
             }
+        }
+        for e in &queue {
+            count_queued(inner, e, &mut referenced).await?;
         }
         let space_walk = TreeWalk::walk(&space, &inner.cache, &**inner).await?;
         space_walk.pages.iter().for_each(|(_, _, p)| referenced.count(p));
@@ -89,6 +96,29 @@ impl Referenced {
             *self.bytes.entry(p.segment_id).or_default() += p.physical_bytes as u64;
         }
     }
+}
+
+/// What freeing queue entry `e` will free, as `work_down` (txg/frees.rs) walks it: every page
+/// and block below it born after its hold.
+async fn count_queued(inner: &Inner, e: &FreeEntry, referenced: &mut Referenced) -> Result<()> {
+    let mut stack = vec![*e];
+    while let Some(e) = stack.pop() {
+        referenced.count(&e.ptr);
+        let bytes = inner.read_block(&e.ptr).await?;
+        for (pos, s) in decode_page(&bytes, e.page_tag, e.level, e.index)?.iter().enumerate() {
+            let child = BlockPtr::from_bytes(s)?;
+            if child.is_hole() || child.birth_txg <= e.after_txg {
+                continue;
+            }
+            if e.level == 0 {
+                referenced.count(&child);
+            } else {
+                let index = e.index * FANOUT as u64 + pos as u64;
+                stack.push(FreeEntry { level: e.level - 1, index, ptr: child, ..e });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Live bytes per segment as the space table says, with the root's carried page bytes.

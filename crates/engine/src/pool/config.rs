@@ -6,7 +6,8 @@ use crate::compress::Compression;
 use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
-    COMPRESSION, DIRTY_BYTES_MAX, MAP_CACHE_BYTES, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
+    COMPRESSION, DIRTY_BYTES_MAX, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX, MAP_CACHE_BYTES,
+    ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,6 +50,10 @@ pub struct PoolConfig {
     /// Where a fenced writer writes the records it acknowledged and never published (held.rs);
     /// None: they stay only in its log until the process ends.
     pub held_records_dir: Option<std::path::PathBuf>,
+    /// Pages of queued subtrees (trims, rollbacks, destroyed volumes) a txg frees (frees.rs).
+    pub free_pages_per_txg_max: u64,
+    /// Entries the root's free queue holds before a txg frees past `free_pages_per_txg_max`.
+    pub free_queue_entries_max: u64,
 }
 
 impl Default for PoolConfig {
@@ -73,6 +78,8 @@ impl Default for PoolConfig {
             readahead_bytes_max: 8 << 20,
             sync_attempts_max: None,
             held_records_dir: None,
+            free_pages_per_txg_max: FREE_PAGES_PER_TXG_MAX.default_number(),
+            free_queue_entries_max: FREE_QUEUE_ENTRIES_MAX.default_number(),
         }
     }
 }
@@ -105,6 +112,12 @@ impl PoolConfig {
         if let Some(s) = ROOT_RETENTION_S.stored_number(props)? {
             self.root_retention_s = s;
         }
+        if let Some(n) = FREE_PAGES_PER_TXG_MAX.stored_number(props)? {
+            self.free_pages_per_txg_max = n;
+        }
+        if let Some(n) = FREE_QUEUE_ENTRIES_MAX.stored_number(props)? {
+            self.free_queue_entries_max = n;
+        }
         Ok(())
     }
 }
@@ -132,8 +145,11 @@ mod tests {
             ("map_cache_bytes".to_string(), "16777216".to_string()),
             ("roots_kept".to_string(), "0".to_string()),
             ("compression".to_string(), "zstd".to_string()),
+            ("free_pages_per_txg_max".to_string(), "64".to_string()),
         ]);
+        assert_eq!(c.free_pages_per_txg_max, 256, "the property table's default");
         c.apply_props(&props).expect("valid");
+        assert_eq!((c.free_pages_per_txg_max, c.free_queue_entries_max), (64, 8192));
         assert_eq!(c.txg_timeout, None, "a test's hand-driven txgs stay hand-driven");
         assert_eq!(c.dirty_bytes_max, 32 << 20);
         assert_eq!(c.map_cache_bytes, 16 << 20);

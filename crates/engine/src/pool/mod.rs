@@ -195,7 +195,7 @@ impl Inner {
             import_id,
             cache: PageCache::new(config.map_cache_bytes),
             meta: parking_lot::RwLock::new(meta::Meta::new(claim)),
-            txg: txg::Txgs::new(claim.txg),
+            txg: txg::Txgs::new(claim.txg, !claim.free_queue.is_empty()),
             blocks,
             health: Default::default(),
             counters: Default::default(),
@@ -267,6 +267,18 @@ impl Pool {
     /// txg. A pool with nothing dirty returns at once.
     pub async fn sync_txg(&self) -> Result<u64> {
         syncer::sync_through_open(&self.inner).await
+    }
+
+    /// Commits one txg now if anything is queued, queued frees included (each txg frees at most
+    /// `free_pages_per_txg_max` pages of them, txg/frees.rs). Returns the txg published, or None
+    /// when there was nothing to commit.
+    pub async fn sync_step(&self) -> Result<Option<u64>> {
+        syncer::sync_once(&self.inner).await
+    }
+
+    /// Entries in the newest root's free queue: subtrees whose space later txgs free.
+    pub fn free_queue_entries(&self) -> usize {
+        self.inner.meta.read().root.free_queue.len()
     }
 
     /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the

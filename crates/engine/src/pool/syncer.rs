@@ -17,9 +17,10 @@ const COMPACT_EVERY_TXGS: u64 = 12;
 const CLEAN_ROUNDS_MAX: u32 = 64;
 
 /// Syncs until nothing is dirty (export, explicit sync). Returns the newest published txg.
+/// Queued frees (txg/frees.rs) do not count: they stay in the root for later txgs.
 pub(crate) async fn sync_until_clean(inner: &Arc<Inner>) -> Result<u64> {
     for _ in 0..CLEAN_ROUNDS_MAX {
-        if sync_once(inner).await?.is_none() {
+        if inner.txg.only_frees_left() || sync_once(inner).await?.is_none() {
             return Ok(inner.txg.published_txg());
         }
     }

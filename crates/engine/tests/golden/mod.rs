@@ -8,6 +8,7 @@ use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::blockmap::{encode_page, Slot, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::codec::Writer;
 use fardisk_engine::compress::Compression;
+use fardisk_engine::frees::FreeEntry;
 use fardisk_engine::objstore::{seal_with_nonces, EncryptionKey};
 use fardisk_engine::pool::{
     encode_event, encode_hot_set, HeldRecord, HeldRecords, HistoryEvent, LeaseRecord,
@@ -129,7 +130,60 @@ pub fn root() -> Root {
             tree: tree(2, 3, 1, 29_000),
             allocated_blocks: 1000,
         }],
+        free_queue: Vec::new(),
     }
+}
+
+/// The free queue of the version 3 fixture: a trimmed level-1 subtree of volume 1 (its leaves
+/// charged to the volume) and the top page of a rolled-back map, both held up to txg 39.
+pub fn free_queue() -> Vec<FreeEntry> {
+    let page = |offset_bytes| BlockPtr {
+        offset_bytes,
+        physical_bytes: 900,
+        logical_bytes: 10_272,
+        ..blkptr()
+    };
+    vec![
+        FreeEntry {
+            page_tag: 1,
+            level: 1,
+            index: 5,
+            ptr: page(32_000),
+            after_txg: 39,
+            volume_id: 1,
+        },
+        FreeEntry {
+            page_tag: 1,
+            level: 2,
+            index: 0,
+            ptr: page(33_000),
+            after_txg: 39,
+            volume_id: 0,
+        },
+    ]
+}
+
+/// `root()` with frees pending: a version 3 root.
+pub fn root_v3() -> Root {
+    Root { free_queue: free_queue(), ..root() }
+}
+
+/// The root's body ends in the free queue (`u32 count`, 65-byte entries) before the checksum.
+fn root_v3_damaged() -> Vec<Fixture> {
+    let v2 = root().encode();
+    let mut empty = put_u32(v2[..v2.len() - 8].to_vec(), 8, 3);
+    empty.extend_from_slice(&0u32.to_le_bytes());
+    empty.extend_from_slice(&[0u8; 8]);
+    let good = root_v3().encode();
+    // The last entry's after_txg (8 bytes before its volume id, 12 before the checksum) set to
+    // its pointer's birth txg: a subtree held as a whole is not work, it is damage.
+    let at = good.len() - 8 - 4 - 8;
+    let mut held = good.clone();
+    held[at..at + 8].copy_from_slice(&TXG.to_le_bytes());
+    vec![
+        Fixture::new("root-v3.empty-queue.bin", reseal_tail(empty)),
+        Fixture::new("root-v3.held-entry.bin", reseal_tail(held)),
+    ]
 }
 
 /// `root()` as a version 1 root (written before snapshots existed) would hold it: no page tags,
@@ -385,6 +439,8 @@ pub fn all() -> Vec<Fixture> {
     let mut out = Vec::new();
     out.extend(sealed_family("root-v2", root().encode(), 30, 8));
     out.push(Fixture::new("root-v1.bin", root_v1_bytes()));
+    out.extend(sealed_family("root-v3", root_v3().encode(), 30, 8));
+    out.extend(root_v3_damaged());
     out.extend(sealed_family("head", encode_head(TXG), 17, 8));
     let seg = segment();
     let footer_at = seg.len() - 32 - 4 * 40;

@@ -11,6 +11,7 @@
 //! failing seed replays: `FARDISK_SIM_SEED=N cargo test -p fardisk-engine --test simulation
 //! -- --nocapture one_seed`.
 
+mod big_frees;
 pub mod devices;
 pub mod history;
 mod steps;
@@ -88,6 +89,9 @@ pub struct Report {
     /// Segments of txgs cut by crashes deleted by the last import, and found by a second pass.
     pub orphans_collected: u64,
     pub orphans_collected_late: u64,
+    /// Big trims (big_frees.rs), and how many of them a crash cut with frees still queued.
+    pub big_frees: u64,
+    pub crashes_mid_frees: u64,
     pub mutations: u64,
     pub mutation_trace: u64,
     pub final_digest: u64,
@@ -135,6 +139,9 @@ pub fn config() -> PoolConfig {
         map_cache_bytes: 0,
         roots_kept: 2,
         compact_live_percent: 60,
+        // One queued map page per txg: a big trim's frees span several txgs, and crashes fall
+        // between them (big_frees.rs).
+        free_pages_per_txg_max: 1,
         ..PoolConfig::default()
     }
 }

@@ -1,6 +1,7 @@
 //! One step of the simulation: an actor's burst of I/O, a read check, a txg sync (alone or racing
 //! writes), compaction, a change of store weather, a crash of one of three kinds, a log-leg fault
-//! or replacement, a corrupted store object, a clean export and import, or feeding the L2ARC.
+//! or replacement, a corrupted store object, a clean export and import, a big trim whose frees a
+//! crash interrupts half-way (big_frees.rs), or feeding the L2ARC.
 
 use super::devices::LegFault;
 use super::history::Op;
@@ -28,6 +29,7 @@ impl World {
             83..=85 => self.replace_leg().await,
             86..=88 => self.corrupt_store_object().await,
             89..=91 => self.export_import().await,
+            92..=94 => self.big_free_then_crash().await,
             _ => self.feed_cache(),
         }
         // The L2ARC is also fed now and then in passing, as its writer thread would.
@@ -72,7 +74,7 @@ impl World {
         }
     }
 
-    async fn zero(&mut self, vol: usize, offset: u64, len: u64) {
+    pub(super) async fn zero(&mut self, vol: usize, offset: u64, len: u64) {
         match self.pool().zero(self.vol(vol), offset, len).await {
             Ok(_) => self.history.record(Op::Zero { vol, offset, len }),
             // Like a partial-block write: the partial ends are read first.
@@ -167,7 +169,7 @@ impl World {
     }
 
     /// Waits for `handle`, noting whether the pool said SUSPENDED meanwhile.
-    async fn watch(
+    pub(super) async fn watch(
         &mut self,
         mut handle: tokio::task::JoinHandle<fardisk_engine::Result<u64>>,
         what: &str,

@@ -54,6 +54,7 @@ impl Pool {
             vdevs: opts.vdevs,
             volumes: Vec::new(),
             snapshots: Vec::new(),
+            free_queue: Vec::new(),
         };
         publish_root(store.as_ref(), &root).await.map_err(|e| match e {
             Error::Fenced(_) => Error::BadInput(format!(

@@ -41,12 +41,14 @@ pub(crate) async fn build_and_publish(
             .await?;
     root.time_ms = time_ms;
     root.snapshots = maps.snaps.values().cloned().collect();
+    root.free_queue = std::mem::take(&mut maps.queue);
     // Every segment in the store, and only then the root.
     let meta_counter = segments.upload_last_and_wait(meta_segment, &updates).await?;
     let root = Root { next_segment_counter: meta_counter + 1, ..root };
     publish_until_done(inner, &root).await?;
+    let frees_queued = !root.free_queue.is_empty();
     install(inner, root, maps);
-    inner.txg.publish(txg);
+    inner.txg.publish_with_frees(txg, frees_queued);
     inner.intent.published(txg);
     Ok(Published { time_ms, freed })
 }
@@ -55,6 +57,7 @@ pub(crate) async fn build_and_publish(
 /// and the written pages become evictable.
 fn install(inner: &Inner, root: Root, maps: MapChanges) {
     let rolled_back = maps.ops.rolled_back;
+    let cuts = maps.cuts;
     {
         let mut meta = inner.meta.write();
         for (id, v) in maps.volumes {
@@ -82,6 +85,14 @@ fn install(inner: &Inner, root: Root, maps: MapChanges) {
     // Readers that walked the old map of a rolled-back volume may have cached its pages.
     for id in &rolled_back {
         inner.cache.forget_tree(*id);
+    }
+    // Likewise the pages under subtrees a trim cut off (blockmap/cut.rs).
+    let mut by_tree: std::collections::BTreeMap<u32, Vec<(u8, u64)>> = Default::default();
+    for (tree_id, level, index) in cuts {
+        by_tree.entry(tree_id).or_default().push((level, index));
+    }
+    for (tree_id, roots) in by_tree {
+        inner.cache.forget_subtrees(tree_id, &roots);
     }
 }
 

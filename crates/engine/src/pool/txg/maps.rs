@@ -3,17 +3,20 @@
 //! snapshot changes, trims, every block's new pointer, destroyed volumes and moved pages, and
 //! finally every dirtied page written, bottom-up, into the meta segment. Space a map drops is
 //! counted in a `SpaceDelta` unless a snapshot or clone still holds it (snapshot_space.rs).
+//! Whole subtrees a trim covers, a rollback leaves or a destroyed volume had go to the free queue
+//! (frees.rs), which each txg works down a bounded amount.
 
+use super::frees::{self, FreeBudget};
 use super::pack::BlockUpdate;
 use super::retry::CommitReads;
 use super::snapshot_space::{self, OpsOutcome};
 use super::space::SpaceDelta;
 use super::{PageMove, PendingMeta, Relocation};
 use crate::blkptr::BlockPtr;
-use crate::blockmap::TreeWalk;
 use crate::compress::Compression;
 use crate::dirty::{DirtySet, BLOCK_BYTES};
 use crate::error::Result;
+use crate::frees::FreeEntry;
 use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use crate::segment::{BlockOwner, SegmentBuilder};
@@ -31,6 +34,11 @@ pub(super) struct MapChanges {
     pub ops: OpsOutcome,
     /// Hold txg per volume after the snapshot changes (snapshot_space.rs).
     holds: HashMap<u32, u64>,
+    /// The free queue as this txg leaves it (the root's `free_queue`).
+    pub queue: Vec<FreeEntry>,
+    /// Cut subtrees, (tree id, level, index): their cached pages are dropped again once the
+    /// root is published (commit.rs `install`), after readers of the old tree are done.
+    pub cuts: Vec<(u32, u8, u64)>,
 }
 
 impl MapChanges {
@@ -43,6 +51,8 @@ impl MapChanges {
             delta: SpaceDelta::default(),
             ops: OpsOutcome::default(),
             holds: HashMap::new(),
+            queue: meta.root.free_queue.clone(),
+            cuts: Vec::new(),
         }
     }
 
@@ -62,25 +72,44 @@ impl MapChanges {
         // Destroyed volumes keep their origin's hold, taken before this txg's snapshot changes.
         let destroyed_holds: Vec<u64> =
             pending.destroyed.iter().map(|v| snapshot_space::origin_txg(v, &self.snaps)).collect();
-        self.ops =
-            snapshot_space::apply_ops(inner, pending, &mut self.volumes, &mut self.snaps).await?;
+        self.ops = snapshot_space::apply_ops(
+            inner,
+            pending,
+            &mut self.volumes,
+            &mut self.snaps,
+            &mut self.queue,
+        )
+        .await?;
         for p in &self.ops.freed {
             self.delta.free(p);
+        }
+        // Frees queued for a rolled-back volume's former map no longer change its count: the
+        // count is the snapshot's now.
+        for e in self.queue.iter_mut().filter(|e| self.ops.rolled_back.contains(&e.volume_id)) {
+            e.volume_id = 0;
         }
         self.discard_rolled_back(updates);
         self.holds = snapshot_space::holds(&self.volumes, &self.snaps);
         self.apply_trims_and_grows(inner, set).await?;
         self.apply_updates(inner, updates).await?;
         for (v, hold) in pending.destroyed.iter().zip(destroyed_holds) {
-            for p in snapshot_space::unique_blocks(inner, &v.tree, hold, None).await? {
-                self.delta.free(&p);
-            }
+            frees::queue_subtree(&mut self.queue, FreeEntry::whole_tree(&v.tree, hold, 0));
             inner.cache.forget_tree(v.id);
         }
         for id in &self.ops.destroyed {
             inner.cache.forget_tree(*id);
         }
-        self.move_pages(inner, &pending.page_moves).await
+        self.move_pages(inner, &pending.page_moves).await?;
+        let budget = {
+            let c = inner.config.read();
+            FreeBudget {
+                pages_max: c.free_pages_per_txg_max,
+                entries_max: c.free_queue_entries_max.try_into().unwrap_or(usize::MAX),
+            }
+        };
+        frees::work_down(inner, &mut self.queue, &mut self.delta, &mut self.volumes, budget)
+            .await?;
+        Ok(())
     }
 
     /// A rolled-back volume's writes of this txg are discarded (and their new blocks are garbage).
@@ -114,13 +143,17 @@ impl MapChanges {
             let hold = self.hold(id);
             let Some(v) = self.volumes.get_mut(&id) else { continue };
             let reads = CommitReads(inner);
-            let walk = TreeWalk::walk_range(&v.tree, &inner.cache, &reads, start, end).await?;
-            for (block, _) in walk.leaf_slots.into_iter().filter(|(b, _)| *b >= start && *b < end) {
-                let hole = BlockPtr::HOLE.to_bytes();
-                let old = v.tree.update(&inner.cache, &reads, block, hole).await?;
-                let old = BlockPtr::from_bytes(&old)?;
-                self.delta.free_unless_held(&old, hold);
-                v.allocated_blocks -= (!old.is_hole()) as u64;
+            // Whole subtrees are cut at their parent and queued; only the edges' leaves here.
+            let cut = v.tree.cut_range(&inner.cache, &reads, start, end).await?;
+            for old in &cut.leaves {
+                self.delta.free_unless_held(old, hold);
+                v.allocated_blocks = v.allocated_blocks.saturating_sub(1);
+            }
+            for (level, index, ptr) in cut.subtrees {
+                let (page_tag, volume_id, after_txg) = (v.tree.page_tag, v.id, hold);
+                let entry = FreeEntry { page_tag, level, index, ptr, after_txg, volume_id };
+                frees::queue_subtree(&mut self.queue, entry);
+                self.cuts.push((v.tree.tree_id, level, index));
             }
         }
         Ok(())

@@ -8,6 +8,7 @@
 //! commit freed to reclaim).
 
 mod commit;
+mod frees;
 mod maps;
 mod pack;
 mod retry;
@@ -21,6 +22,7 @@ use crate::dirty::DirtySet;
 use crate::root::VolumeEntry;
 use bytes::Bytes;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::futures::Notified;
 use tokio::sync::{watch, Notify};
@@ -46,6 +48,9 @@ pub(crate) struct Txgs {
     kick: Notify,
     /// Wakes writers stalled on the dirty limit when a commit frees dirty memory.
     dirty_freed: Notify,
+    /// The newest root's free queue is not empty: txgs are due until it is (frees.rs), also on
+    /// a pool without writes.
+    frees_queued: AtomicBool,
 }
 
 /// The open and the syncing txg.
@@ -139,8 +144,9 @@ pub(crate) struct Frozen {
 }
 
 impl Txgs {
-    /// Txgs after root `published_txg`: the open txg is the next one.
-    pub fn new(published_txg: u64) -> Txgs {
+    /// Txgs after root `published_txg`: the open txg is the next one; `frees_queued`: that root
+    /// has a free queue to work down.
+    pub fn new(published_txg: u64, frees_queued: bool) -> Txgs {
         Txgs {
             sync_lock: tokio::sync::Mutex::new(()),
             pending: Mutex::default(),
@@ -152,7 +158,22 @@ impl Txgs {
             published: watch::channel(published_txg).0,
             kick: Notify::new(),
             dirty_freed: Notify::new(),
+            frees_queued: AtomicBool::new(frees_queued),
         }
+    }
+
+    /// Nothing to commit or being committed but queued frees: export and `sync` need no txg for
+    /// them, the queue waits in the root for the next ones. A txg being committed is waited for
+    /// (by `sync_once` taking the sync lock), as before there was a queue.
+    pub fn only_frees_left(&self) -> bool {
+        let pending = self.pending.lock();
+        let t = self.state.lock();
+        t.open.is_empty() && t.syncing.is_none() && pending.is_empty() && !pending.catch_up
+    }
+
+    /// Whether the newest root has frees queued.
+    pub fn frees_queued(&self) -> bool {
+        self.frees_queued.load(Ordering::SeqCst)
     }
 
     /// The txg that writes issued now land in.
@@ -217,7 +238,7 @@ impl Txgs {
     pub fn freeze(&self) -> Option<Frozen> {
         let mut pending = self.pending.lock();
         let mut t = self.state.lock();
-        let work = !t.open.is_empty() || !pending.is_empty();
+        let work = !t.open.is_empty() || !pending.is_empty() || self.frees_queued();
         if !work && !pending.catch_up {
             return None;
         }
@@ -232,6 +253,12 @@ impl Txgs {
     pub fn end_sync(&self) {
         self.state.lock().syncing = None;
         self.dirty_freed.notify_waiters();
+    }
+
+    /// Txg `txg` is published, with `frees_queued` frees left in its root.
+    pub fn publish_with_frees(&self, txg: u64, frees_queued: bool) {
+        self.frees_queued.store(frees_queued, Ordering::SeqCst);
+        self.publish(txg);
     }
 
     /// Txg `txg` is published.

@@ -15,6 +15,7 @@ use super::PendingMeta;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
 use crate::error::{Error, Result};
+use crate::frees::FreeEntry;
 use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use std::collections::{BTreeMap, HashMap};
@@ -183,6 +184,7 @@ pub(crate) async fn apply_ops(
     pending: &PendingMeta,
     volumes: &mut BTreeMap<u32, VolumeEntry>,
     snaps: &mut BTreeMap<u32, SnapshotEntry>,
+    queue: &mut Vec<FreeEntry>,
 ) -> Result<OpsOutcome> {
     let mut out = OpsOutcome::default();
     for op in &pending.snapshot_ops {
@@ -190,7 +192,7 @@ pub(crate) async fn apply_ops(
             SnapshotOp::Create { .. } => {}
             SnapshotOp::Destroy { id } => destroy(inner, id, volumes, snaps, &mut out).await?,
             SnapshotOp::Rollback { volume_id, snapshot_id } => {
-                rollback(inner, volume_id, snapshot_id, volumes, snaps, &mut out).await?
+                rollback(inner, volume_id, snapshot_id, volumes, snaps, queue, &mut out)?
             }
             SnapshotOp::Promote { clone_id } => promote(clone_id, volumes, snaps),
         }
@@ -217,13 +219,15 @@ async fn destroy(
 }
 
 /// Points volume `volume_id`'s map back at snapshot `snapshot_id`'s (its newest): what the
-/// volume wrote since is freed.
-async fn rollback(
+/// volume wrote since (born after the snapshot) is queued for freeing with its former map
+/// (frees.rs), not collected here.
+fn rollback(
     inner: &Arc<Inner>,
     volume_id: u32,
     snapshot_id: u32,
     volumes: &mut BTreeMap<u32, VolumeEntry>,
     snaps: &BTreeMap<u32, SnapshotEntry>,
+    queue: &mut Vec<FreeEntry>,
     out: &mut OpsOutcome,
 ) -> Result<()> {
     let (Some(s), Some(v)) = (snaps.get(&snapshot_id).cloned(), volumes.get(&volume_id).cloned())
@@ -233,7 +237,7 @@ async fn rollback(
     if snaps.values().any(|o| o.volume_id == volume_id && o.txg > s.txg) {
         return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
     }
-    out.freed.extend(unique_blocks(inner, &v.tree, s.txg, None).await?);
+    super::frees::queue_subtree(queue, FreeEntry::whole_tree(&v.tree, s.txg, 0));
     let v = volumes.get_mut(&volume_id).expect("checked above");
     v.tree = TreeRef {
         tree_id: v.id,
