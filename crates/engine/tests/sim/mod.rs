@@ -270,14 +270,8 @@ impl World {
                 Some(c) => c.clone(),
                 None => Arc::new(fardisk_engine::cache::NoCache),
             };
-            let opts = ImportOptions {
-                force: true,
-                config: config(),
-                log_devices: self.log.as_ref().map(|l| l.engine_devices()).unwrap_or_default(),
-                ..Default::default()
-            };
             let store: Arc<dyn Store> = self.faulty.clone();
-            match Pool::import(store, POOL, opts, self.env.clone(), cache).await {
+            match Pool::import(store, POOL, self.import_options(), self.env.clone(), cache).await {
                 Ok(pool) => {
                     // The import-time catalog runs in the background; wait for it so the next
                     // sync deletes (or not) the same segments every time this seed runs.
@@ -371,6 +365,16 @@ impl World {
         self.audit_after_import().await;
     }
 
+    /// How a restarted daemon imports: taking the pool over from the dead one, with the log.
+    fn import_options(&self) -> ImportOptions {
+        ImportOptions {
+            force: true,
+            config: config(),
+            log_devices: self.log.as_ref().map(|l| l.engine_devices()).unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
     /// One import that dies after 0-7 of its store mutations: a restarted daemon killed again
     /// while it imports (the holder's next engine, the OOM killer), e.g. between its claim root
     /// and its replay's publish. Whatever it got to, the next import must lose nothing.
@@ -378,14 +382,9 @@ impl World {
         let budget = self.faulty.mutations() + self.rng.below(8);
         self.faulty
             .set_plan(FaultPlan { crash_after_mutations: Some(budget), ..self.weather.clone() });
-        let opts = ImportOptions {
-            force: true,
-            config: config(),
-            log_devices: self.log.as_ref().map(|l| l.engine_devices()).unwrap_or_default(),
-            ..Default::default()
-        };
         let store: Arc<dyn Store> = self.faulty.clone();
         let cache = Arc::new(fardisk_engine::cache::NoCache);
+        let opts = self.import_options();
         if let Ok(pool) = Pool::import(store, POOL, opts, self.env.clone(), cache).await {
             // It got through (the budget outlasted the import): it dies before serving, once
             // its log writer is idle so that a seed replays exactly.
