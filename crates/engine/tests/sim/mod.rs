@@ -127,6 +127,10 @@ pub struct World {
     pub bad_legs: Vec<usize>,
 }
 
+/// Polls of an import that is to die before it is given up on (it normally dies or finishes
+/// within a few thousand).
+const IMPORT_POLLS_MAX: u64 = 2_000_000;
+
 pub fn config() -> PoolConfig {
     PoolConfig {
         txg_timeout: None,
@@ -377,23 +381,38 @@ impl World {
 
     /// One import that dies after 0-7 of its store mutations: a restarted daemon killed again
     /// while it imports (the holder's next engine, the OOM killer), e.g. between its claim root
-    /// and its replay's publish. Whatever it got to, the next import must lose nothing.
+    /// and its replay's publish. It dies at the first mutation past its budget (its retries
+    /// would otherwise go on against a store that refuses a dead process forever); whatever it
+    /// got to, the next import must lose nothing.
     async fn import_that_dies(&mut self) {
         let budget = self.faulty.mutations() + self.rng.below(8);
         self.faulty
             .set_plan(FaultPlan { crash_after_mutations: Some(budget), ..self.weather.clone() });
+        let refusals = self.faulty.counts().crash_refusals;
         let store: Arc<dyn Store> = self.faulty.clone();
         let cache = Arc::new(fardisk_engine::cache::NoCache);
-        let opts = self.import_options();
-        if let Ok(pool) = Pool::import(store, POOL, opts, self.env.clone(), cache).await {
-            // It got through (the budget outlasted the import): it dies before serving, once
-            // its log writer is idle so that a seed replays exactly.
-            if let Some(log) = pool.log() {
-                if !log.wait_idle(Duration::from_secs(60)) {
-                    self.fail("the log writer did not go idle in 60 s");
-                }
+        let (opts, env) = (self.import_options(), self.env.clone());
+        let handle = tokio::spawn(async move { Pool::import(store, POOL, opts, env, cache).await });
+        for _ in 0..IMPORT_POLLS_MAX {
+            if handle.is_finished() || self.faulty.counts().crash_refusals > refusals {
+                break;
             }
-            drop(pool);
+            tokio::task::yield_now().await;
+        }
+        if handle.is_finished() && self.faulty.counts().crash_refusals == refusals {
+            if let Ok(Ok(pool)) = handle.await {
+                // It got through within its budget: it dies before serving, once its log
+                // writer is idle so that a seed replays exactly.
+                if let Some(log) = pool.log() {
+                    if !log.wait_idle(Duration::from_secs(60)) {
+                        self.fail("the log writer did not go idle in 60 s");
+                    }
+                }
+                drop(pool);
+            }
+        } else {
+            handle.abort();
+            let _ = handle.await;
         }
         for _ in 0..16 {
             tokio::task::yield_now().await;
