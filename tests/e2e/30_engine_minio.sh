@@ -17,6 +17,7 @@ export FARDISK_TOXIPROXY="$SCRIPTS/toxiproxy.sh"
 FARDISK_STORE_URL_BASE="$(store_url "")"
 export FARDISK_STORE_URL_BASE="${FARDISK_STORE_URL_BASE%/}"
 cd "$E2E_ROOT"
-check "engine tests against $E2E_STORE (cargo test --test store_server -- --ignored)" \
-    cargo test -q -p fardisk-engine --test store_server -- --ignored --test-threads=1
+# --workspace: the features `cargo test --workspace` built with (scripts/test.sh), so no rebuild.
+check "engine tests against $E2E_STORE (cargo test --test engine store_server:: -- --ignored)" \
+    cargo test -q --workspace --test engine store_server:: -- --ignored --test-threads=1
 e2e_finish

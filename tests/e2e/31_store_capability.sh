@@ -7,7 +7,7 @@
 E2E_NAME=31_store_capability
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$E2E_ROOT"
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 W="$FARDISK_RUN_DIR"
 export FARDISK_HOME="$W/home"

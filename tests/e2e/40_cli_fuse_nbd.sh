@@ -12,7 +12,7 @@ cd "$E2E_ROOT"
 # E2E_FUSE_URING=on|auto to run these checks over io_uring.
 FUSE_URING="${E2E_FUSE_URING:-off}"
 # The debug build `cargo test --workspace` already made (deps are optimised in dev: Cargo.toml).
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 W="$(mktemp -d /tmp/fardisk-e2e40.XXXXXX)"
 export FARDISK_HOME="$W/home" FARDISK_RUN_DIR="$W/run"

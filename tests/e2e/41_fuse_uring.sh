@@ -18,7 +18,7 @@ if [ ! -e "$SWITCH" ]; then
 fi
 switch_before="$(cat "$SWITCH")"
 on_exit 'echo "$switch_before" >"$SWITCH"'
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 W="$FARDISK_RUN_DIR"
 export FARDISK_HOME="$W/home"

@@ -14,7 +14,7 @@ E2E_NAME=45_sigkill_loop
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
 cd "$E2E_ROOT"
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 SW="$E2E_ROOT/tests/e2e/lib/syncwriter.py"
 W="$(mktemp -d /tmp/fardisk-e2e45.XXXXXX)"

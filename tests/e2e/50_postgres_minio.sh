@@ -50,7 +50,7 @@ if [ -n "${FARDISK_BIN:-}" ]; then
     B="$FARDISK_BIN"
 else
     # The debug build `cargo test --workspace` already made (dependencies are optimised in dev).
-    require "cargo build -p fardisk" cargo build -q -p fardisk
+    require "the debug build of fardisk" build_fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
 require "$E2E_STORE start" store_start

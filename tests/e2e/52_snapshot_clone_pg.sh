@@ -39,7 +39,7 @@ cleanup() {
     return 0
 }
 
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 on_exit cleanup
 mkdir -p "$FS1" "$FS2"

@@ -12,7 +12,7 @@ W="$FARDISK_RUN_DIR"
 export FARDISK_HOME="$W/home"
 STORE="file://$W/store"
 
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 on_exit 'timeout 60 "$B" export old >/dev/null 2>&1; timeout 60 "$B" export old2 >/dev/null 2>&1; timeout 120 "$B" export pit >/dev/null 2>&1'
 

@@ -162,7 +162,7 @@ info "timeline: $(tr '\n' ';' <"$W/schedule")"
 if [ -n "${FARDISK_BIN:-}" ]; then
     B="$FARDISK_BIN"
 else
-    require "cargo build -p fardisk" cargo build -q -p fardisk
+    require "the debug build of fardisk" build_fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
 require "minio.sh start" "$SCRIPTS/minio.sh" start

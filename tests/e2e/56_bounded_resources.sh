@@ -14,7 +14,7 @@ E2E_NAME=56_bounded_resources
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
 cd "$E2E_ROOT"
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 W="$(mktemp -d /tmp/fardisk-e2e56.XXXXXX)"
 export FARDISK_HOME="$W/home" FARDISK_RUN_DIR="$W/run" FARDISK_CONFIG="$W/none.conf"

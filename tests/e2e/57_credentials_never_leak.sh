@@ -15,7 +15,7 @@ E2E_NAME=57_credentials_never_leak
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
 cd "$E2E_ROOT"
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 W="$(mktemp -d /tmp/fardisk-e2e57.XXXXXX)"
 mkdir -p "$W/out" "$W/dl"

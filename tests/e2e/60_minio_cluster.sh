@@ -11,7 +11,7 @@
 E2E_NAME=60_minio_cluster
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$E2E_ROOT"
-require "cargo build -p fardisk" cargo build -q -p fardisk
+require "the debug build of fardisk" build_fardisk
 B="$E2E_ROOT/target/debug/fardisk"
 export FARDISK_HOME="$FARDISK_RUN_DIR/home"
 CLUSTER="$SCRIPTS/minio-cluster.sh"

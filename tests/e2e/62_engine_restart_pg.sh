@@ -80,7 +80,7 @@ RANDOM=$SEED
 if [ -n "${FARDISK_BIN:-}" ]; then
     B="$FARDISK_BIN"
 else
-    require "cargo build -p fardisk" cargo build -q -p fardisk
+    require "the debug build of fardisk" build_fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
 # The "installed" binary: upgrades start whatever file is at this path when they run.

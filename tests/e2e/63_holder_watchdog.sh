@@ -25,7 +25,7 @@ WAIT_TRIES=300 # x 0.1 s: bound on every wait below
 if [ -n "${FARDISK_BIN:-}" ]; then
     B="$FARDISK_BIN"
 else
-    require "cargo build -p fardisk" cargo build -q -p fardisk
+    require "the debug build of fardisk" build_fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
 LISTENER_PID=""

@@ -35,7 +35,7 @@ MIB=1048576
 if [ -n "${FARDISK_BIN:-}" ]; then
     B="$FARDISK_BIN"
 else
-    require "cargo build -p fardisk" cargo build -q -p fardisk
+    require "the debug build of fardisk" build_fardisk
     B="$E2E_ROOT/target/debug/fardisk"
 fi
 
@@ -166,8 +166,11 @@ check "status --json says Faulted" test "$(pool_field health state)" = Faulted
 check "status --json of the refusing holder matches its schema" bash -c \
     "'$B' status '$POOL' --json | python3 '$E2E_ROOT/tests/e2e/lib/json_schema.py' '$E2E_ROOT/docs/json/status.schema.json'"
 check "the log has the same line" grep -q "no engine could serve pool '$POOL'" "$FARDISK_HOME/log/$POOL.log"
-check "the log says each new engine could not import" \
-    grep -q "the engine went before it served" "$FARDISK_HOME/log/$POOL.log"
+# Each new engine either gave up its import against the absent store (it went before it served)
+# or was still retrying it when the bound came (the holder killed it): which one depends on how
+# long the store client's retries last on this machine, so the log must say one of the two.
+check "the log says why each new engine did not serve" \
+    grep -qE "the engine went before it served|engine did not serve within --reimport-wait" "$FARDISK_HOME/log/$POOL.log"
 check "the holder keeps the mount while it fails requests" grep -q " $MNT " /proc/mounts
 
 # ---- 3. the operator's way back ---------------------------------------------------------------

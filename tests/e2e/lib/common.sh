@@ -62,6 +62,16 @@ e2e_finish() {
     exit 1
 }
 
+# build_fardisk: target/debug/fardisk, the debug build. scripts/test.sh has built it already, with
+# `cargo test --workspace`, and says so with FARDISK_E2E_BUILT=1: a `cargo build -p fardisk` after
+# that resolves the dependencies' features for one package instead of the workspace (other crates'
+# dev-dependencies turn on more of them), so it would rebuild every workspace crate (a minute or
+# more of a CI run) only to make the same binary. Run alone, a test builds it.
+build_fardisk() {
+    [ "${FARDISK_E2E_BUILT:-}" = 1 ] && [ -x "$E2E_ROOT/target/debug/fardisk" ] && return 0
+    (cd "$E2E_ROOT" && cargo build -q -p fardisk)
+}
+
 # json_field JSON KEY: one value from a flat JSON object.
 json_field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 

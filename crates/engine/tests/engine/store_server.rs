@@ -3,7 +3,7 @@
 //! and exports the server's variables, FARDISK_STORE_URL_BASE and FARDISK_TOXIPROXY; the store is
 //! chosen by FARDISK_E2E_STORE); by hand: `scripts/minio.sh start`, `scripts/toxiproxy.sh start`,
 //! `eval "$(scripts/toxiproxy.sh env)"`, then
-//! `cargo test -p fardisk-engine --test store_server -- --ignored`.
+//! `cargo test -p fardisk-engine --test engine store_server:: -- --ignored`.
 
 // Real time is the point here: a real MinIO server answers in real time.
 #![allow(clippy::disallowed_methods)]

@@ -8,8 +8,8 @@
 //!
 //! Everything random comes from the seed and time is one `ManualClock` on a current-thread
 //! runtime (the engine's, which the store faults, the intent log and the L2ARC all read), so a
-//! failing seed replays: `FARDISK_SIM_SEED=N cargo test -p fardisk-engine --test simulation
-//! -- --nocapture one_seed`.
+//! failing seed replays: `FARDISK_SIM_SEED=N cargo test -p fardisk-engine --test engine
+//! simulation::one_seed -- --nocapture`.
 
 mod big_frees;
 pub mod devices;
@@ -258,7 +258,7 @@ impl World {
                 std::fs::write(format!("{path}.failed"), self.faulty.recent_mutations().join("\n"));
         }
         panic!(
-            "simulation seed {} step {}: {what}\nreplay: FARDISK_SIM_SEED={} FARDISK_SIM_STEPS={} cargo test -p fardisk-engine --test simulation -- --nocapture one_seed",
+            "simulation seed {} step {}: {what}\nreplay: FARDISK_SIM_SEED={} FARDISK_SIM_STEPS={} cargo test -p fardisk-engine --test engine simulation::one_seed -- --nocapture",
             self.opts.seed, self.step, self.opts.seed, self.opts.steps
         )
     }

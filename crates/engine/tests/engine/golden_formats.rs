@@ -4,10 +4,11 @@
 //! A format change therefore needs a new version (and new fixtures beside these), never an edit
 //! of a fixture. `tests/fixtures/README.md` says what each file is and how it was made:
 //!
-//! `FARDISK_REGENERATE_FIXTURES=1 cargo test -p fardisk-engine --test golden_formats --
-//! --ignored regenerate_fixtures` writes fixtures that do not exist yet; it never overwrites one.
+//! `FARDISK_REGENERATE_FIXTURES=1 cargo test -p fardisk-engine --test engine
+//! golden_formats::regenerate_fixtures -- --ignored` writes fixtures that do not exist yet; it
+//! never overwrites one.
 
-mod golden;
+use crate::golden;
 
 use fardisk_common::golden::Fixtures;
 use fardisk_common::le::checksum64;

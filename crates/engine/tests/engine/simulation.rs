@@ -2,13 +2,13 @@
 //! replay check (one seed run twice must do exactly the same), a soak mode by environment, and a
 //! single seed for reproducing a failure.
 //!
-//! * `cargo test -p fardisk-engine --test simulation -- --nocapture`: the CI seeds.
+//! * `cargo test -p fardisk-engine --test engine simulation:: -- --nocapture`: the CI seeds.
 //! * `FARDISK_SIM_SEEDS=200 FARDISK_SIM_START=1000 FARDISK_SIM_STEPS=2000 cargo test --release
-//!   -p fardisk-engine --test simulation -- --nocapture --ignored soak`: a soak.
-//! * `FARDISK_SIM_SEED=N [FARDISK_SIM_STEPS=S] cargo test -p fardisk-engine --test simulation --
-//!   --nocapture one_seed`: replays the seed a failure printed.
+//!   -p fardisk-engine --test engine simulation::soak -- --nocapture --ignored`: a soak.
+//! * `FARDISK_SIM_SEED=N [FARDISK_SIM_STEPS=S] cargo test -p fardisk-engine --test engine
+//!   simulation::one_seed -- --nocapture`: replays the seed a failure printed.
 
-mod sim;
+use crate::sim;
 
 use sim::{run_seed, SimOptions};
 
