@@ -92,8 +92,9 @@ expect_error() {
 }
 
 # fardisk_daemon_pid POOL: the pid of the daemon serving POOL (the binary is $B), or nothing.
+# Bounded: a daemon that does not answer its control socket must not hang the test.
 fardisk_daemon_pid() {
-    "$B" status "$1" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null
+    timeout 30 "$B" status "$1" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null
 }
 
 # fardisk_kill POOL: SIGKILL the pool's daemon, as a crash would, and wait (10 s at most) until

@@ -28,11 +28,20 @@ const PAGES_PER_TXG: u64 = 16;
 /// the two epochs' segments, the map cache being at its minimum.
 const OTHER_GETS_MAX: u64 = 10;
 
-/// Counts ranged GETs (block and page reads).
+/// Counts ranged GETs (block and page reads), and how many were in flight at once.
 #[derive(Debug)]
 struct CountingStore {
     inner: Arc<dyn Store>,
     gets: AtomicU64,
+    in_flight: AtomicU64,
+    in_flight_max: AtomicU64,
+}
+
+impl CountingStore {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        let zero = || AtomicU64::new(0);
+        CountingStore { inner, gets: zero(), in_flight: zero(), in_flight_max: zero() }
+    }
 }
 
 #[async_trait]
@@ -45,7 +54,13 @@ impl Store for CountingStore {
     }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.gets.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_range(key, range).await
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.in_flight_max.fetch_max(now, Ordering::SeqCst);
+        // A store far away: the other reads of the same round trip start before this one ends.
+        tokio::task::yield_now().await;
+        let got = self.inner.get_range(key, range).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        got
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.inner.head(key).await
@@ -137,7 +152,7 @@ async fn a_whole_volume_trim_frees_a_bounded_number_of_pages_per_txg() {
     pool.export().await.expect("export");
 
     // A fresh import: no map page is cached, so each page the commit needs is a GET.
-    let counting = Arc::new(CountingStore { inner: base, gets: AtomicU64::new(0) });
+    let counting = Arc::new(CountingStore::new(base));
     let pool = import(counting.clone()).await;
     let vol = pool.volume_id("v").expect("v");
     pool.zero(vol, 0, VOL_BYTES).await.expect("whole-device discard");
@@ -150,7 +165,12 @@ async fn a_whole_volume_trim_frees_a_bounded_number_of_pages_per_txg() {
     assert_eq!(block_at(&pool, vol, 900).await, vec![0u8; 4096], "zeros in the trim's txg");
     pool.audit_space().await.expect("audit after the cut");
 
+    counting.in_flight_max.store(0, Ordering::SeqCst);
     let (txgs, entries_max) = drain(&pool, &counting).await;
+    // Leaf pages share round trips: each txg's 16 pages in one (read_concurrency is 32). Read one
+    // by one, as before, this was 1, and a far store made freeing one round trip per page.
+    let in_flight_max = counting.in_flight_max.load(Ordering::SeqCst);
+    assert_eq!(in_flight_max, PAGES_PER_TXG, "page reads in flight at once while freeing");
     // 1,024 leaf pages and 4 level-1 pages at 16 a txg, the trim's txg included.
     assert!(txgs >= (1028 / PAGES_PER_TXG) - 1, "{txgs} txgs freed 1,028 pages");
     // Depth first: the 4 level-1 subtrees, then at most 255 leaves of one of them.
@@ -166,7 +186,9 @@ async fn a_whole_volume_trim_frees_a_bounded_number_of_pages_per_txg() {
     for mib in [0, 1, 511, 1023] {
         assert_eq!(block_at(&pool, vol, mib).await, vec![0u8; 4096], "MiB {mib}");
     }
-    println!("1 GiB trim: {txgs} txgs to free, at most {entries_max} queued entries");
+    println!(
+        "1 GiB trim: {txgs} txgs to free, at most {entries_max} queued entries, {in_flight_max} page reads at once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,7 +201,7 @@ async fn an_edge_trim_cuts_the_middle_and_keeps_the_edges() {
     // Unaligned at both ends: MiB 3 keeps its first block (before the range), MiB 700 its own.
     pool.zero(vol, 3 * MIB + 4096, 697 * MIB - 4096).await.expect("trim");
     pool.sync_txg().await.expect("sync");
-    let counting = CountingStore { inner: base, gets: AtomicU64::new(0) };
+    let counting = CountingStore::new(base);
     drain(&pool, &counting).await;
     pool.audit_space().await.expect("audit");
     for mib in [0u64, 3, 700, 1023] {
@@ -198,7 +220,7 @@ async fn an_edge_trim_cuts_the_middle_and_keeps_the_edges() {
 async fn snapshots_survive_trims_and_a_rollback_resumes_its_frees_after_a_crash() {
     let base = open_store_url("memory://big-rollback", true).expect("store");
     Pool::create(base.clone(), "tank", CreateOptions::default(), &env()).await.expect("create");
-    let counting = Arc::new(CountingStore { inner: base.clone(), gets: AtomicU64::new(0) });
+    let counting = Arc::new(CountingStore::new(base.clone()));
     let pool = import(counting.clone()).await;
     let vol = pool.volume_create("v", VOL_BYTES).expect("volume");
     write_every_mib(&pool, vol, 0x20).await;

@@ -10,6 +10,7 @@ mod behaviour;
 mod big_frees;
 mod damaged_roots;
 mod decoders_proptest;
+mod far_frees;
 mod golden_formats;
 mod idle_reclaim;
 mod idle_requests;
