@@ -86,11 +86,13 @@ if [ "$(cat "$URING_SWITCH" 2>/dev/null)" = Y ]; then
     record "FUSE tests over io_uring" $? $((SECONDS - t0))
 fi
 
-# Two long runs are shorter here than their defaults (CI time; run alone they take the default):
+# Three long runs are shorter here than their defaults (CI time; run alone they take the default):
 # 56's mixed load 60 s instead of 120 (its ARC still turns over dozens of times, each third of the
 # run is 20 s of samples), and 62's pgbench 100 s instead of 150 (its 20 kills and 5 upgrades
-# took 52 s of it in the fresh-clone run of ed9564e; it fails, saying so, if they do not fit).
+# took 52 s of it in the fresh-clone run of ed9564e; it fails, saying so, if they do not fit);
+# 55's short fuzz 2 s per target instead of 3 (22 targets; scripts/fuzz.sh N for a longer run).
 export E2E56_DURATION_S="${E2E56_DURATION_S:-60}" E2E62_LOAD_S="${E2E62_LOAD_S:-100}"
+export E2E55_FUZZ_S="${E2E55_FUZZ_S:-2}"
 for script in tests/e2e/*.sh; do
     [ -x "$script" ] || { fd_log "skip $script (not executable)"; continue; }
     fd_log "== $script"
