@@ -8,15 +8,14 @@
 //! volume (`walk_range` of the whole range in `apply_trims_and_grows`) and dirtied each of them,
 //! so its GET count was above 1,024, not under `PAGES_PER_TXG + OTHER_GETS_MAX` (26).
 
-use async_trait::async_trait;
+use crate::counting_store::CountingStore;
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::ManualClock;
-use fardisk_engine::objstore::{open_store_url, PutMode, Store, StoreResult};
+use fardisk_engine::objstore::{open_store_url, Store};
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
 use fardisk_engine::{Env, Pool, PoolConfig};
-use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// 1,024 leaf pages of map (one per MiB) under 4 level-1 pages and a level-2 top.
@@ -27,54 +26,6 @@ const PAGES_PER_TXG: u64 = 16;
 /// id (the writer's epoch in the top bits), so up to 8 pages from its top to the leaf of each of
 /// the two epochs' segments, the map cache being at its minimum.
 const OTHER_GETS_MAX: u64 = 10;
-
-/// Counts ranged GETs (block and page reads), and how many were in flight at once.
-#[derive(Debug)]
-struct CountingStore {
-    inner: Arc<dyn Store>,
-    gets: AtomicU64,
-    in_flight: AtomicU64,
-    in_flight_max: AtomicU64,
-}
-
-impl CountingStore {
-    fn new(inner: Arc<dyn Store>) -> Self {
-        let zero = || AtomicU64::new(0);
-        CountingStore { inner, gets: zero(), in_flight: zero(), in_flight_max: zero() }
-    }
-}
-
-#[async_trait]
-impl Store for CountingStore {
-    async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.inner.put(key, data, mode).await
-    }
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.inner.get(key).await
-    }
-    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-        self.gets.fetch_add(1, Ordering::SeqCst);
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.in_flight_max.fetch_max(now, Ordering::SeqCst);
-        // A store far away: the other reads of the same round trip start before this one ends.
-        tokio::task::yield_now().await;
-        let got = self.inner.get_range(key, range).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        got
-    }
-    async fn head(&self, key: &str) -> StoreResult<u64> {
-        self.inner.head(key).await
-    }
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.inner.delete(key).await
-    }
-    async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
-        self.inner.list(prefix).await
-    }
-    fn describe(&self) -> String {
-        format!("counting({})", self.inner.describe())
-    }
-}
 
 fn env() -> Env {
     Env { clock: Arc::new(ManualClock::default()), seed: 21, blocking_inline: false }

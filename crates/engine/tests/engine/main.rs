@@ -29,5 +29,6 @@ mod sync_sharing;
 mod warmup;
 
 // Shared by the modules above.
+mod counting_store;
 mod golden;
 mod sim;

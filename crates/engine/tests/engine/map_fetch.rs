@@ -5,64 +5,15 @@
 // Real time is the point here: the store is 10 ms away on the system clock so GETs overlap.
 #![allow(clippy::disallowed_methods)]
 
-use async_trait::async_trait;
+use crate::counting_store::CountingStore;
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{
-    open_store_url, PutMode, SimulateSpec, SimulatedStore, Store, StoreResult,
-};
+use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::pool::{CreateOptions, ImportOptions};
 use fardisk_engine::{Env, Pool, PoolConfig};
-use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Counts ranged GETs and the most under way at once, from `reset` on.
-#[derive(Debug)]
-struct CountingStore {
-    inner: Arc<dyn Store>,
-    in_flight: AtomicU64,
-    in_flight_max: AtomicU64,
-    gets: AtomicU64,
-}
-
-impl CountingStore {
-    fn reset(&self) {
-        self.in_flight_max.store(0, Ordering::SeqCst);
-        self.gets.store(0, Ordering::SeqCst);
-    }
-}
-
-#[async_trait]
-impl Store for CountingStore {
-    async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.inner.put(key, data, mode).await
-    }
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.inner.get(key).await
-    }
-    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.in_flight_max.fetch_max(now, Ordering::SeqCst);
-        self.gets.fetch_add(1, Ordering::SeqCst);
-        let got = self.inner.get_range(key, range).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        got
-    }
-    async fn head(&self, key: &str) -> StoreResult<u64> {
-        self.inner.head(key).await
-    }
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.inner.delete(key).await
-    }
-    async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
-        self.inner.list(prefix).await
-    }
-    fn describe(&self) -> String {
-        format!("counting({})", self.inner.describe())
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaf_pages_of_a_long_read_are_fetched_together() {
@@ -87,12 +38,7 @@ async fn the_leaf_pages_of_a_long_read_are_fetched_together() {
         clock,
         3,
     ));
-    let counting = Arc::new(CountingStore {
-        inner: far,
-        in_flight: AtomicU64::new(0),
-        in_flight_max: AtomicU64::new(0),
-        gets: AtomicU64::new(0),
-    });
+    let counting = Arc::new(CountingStore::new(far));
     let pool = Pool::import(counting.clone(), "tank", options(), env, Arc::new(NoCache))
         .await
         .expect("import");

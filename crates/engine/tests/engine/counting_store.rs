@@ -1,0 +1,62 @@
+//! A store wrapper for tests that count the requests a pool makes: ranged GETs (block and page
+//! reads), and how many of them were in flight at once (`big_frees`, `map_fetch`).
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use fardisk_engine::objstore::{PutMode, Store, StoreResult};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Counts ranged GETs and the most under way at once, from `new` or the last `reset` on.
+#[derive(Debug)]
+pub struct CountingStore {
+    inner: Arc<dyn Store>,
+    pub gets: AtomicU64,
+    in_flight: AtomicU64,
+    pub in_flight_max: AtomicU64,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        let zero = || AtomicU64::new(0);
+        CountingStore { inner, gets: zero(), in_flight: zero(), in_flight_max: zero() }
+    }
+
+    pub fn reset(&self) {
+        self.in_flight_max.store(0, Ordering::SeqCst);
+        self.gets.store(0, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Store for CountingStore {
+    async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.inner.put(key, data, mode).await
+    }
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.in_flight_max.fetch_max(now, Ordering::SeqCst);
+        // A store far away: the other reads of the same round trip start before this one ends.
+        tokio::task::yield_now().await;
+        let got = self.inner.get_range(key, range).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        got
+    }
+    async fn head(&self, key: &str) -> StoreResult<u64> {
+        self.inner.head(key).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.inner.delete(key).await
+    }
+    async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+        self.inner.list(prefix).await
+    }
+    fn describe(&self) -> String {
+        format!("counting({})", self.inner.describe())
+    }
+}
