@@ -201,11 +201,31 @@ info "setup took $((SECONDS - t_start)) s"
 spikes=0 resets=0 outages=0 legs_failed=0 outage_acked=0
 IMPORT_KILLS=0 LEG_KILLED="" OUTAGE_KILL_ACKED=""
 OUTAGE_ON="" OUTAGE_T0=0 OUTAGE_SEEN="" OUTAGE_FIRST_BAD="" OUTAGE_ACKED0=0 OUTAGE_ACKED_HALF="" NEXT_POLL=0
+OUTAGE_FIGS0="" OUTAGE_FIGS="" OUTAGE_FIGS_HALF="" OUTAGE_POLL_MAX_S=0 OUTAGE_HALF_EPOCH="" OUTAGE_KILL_EPOCH=""
 : >"$W/kill_times"
 : >"$W/engine_back"
 run0="$(now)"
 start_load "$DURATION_S"
 info "postmaster $PM_PID, holder $HOLDER_PID, engine $ENGINE, pgbench $PGBENCH_PID, recorder $RECORDER_PID"
+
+# outage_figures: from status JSON on stdin, "STATE LOG_USED LOG_TOTAL LOG_FULL_EVENTS
+# TXG_FALLBACKS DIRTY DIRTY_MAX THROTTLE_STALLS LOG_COMMITS GETS_IN_FLIGHT" (bytes and counts: the
+# last, store reads waiting, e.g. for a block no cache holds), or just STATE
+# when no engine answered (the holder's state file), or NOANSWER.
+outage_figures() {
+    python3 -c '
+import json, sys
+p = json.load(sys.stdin)["pools"][0]
+st = p["health"]["state"].upper()
+log = p.get("log") or {}
+if "dirty_bytes" not in p or "space_used_bytes" not in log:
+    print(st)
+else:
+    print(st, log["space_used_bytes"], log["space_total_bytes"], log["log_full_events"], log["txg_fallbacks"],
+          p["dirty_bytes"], p["dirty_bytes_max"], p["throttle_stalls"], log["commits"],
+          p["store_requests"]["get"]["in_flight"])
+' 2>/dev/null || echo NOANSWER
+}
 
 # tick: what goes on between actions: a new engine answering is noted; during the outage the
 # status is polled every 2 s and the acked count taken at its half.
@@ -215,13 +235,22 @@ tick() {
     [ -z "$OUTAGE_ACKED_HALF" ] && [ "$SECONDS" -ge $((OUTAGE_T0 + OUTAGE_S / 2)) ] && OUTAGE_ACKED_HALF="$(segment_acked)"
     [ "$SECONDS" -ge "$NEXT_POLL" ] || return 0
     NEXT_POLL=$((SECONDS + 2))
-    local st
-    st="$(pool_state)"
+    local st figs t0=$SECONDS
+    figs="$(status_json | outage_figures)"
+    st="${figs%% *}"
+    [ "$((SECONDS - t0))" -gt "$OUTAGE_POLL_MAX_S" ] && OUTAGE_POLL_MAX_S=$((SECONDS - t0))
+    # The engine's figures (the holder's state file, while no engine answers, has none).
+    if [ "${figs#* }" != "$figs" ]; then
+        [ -z "$OUTAGE_FIGS0" ] && OUTAGE_FIGS0="$figs"
+        OUTAGE_FIGS="$figs"
+        [ -z "$OUTAGE_FIGS_HALF" ] && [ -n "$OUTAGE_ACKED_HALF" ] && OUTAGE_FIGS_HALF="$figs" OUTAGE_HALF_EPOCH="$(now)"
+    fi
     case " $OUTAGE_SEEN " in *" $st "*) ;; *) OUTAGE_SEEN="$OUTAGE_SEEN $st"; info "outage: status says $st after $((SECONDS - OUTAGE_T0)) s";; esac
     if [ -z "$OUTAGE_FIRST_BAD" ] && [ "$st" != ONLINE ]; then
         OUTAGE_FIRST_BAD=$((SECONDS - OUTAGE_T0))
         status_text >"$W/status.outage"
     fi
+    [ "$st" = SUSPENDED ] && [ ! -s "$W/status.suspended" ] && status_text >"$W/status.suspended"
 }
 
 # wait_until T: tick until T seconds after the load began (bounded by the timeline's length).
@@ -263,6 +292,24 @@ outage_on() {
     require "outage: proxy disabled (store unreachable) for ${OUTAGE_S} s" "$TOXI" outage on
     OUTAGE_ON=1 OUTAGE_T0=$SECONDS NEXT_POLL=0
 }
+# outage_bound FIGS0 FIGS: which bound on acknowledging from the log the engine had reached by
+# FIGS (from outage_figures), counting from FIGS0: "log full", "dirty limit", or nothing.
+outage_bound() {
+    python3 - "$1" "$2" <<'EOF'
+import sys
+a, b = sys.argv[1].split(), sys.argv[2].split()
+if len(a) < 10 or len(b) < 10:
+    sys.exit(0)
+a, b = [int(x) for x in a[1:]], [int(x) for x in b[1:]]
+used, total, full, fallbacks, dirty, dirty_max, stalls, _, _ = b
+why = []
+if full > a[2] or fallbacks > a[3] or used * 100 >= total * 95:
+    why.append("log full (%d of %d MiB used, %d log-full events)" % (used >> 20, total >> 20, full - a[2]))
+if stalls > a[6] or dirty * 100 >= dirty_max * 90:
+    why.append("dirty limit (%d of %d MiB dirty, %d throttle stalls)" % (dirty >> 20, dirty_max >> 20, stalls - a[6]))
+print(", ".join(why))
+EOF
+}
 outage_off() {
     local until_kill late heal_s t0
     until_kill="${OUTAGE_KILL_ACKED:-$(segment_acked)}"
@@ -275,8 +322,26 @@ outage_off() {
     check "outage: status answered every poll within ${CMD_TIMEOUT_S} s" bash -c "! grep -q NOANSWER <<<'$OUTAGE_SEEN'"
     check "outage: status reported SUSPENDED or DEGRADED during it (first after ${OUTAGE_FIRST_BAD:-never} s)" \
         grep -qE 'SUSPENDED|DEGRADED' <<<"$OUTAGE_SEEN"
+    check "outage: status said how far the log and dirty bounds were" \
+        grep -qE 'acknowledged from the log until it is full \([0-9]+ % of [0-9]+ MiB used.*dirty data reaches its limit \([0-9]+ of [0-9]+ MiB\)' "$W/status.suspended"
     check "outage: commits kept being acknowledged while the store was away ($outage_acked)" test "$outage_acked" -gt 0
-    check "outage: and still in its second half ($late)" test "$late" -gt 0
+    # With a log, sync writes are acknowledged from it until one of two bounds: the log is full
+    # (it cannot be released while no txg can be published) or the dirty data reaches
+    # dirty_bytes_max; the engine's status says which. The claim is the engine's: it kept
+    # acknowledging log commits in the outage's second half (between the poll at its half and
+    # the last before the kill), or had reached a bound. A client may still wait on its own:
+    # a read of a block no cache holds waits for the store (a new engine, started just before
+    # the outage, has an empty ARC); the recorder's and pgbench's counts are reported beside it.
+    local bound log_late
+    bound="$(outage_bound "$OUTAGE_FIGS0" "${OUTAGE_FIGS_HALF:-$OUTAGE_FIGS}")"
+    log_late="$(awk -v a="${OUTAGE_FIGS_HALF:-x}" -v b="$OUTAGE_FIGS" 'BEGIN { n = split(a, x, " "); split(b, y, " "); print (n >= 10 ? y[9] - x[9] : 0) }')"
+    info "outage: engine figures (state, log used/total, log-full events, txg fallbacks, dirty/max, throttle stalls, log commits, store GETs in flight): start [$OUTAGE_FIGS0], half [${OUTAGE_FIGS_HALF:-none}], last before the kill [$OUTAGE_FIGS]; slowest status ${OUTAGE_POLL_MAX_S} s; bound: ${bound:-none reached by the half}"
+    info "outage: second half: $log_late log commits by the engine, $late by the recorder (pgbench's count follows at the end)"
+    if [ "$log_late" -gt 0 ]; then
+        pass "outage: the engine still acknowledged log commits in its second half ($log_late; the recorder $late)"
+    else
+        check "outage: no log commit in its second half, and the engine said which bound stopped them at the half (${bound:-none})" test -n "$bound"
+    fi
     t0=$SECONDS
     wait_state ONLINE "$HEAL_WAIT_S"
     heal_s=$((SECONDS - t0))
@@ -448,6 +513,11 @@ print(f"p50 {statistics.median(v):.2f} s, max {v[-1]:.2f} s" if v else "none")' 
 slowest="$(cat "$W"/txlog."$SEGMENT".* 2>/dev/null | awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { printf "%.2f s", m / 1e6 }')"
 info "client pause per kill (longest transaction across it): $pause_stats; the kill inside the outage: $outage_pause; new engine answering after a kill: $back_stats; slowest transaction $slowest"
 info "chaos phase took ${load_s} s"
+if [ -n "$OUTAGE_HALF_EPOCH" ] && [ -n "$OUTAGE_KILL_EPOCH" ]; then
+    # pgbench's log line per transaction: client, number, latency (us), script, end (s, us).
+    info "outage: second half: $(cat "$W"/txlog."$SEGMENT".* 2>/dev/null | awk -v a="$OUTAGE_HALF_EPOCH" -v b="$OUTAGE_KILL_EPOCH" \
+        '{ t = $5 + $6 / 1e6 } t >= a && t < b { n++ } END { print n + 0 }') pgbench transactions ended between the poll at its half and the kill"
+fi
 
 # ---- 2. the holder killed too: operator recovery ----------------------------------------------
 

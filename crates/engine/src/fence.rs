@@ -259,11 +259,14 @@ pub async fn publish_root(store: &dyn Store, root: &Root) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     }
-    // The hint is advisory: losing it costs import one probe, never correctness.
-    if let Err(e) =
-        store.put(HEAD_KEY, Bytes::from(encode_head(root.txg)), PutMode::Overwrite).await
-    {
-        tracing::warn!(error = %e, "could not update the head hint");
-    }
     Ok(())
+}
+
+/// Points the `head` hint at root `txg`. The hint is advisory: a stale or lost one costs import
+/// a probe per root past it (`find_latest_root`), never correctness, so it is written off the
+/// commit's path (txg/commit.rs) and a failure is only logged.
+pub async fn write_head_hint(store: &dyn Store, txg: u64) {
+    if let Err(e) = store.put(HEAD_KEY, Bytes::from(encode_head(txg)), PutMode::Overwrite).await {
+        tracing::warn!(error = %e, txg, "could not update the head hint");
+    }
 }

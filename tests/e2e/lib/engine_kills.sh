@@ -77,7 +77,7 @@ kill_engine() {
     KILLED_PID="$engine"
     RESTART_PENDING=1
     echo "$KILL_NO $kind $KILL_T0" >>"$W/kill_times"
-    [ "$kind" = outage ] && OUTAGE_KILL_ACKED="$(segment_acked)"
+    [ "$kind" = outage ] && OUTAGE_KILL_ACKED="$(segment_acked)" OUTAGE_KILL_EPOCH="$(now)"
     [ "$kind" = leg ] && LEG_KILLED=yes
     if [ -z "$delay" ]; then
         info "kill $KILL_NO ($kind): SIGKILL engine $engine at ${at} s"

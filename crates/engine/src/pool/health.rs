@@ -10,7 +10,9 @@ pub enum PoolHealth {
     Online,
     /// Serving with reduced redundancy or speed: a log leg or device is unavailable.
     Degraded(String),
-    /// The store is unreachable: commits wait and retry; writes continue up to the dirty limit.
+    /// The store is unreachable: txg commits wait and retry; sync writes are acknowledged from
+    /// the log until it is full, writes continue up to the dirty limit (`Pool::health` says how
+    /// near each bound is).
     Suspended(String),
     /// Another importer took the pool over.
     Fenced(String),

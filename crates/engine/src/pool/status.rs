@@ -110,6 +110,34 @@ const STORE_SILENT_SUSPENDED_US: u64 = 5_000_000;
 
 impl Pool {
     pub fn health(&self) -> PoolHealth {
+        match self.health_base() {
+            PoolHealth::Suspended(why) => {
+                PoolHealth::Suspended(format!("{why}; {}", self.suspended_bounds()))
+            }
+            h => h,
+        }
+    }
+
+    /// What is still acknowledged while the store is away, and up to which bound: an operator
+    /// deciding whether to wait out an outage needs to know how long the database keeps going.
+    fn suspended_bounds(&self) -> String {
+        let dirty = format!(
+            "writes continue until the dirty data reaches its limit ({} of {} MiB)",
+            self.dirty_bytes() >> 20,
+            self.inner.config.read().dirty_bytes_max >> 20
+        );
+        let Some(log) = self.inner.intent.log() else {
+            return format!("sync writes wait for the store (no log); {dirty}");
+        };
+        let (used, total) = (log.space_used_bytes(), log.space_total_bytes());
+        let used_pct = used * 100 / total.max(1);
+        format!(
+            "sync writes are acknowledged from the log until it is full ({used_pct} % of {} MiB used; it is released as txgs reach the store), then wait for the store; {dirty}",
+            total >> 20
+        )
+    }
+
+    fn health_base(&self) -> PoolHealth {
         let h = self.inner.health.lock().health.clone();
         if h != PoolHealth::Online {
             return h;
@@ -122,7 +150,7 @@ impl Pool {
             if since_us == 0 { 0 } else { self.inner.env.clock.mono_us().saturating_sub(since_us) };
         if silent_us >= STORE_SILENT_SUSPENDED_US {
             return PoolHealth::Suspended(format!(
-                "the store has not answered for {} s; commits wait and retry, writes continue up to the dirty limit",
+                "the store has not answered for {} s; txg commits wait and retry",
                 silent_us / 1_000_000
             ));
         }

@@ -145,6 +145,13 @@ async fn syncer_loop(inner: Arc<Inner>) {
             Ok(Some(_)) => since_compact += 1,
             Ok(None) => {
                 probe_if_unreachable(&inner).await;
+                // Idle: the newest root's hint, which no next commit will carry (once; not while
+                // the store is away, where the PUT would only hold the syncer up).
+                if inner.store_stats.unreachable_since_us.load(std::sync::atomic::Ordering::Relaxed)
+                    == 0
+                {
+                    txg::write_due_head_hint(&inner).await;
+                }
                 if let Err(e) = catch_up_when_idle(&inner).await {
                     tracing::error!(error = %e, "txg sync failed; the pool stops committing");
                     return;

@@ -5,6 +5,7 @@
 // Real time is the point here: some scenarios run on the system clock against a store made slow in real time.
 #![allow(clippy::disallowed_methods)]
 
+use crate::counting_store::CountingStore;
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::ManualClock;
@@ -13,6 +14,7 @@ use fardisk_engine::objstore::{
     StoreResult,
 };
 use fardisk_engine::pool::{CreateOptions, ImportOptions, PoolHealth};
+use fardisk_engine::root::root_key;
 use fardisk_engine::{Env, Error, Pool, PoolConfig};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -199,11 +201,58 @@ async fn a_small_txg_costs_one_segment_one_root_and_one_hint() {
         pool.write(vol, round * (64 << 20), Bytes::from(vec![7u8; 4096])).await.expect("write");
         pool.sync_txg().await.expect("sync");
         let puts = pool.store_stats().snapshot().put.requests - before;
-        assert_eq!(puts, 3, "round {round}: segment + root + head hint");
+        assert_eq!(puts, 3, "round {round}: segment + root + the previous root's head hint");
     }
     let before = pool.store_stats().snapshot();
     assert_eq!(pool.sync_txg().await.expect("idle sync"), pool.published_txg());
     assert_eq!(pool.store_stats().snapshot(), before, "an idle pool issues no requests");
+}
+
+/// A sync without a log waits for its segment and its root, not for the head hint too: the hint
+/// of a root goes out beside the next commit's upload (or when idle, or at export).
+#[tokio::test]
+async fn the_head_hint_is_off_the_path_of_a_sync() {
+    let e = env(5);
+    let counting =
+        Arc::new(CountingStore::new(open_store_url("memory://hintpath", true).expect("store")));
+    let store: Arc<dyn Store> = counting.clone();
+    Pool::create(store.clone(), "tank", CreateOptions::default(), &e).await.expect("create");
+    let opts = ImportOptions { config: config(), ..Default::default() };
+    let pool = Pool::import(store.clone(), "tank", opts, e.clone(), Arc::new(NoCache))
+        .await
+        .expect("import");
+    let vol = pool.volume_create("v", 1 << 30).expect("volume");
+    for round in 0..3u64 {
+        counting.reset();
+        pool.write(vol, round << 20, Bytes::from(vec![7u8; 4096])).await.expect("write");
+        let txg = pool.sync_txg().await.expect("sync");
+        let puts = counting.put_keys();
+        let root = root_key(txg);
+        assert_eq!(
+            puts.last(),
+            Some(&root),
+            "round {round}: the sync ends with its root: {puts:?}"
+        );
+        let hint = puts.iter().position(|k| k == "head");
+        assert!(
+            hint.is_some_and(|h| h < puts.len() - 1),
+            "round {round}: the previous root's hint went out before this root: {puts:?}"
+        );
+    }
+    let last = pool.published_txg();
+    counting.reset();
+    pool.export().await.expect("export");
+    assert_eq!(
+        counting.put_keys().last().map(String::as_str),
+        Some("head"),
+        "export ends with the hint"
+    );
+    let head = store.get("head").await.expect("head");
+    assert_eq!(
+        fardisk_engine::root::decode_head(&head).expect("decodes"),
+        last + 1,
+        "the export root"
+    );
 }
 
 #[tokio::test]
@@ -390,6 +439,13 @@ async fn an_outage_suspends_commits_stalls_writers_at_the_limit_and_resumes_by_i
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!writer.is_finished(), "writers stall at the dirty limit while the store is away");
+    // Status says how far each bound is: what the operator needs to decide to wait it out.
+    let PoolHealth::Suspended(why) = pool.health() else { panic!("still SUSPENDED") };
+    assert!(
+        why.contains("sync writes wait for the store (no log)")
+            && why.contains(&format!("({} of 1 MiB)", pool.dirty_bytes() >> 20)),
+        "{why}"
+    );
     assert!(
         pool.dirty_bytes() <= (1 << 20) + (256 << 10) + 8192,
         "dirty data stays bounded: {}",

@@ -1,12 +1,13 @@
 //! A store wrapper for tests that count the requests a pool makes: ranged GETs (block and page
-//! reads), and how many of them were in flight at once (`big_frees`, `map_fetch`).
+//! reads), how many of them were in flight at once (`big_frees`, `map_fetch`), and the keys of
+//! PUTs in the order they were issued (`behaviour`).
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use fardisk_engine::objstore::{PutMode, Store, StoreResult};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Counts ranged GETs and the most under way at once, from `new` or the last `reset` on.
 #[derive(Debug)]
@@ -15,23 +16,37 @@ pub struct CountingStore {
     pub gets: AtomicU64,
     in_flight: AtomicU64,
     pub in_flight_max: AtomicU64,
+    /// Keys of the PUTs issued, in order.
+    pub puts: Mutex<Vec<String>>,
 }
 
 impl CountingStore {
     pub fn new(inner: Arc<dyn Store>) -> Self {
         let zero = || AtomicU64::new(0);
-        CountingStore { inner, gets: zero(), in_flight: zero(), in_flight_max: zero() }
+        CountingStore {
+            inner,
+            gets: zero(),
+            in_flight: zero(),
+            in_flight_max: zero(),
+            puts: Mutex::default(),
+        }
     }
 
     pub fn reset(&self) {
         self.in_flight_max.store(0, Ordering::SeqCst);
         self.gets.store(0, Ordering::SeqCst);
+        self.puts.lock().expect("puts").clear();
+    }
+
+    pub fn put_keys(&self) -> Vec<String> {
+        self.puts.lock().expect("puts").clone()
     }
 }
 
 #[async_trait]
 impl Store for CountingStore {
     async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.puts.lock().expect("puts").push(key.to_string());
         self.inner.put(key, data, mode).await
     }
     async fn get(&self, key: &str) -> StoreResult<Bytes> {

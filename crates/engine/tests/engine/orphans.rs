@@ -72,10 +72,11 @@ async fn segments_of_a_txg_cut_by_a_crash_are_collected_by_the_next_import() {
     pool.sync_txg().await.expect("sync");
     let published = segments(&store).await;
 
-    // The process dies after its next txg's segment is stored, before its root.
+    // The process dies after its next txg's segment is stored, before its root (the previous
+    // root's head hint goes out beside the segment: two mutations).
     pool.write(vol, 4096, Bytes::from(vec![2u8; 64 << 10])).await.expect("write");
     faulty.set_plan(FaultPlan {
-        crash_after_mutations: Some(faulty.mutations() + 1),
+        crash_after_mutations: Some(faulty.mutations() + 2),
         ..FaultPlan::default()
     });
     assert!(pool.sync_txg().await.is_err(), "the root PUT must have been cut");

@@ -4,7 +4,7 @@ use super::holder::holder;
 use super::{no_pool, wrap_store, CreateOptions};
 use crate::blockmap::TreeRef;
 use crate::error::{Error, Result};
-use crate::fence::{find_latest_root, publish_root, scan_roots};
+use crate::fence::{find_latest_root, publish_root, scan_roots, write_head_hint};
 use crate::objstore::{check_store_capabilities, DynStore, StoreUse};
 use crate::pool::{names, Env, Pool, PoolConfig};
 use crate::rng::Rng;
@@ -63,6 +63,7 @@ impl Pool {
             )),
             other => other,
         })?;
+        write_head_hint(store.as_ref(), root.txg).await;
         Ok(root)
     }
 

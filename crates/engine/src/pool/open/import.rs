@@ -82,6 +82,9 @@ impl Pool {
             env,
             blocks,
         });
+        // The claim root's hint goes out with the first commit (or when idle): not on the
+        // import's path, which a restarted engine's clients wait for.
+        inner.txg.head_hint_due(claim.txg);
         if let Some(lease) = lease {
             let _ = inner.lease.set(lease);
         }

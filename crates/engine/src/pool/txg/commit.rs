@@ -10,6 +10,7 @@ use super::retry::publish_until_done;
 use super::{snapshot_space, space, PendingMeta, Published};
 use crate::dirty::DirtySet;
 use crate::error::Result;
+use crate::fence::write_head_hint;
 use crate::pool::Inner;
 use crate::root::Root;
 use std::sync::Arc;
@@ -42,15 +43,28 @@ pub(crate) async fn build_and_publish(
     root.time_ms = time_ms;
     root.snapshots = maps.snaps.values().cloned().collect();
     root.free_queue = std::mem::take(&mut maps.queue);
-    // Every segment in the store, and only then the root.
-    let meta_counter = segments.upload_last_and_wait(meta_segment, &updates).await?;
-    let root = Root { next_segment_counter: meta_counter + 1, ..root };
+    // Every segment in the store, and only then the root. The previous root's head hint goes
+    // out beside the last upload, so no sync request waits a round trip for it.
+    let (meta_counter, ()) = tokio::join!(
+        segments.upload_last_and_wait(meta_segment, &updates),
+        write_due_head_hint(inner)
+    );
+    let root = Root { next_segment_counter: meta_counter? + 1, ..root };
     publish_until_done(inner, &root).await?;
     let frees_queued = !root.free_queue.is_empty();
     install(inner, root, maps);
     inner.txg.publish_with_frees(txg, frees_queued);
+    inner.txg.head_hint_due(txg);
     inner.intent.published(txg);
     Ok(Published { time_ms, freed })
+}
+
+/// Writes the head hint of the newest published root if it is not written yet: beside a
+/// commit's last upload, when the syncer finds the pool idle, and at export.
+pub(crate) async fn write_due_head_hint(inner: &Arc<Inner>) {
+    if let Some(txg) = inner.txg.take_head_hint() {
+        write_head_hint(inner.store.as_ref(), txg).await;
+    }
 }
 
 /// The published root becomes the pool's: the maps as the txg left them replace the live ones,
@@ -109,5 +123,8 @@ pub(crate) async fn publish_export(inner: &Arc<Inner>) -> Result<()> {
     let txg = root.txg;
     inner.meta.write().root = root;
     inner.txg.publish(txg);
+    // The next import finds the export root without a probe.
+    inner.txg.take_head_hint();
+    write_head_hint(inner.store.as_ref(), txg).await;
     Ok(())
 }

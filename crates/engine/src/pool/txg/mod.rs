@@ -15,14 +15,14 @@ mod retry;
 pub(super) mod snapshot_space;
 mod space;
 
-pub(super) use commit::{build_and_publish, publish_export};
+pub(super) use commit::{build_and_publish, publish_export, write_due_head_hint};
 
 use crate::blkptr::BlockPtr;
 use crate::dirty::DirtySet;
 use crate::root::VolumeEntry;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::futures::Notified;
 use tokio::sync::{watch, Notify};
@@ -51,6 +51,10 @@ pub(crate) struct Txgs {
     /// The newest root's free queue is not empty: txgs are due until it is (frees.rs), also on
     /// a pool without writes.
     frees_queued: AtomicBool,
+    /// A published root whose `head` hint is not written yet (0: none). The hint goes out beside
+    /// the next commit's last upload, or when the pool goes idle, or at export: never between a
+    /// root and the acknowledgement of the sync requests it made durable.
+    head_hint_due: AtomicU64,
 }
 
 /// The open and the syncing txg.
@@ -159,7 +163,18 @@ impl Txgs {
             kick: Notify::new(),
             dirty_freed: Notify::new(),
             frees_queued: AtomicBool::new(frees_queued),
+            head_hint_due: AtomicU64::new(0),
         }
+    }
+
+    /// Root `txg` is published and its hint not yet written.
+    pub fn head_hint_due(&self, txg: u64) {
+        self.head_hint_due.fetch_max(txg, Ordering::SeqCst);
+    }
+
+    /// The root whose hint is due, if any (taken: the caller writes it).
+    pub fn take_head_hint(&self) -> Option<u64> {
+        Some(self.head_hint_due.swap(0, Ordering::SeqCst)).filter(|t| *t != 0)
     }
 
     /// Nothing to commit or being committed but queued frees: export and `sync` need no txg for
