@@ -8,6 +8,7 @@
 
 mod behaviour;
 mod big_frees;
+mod big_volume;
 mod damaged_roots;
 mod decoders_proptest;
 mod far_frees;

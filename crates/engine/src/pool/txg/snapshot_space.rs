@@ -98,48 +98,74 @@ pub(crate) fn next_tree(
 }
 
 /// Every page and block of `tree` born after `after_txg` that `next` does not reference at the
-/// same place (with `next` None: everything born after `after_txg`).
+/// same place (with `next` None: everything born after `after_txg`). Pages are visited
+/// `read_concurrency` at a time: a snapshot destroy walks a whole volume's unique pages inside
+/// one txg, one store round trip per page when they were read one by one (`big_volume.rs`).
 pub(crate) async fn unique_blocks(
     inner: &Arc<Inner>,
     tree: &TreeRef,
     after_txg: u64,
     next: Option<&TreeRef>,
 ) -> Result<Vec<BlockPtr>> {
+    let width = inner.config.read().read_concurrency.max(1);
     let mut out = Vec::new();
+    // Depth first (a stack), so it holds at most levels x FANOUT x width entries.
     let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
-    while let Some((level, index, ptr)) = frontier.pop() {
-        if ptr.is_hole() || ptr.birth_txg <= after_txg {
-            continue;
-        }
-        let next_slots = match next {
-            Some(n) => {
-                if n.page_location(&inner.cache, &CommitReads(inner), level, index).await? == ptr {
-                    continue; // The whole subtree is shared.
-                }
-                n.page_slots(&inner.cache, &CommitReads(inner), level, index).await?
-            }
-            None => None,
-        };
-        out.push(ptr);
-        let slots =
-            decode_page(&CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
-        for (pos, s) in slots.iter().enumerate() {
-            let child = BlockPtr::from_bytes(s)?;
-            if child.is_hole() || child.birth_txg <= after_txg {
-                continue;
-            }
-            if next_slots.as_ref().is_some_and(|n| n[pos] == *s) {
-                continue;
-            }
-            let child_index = index * FANOUT as u64 + pos as u64;
-            if level == 0 {
-                out.push(child);
-            } else {
-                frontier.push((level - 1, child_index, child));
-            }
+    while !frontier.is_empty() {
+        let batch = frontier.split_off(frontier.len().saturating_sub(width));
+        let visits = batch.into_iter().map(|page| visit(inner, tree, after_txg, next, page));
+        // Results in batch order: the same walk, and the same output, every time.
+        for (freed, children) in futures::future::try_join_all(visits).await? {
+            out.extend(freed);
+            frontier.extend(children);
         }
     }
     Ok(out)
+}
+
+/// A page of the walk at (`level`, `index`): what of it is unique (the page and, at the leaves,
+/// its blocks) and the child pages to visit.
+type Visit = (Vec<BlockPtr>, Vec<(u8, u64, BlockPtr)>);
+
+async fn visit(
+    inner: &Arc<Inner>,
+    tree: &TreeRef,
+    after_txg: u64,
+    next: Option<&TreeRef>,
+    (level, index, ptr): (u8, u64, BlockPtr),
+) -> Result<Visit> {
+    let (mut freed, mut children) = (Vec::new(), Vec::new());
+    if ptr.is_hole() || ptr.birth_txg <= after_txg {
+        return Ok((freed, children));
+    }
+    let next_slots = match next {
+        Some(n) => {
+            if n.page_location(&inner.cache, &CommitReads(inner), level, index).await? == ptr {
+                return Ok((freed, children)); // The whole subtree is shared.
+            }
+            n.page_slots(&inner.cache, &CommitReads(inner), level, index).await?
+        }
+        None => None,
+    };
+    freed.push(ptr);
+    let slots =
+        decode_page(&CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
+    for (pos, s) in slots.iter().enumerate() {
+        let child = BlockPtr::from_bytes(s)?;
+        if child.is_hole() || child.birth_txg <= after_txg {
+            continue;
+        }
+        if next_slots.as_ref().is_some_and(|n| n[pos] == *s) {
+            continue;
+        }
+        let child_index = index * FANOUT as u64 + pos as u64;
+        if level == 0 {
+            freed.push(child);
+        } else {
+            children.push((level - 1, child_index, child));
+        }
+    }
+    Ok((freed, children))
 }
 
 /// What snapshot `s` alone holds among `volumes` and `snaps`: what destroying it frees.
