@@ -142,7 +142,7 @@ where
 async fn write_every_mib(pool: &Pool, vol: u32, vol_bytes: u64, fill: u8, every_nth: u64) {
     for (n, mib) in (0..vol_bytes / MIB).step_by(every_nth as usize).enumerate() {
         pool.write(vol, mib * MIB, Bytes::from(vec![fill; 4096])).await.expect("write");
-        if (n as u64 + 1) % WRITES_PER_SYNC == 0 {
+        if (n as u64 + 1).is_multiple_of(WRITES_PER_SYNC) {
             pool.sync_txg().await.expect("sync");
         }
     }
