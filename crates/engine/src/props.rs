@@ -178,6 +178,14 @@ pub const FREE_PAGES_PER_TXG_MAX: Prop =
 pub const FREE_QUEUE_ENTRIES_MAX: Prop =
     settable_number("free_queue_entries_max", Unit::Count, 2048, 1 << 20, 8192);
 
+/// Store GETs one read request, a txg's walk of freed or destroyed map pages, or a cache fill
+/// keeps in flight at once (issue #21: against a far store, what the reader waits for is round
+/// trips, not bytes).
+pub const READ_CONCURRENCY: Prop = settable_number("read_concurrency", Unit::Count, 1, 1024, 32);
+/// How far ahead of a sequential reader blocks are fetched (0: no readahead).
+pub const READAHEAD_BYTES_MAX: Prop =
+    Prop { note: "0 = none", ..settable_size("readahead_bytes_max", Unit::Bytes, 0, 8 << 20) };
+
 /// Every property, in the order `get all` lists them.
 pub const POOL_PROPS: &[Prop] = &[
     COMPRESSION,
@@ -195,6 +203,8 @@ pub const POOL_PROPS: &[Prop] = &[
     MULTIHOST_LEASE_MS,
     FREE_PAGES_PER_TXG_MAX,
     FREE_QUEUE_ENTRIES_MAX,
+    READ_CONCURRENCY,
+    READAHEAD_BYTES_MAX,
 ];
 
 /// The property called `name`, or the one-line refusal that lists the known ones.

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
     COMPRESSION, DIRTY_BYTES_MAX, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX, MAP_CACHE_BYTES,
-    ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
+    READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -66,7 +66,7 @@ impl Default for PoolConfig {
             dirty_delay_scale_us: 500,
             segment_bytes_target: 16 << 20,
             upload_concurrency: 8,
-            read_concurrency: 32,
+            read_concurrency: READ_CONCURRENCY.default_number() as usize,
             read_request_bytes_max: 4 << 20,
             map_cache_bytes: MAP_CACHE_BYTES.default_number() as usize,
             compression: Compression::Lz4,
@@ -75,7 +75,7 @@ impl Default for PoolConfig {
             compact_bytes_per_txg: 64 << 20,
             roots_kept: ROOTS_KEPT.default_number(),
             root_retention_s: ROOT_RETENTION_S.default_number(),
-            readahead_bytes_max: 8 << 20,
+            readahead_bytes_max: READAHEAD_BYTES_MAX.default_number(),
             sync_attempts_max: None,
             held_records_dir: None,
             free_pages_per_txg_max: FREE_PAGES_PER_TXG_MAX.default_number(),
@@ -118,6 +118,12 @@ impl PoolConfig {
         if let Some(n) = FREE_QUEUE_ENTRIES_MAX.stored_number(props)? {
             self.free_queue_entries_max = n;
         }
+        if let Some(n) = READ_CONCURRENCY.stored_number(props)? {
+            self.read_concurrency = n.try_into().unwrap_or(usize::MAX);
+        }
+        if let Some(bytes) = READAHEAD_BYTES_MAX.stored_number(props)? {
+            self.readahead_bytes_max = bytes;
+        }
         Ok(())
     }
 }
@@ -134,6 +140,7 @@ mod tests {
         assert_eq!(c.map_cache_bytes, 128 << 20);
         assert_eq!(c.compression.name(), COMPRESSION.default_text());
         assert_eq!((c.roots_kept, c.root_retention_s), (8, 0));
+        assert_eq!((c.read_concurrency, c.readahead_bytes_max), (32, 8 << 20));
     }
 
     #[test]
@@ -146,6 +153,8 @@ mod tests {
             ("roots_kept".to_string(), "0".to_string()),
             ("compression".to_string(), "zstd".to_string()),
             ("free_pages_per_txg_max".to_string(), "64".to_string()),
+            ("read_concurrency".to_string(), "4".to_string()),
+            ("readahead_bytes_max".to_string(), "0".to_string()),
         ]);
         assert_eq!(c.free_pages_per_txg_max, 256, "the property table's default");
         c.apply_props(&props).expect("valid");
@@ -155,6 +164,7 @@ mod tests {
         assert_eq!(c.map_cache_bytes, 16 << 20);
         assert_eq!(c.roots_kept, 1);
         assert_eq!(c.compression, Compression::Zstd);
+        assert_eq!((c.read_concurrency, c.readahead_bytes_max), (4, 0));
         let bad = BTreeMap::from([("dirty_bytes_max".to_string(), "lots".to_string())]);
         assert!(PoolConfig::default().apply_props(&bad).is_err());
     }

@@ -435,14 +435,20 @@ pub async fn get(a: GetArgs, cfg: &Config) -> Result<()> {
         );
         return Ok(());
     }
-    println!("{:<12} {:<18} {:<14} SOURCE", "NAME", "PROPERTY", "VALUE");
-    for r in rows {
+    // Columns as wide as their longest entry, as `zfs get` prints them.
+    let field = |r: &Value, k: &str| r[k].as_str().unwrap_or("").to_string();
+    let width =
+        |k: &str, head: &str| rows.iter().map(|r| field(r, k).len()).fold(head.len(), usize::max);
+    let (wn, wp, wv) =
+        (a.target.len().max(4), width("property", "PROPERTY"), width("value", "VALUE"));
+    println!("{:<wn$}  {:<wp$}  {:<wv$}  SOURCE", "NAME", "PROPERTY", "VALUE");
+    for r in &rows {
         println!(
-            "{:<12} {:<18} {:<14} {}",
+            "{:<wn$}  {:<wp$}  {:<wv$}  {}",
             a.target,
-            r["property"].as_str().unwrap_or(""),
-            r["value"].as_str().unwrap_or(""),
-            r["source"].as_str().unwrap_or("")
+            field(r, "property"),
+            field(r, "value"),
+            field(r, "source")
         );
     }
     Ok(())
