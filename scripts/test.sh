@@ -12,6 +12,10 @@ FD_NAME="test"
 cd "$FARDISK_ROOT" || exit 1
 
 E2E_TIMEOUT_S="${FARDISK_E2E_TIMEOUT_S:-1200}"
+# Each e2e script's output is also kept here, so the end of the run can say why one failed (a
+# CI log is often cut in the middle, where the failing script printed it).
+E2E_LOGS="$(mktemp -d /tmp/fardisk-test-logs.XXXXXX)"
+why_failed=()
 passed=0
 failed=0
 results=()
@@ -25,6 +29,20 @@ record() { # record NAME RC SECONDS
         results+=("FAIL $1 (exit $2, $3 s)")
     fi
     fd_log "${results[-1]}"
+}
+
+# run_e2e NAME SCRIPT: runs SCRIPT (bounded), its output to the terminal and to $E2E_LOGS;
+# records it, and when it failed keeps its FAIL lines and last lines for the end of the run.
+run_e2e() {
+    local log rc
+    log="$E2E_LOGS/$(basename "$2" .sh).${#results[@]}.log"
+    timeout --kill-after=30 "$E2E_TIMEOUT_S" "$2" </dev/null 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    record "$1" "$rc" $((SECONDS - t0))
+    [ "$rc" -eq 0 ] && return 0
+    why_failed+=("-- $1 (whole output: $log)")
+    mapfile -t -O "${#why_failed[@]}" why_failed < <(grep -E '^(FAIL|ERROR|fatal|panicked)|FAIL ' "$log" | head -n 8)
+    mapfile -t -O "${#why_failed[@]}" why_failed < <(tail -n 6 "$log" | sed 's/^/   | /')
 }
 
 fd_log "== scripts/install-deps.sh"
@@ -97,8 +115,7 @@ for script in tests/e2e/*.sh; do
     [ -x "$script" ] || { fd_log "skip $script (not executable)"; continue; }
     fd_log "== $script"
     t0=$SECONDS
-    timeout --kill-after=30 "$E2E_TIMEOUT_S" "$script" </dev/null 2>&1
-    record "$script" $? $((SECONDS - t0))
+    run_e2e "$script" "$script"
 done
 
 # The store matrix: the short store tests again on the other servers (the loop above ran them on
@@ -112,13 +129,15 @@ for store in minio versity azurite; do
         t0=$SECONDS
         # 45's kill rounds: 2 plain rounds per server here (4 in the loop above), the leg-loss and
         # lost-log rounds as always.
-        FARDISK_E2E_STORE="$store" E2E45_ROUNDS="${E2E45_ROUNDS:-2}" \
-            timeout --kill-after=30 "$E2E_TIMEOUT_S" "$script" </dev/null 2>&1
-        record "$script [$store]" $? $((SECONDS - t0))
+        FARDISK_E2E_STORE="$store" E2E45_ROUNDS="${E2E45_ROUNDS:-2}" run_e2e "$script [$store]" "$script"
     done
 done
 
 fd_log "== summary"
 printf '%s\n' "${results[@]}"
+if [ "${#why_failed[@]}" -gt 0 ]; then
+    fd_log "== why they failed (FAIL lines and last lines of each)"
+    printf '%s\n' "${why_failed[@]}"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

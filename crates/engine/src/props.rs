@@ -186,6 +186,12 @@ pub const READ_CONCURRENCY: Prop = settable_number("read_concurrency", Unit::Cou
 pub const READAHEAD_BYTES_MAX: Prop =
     Prop { note: "0 = none", ..settable_size("readahead_bytes_max", Unit::Bytes, 0, 8 << 20) };
 
+/// What a read does when the store does not answer within its retry budget (ZFS's failmode):
+/// `wait` retries until the store is back, so a database's query stalls through an outage and
+/// goes on after it; `continue` fails it with EIO (today's applications that prefer an error).
+/// A read in progress sees a change at its next retry.
+pub const FAILMODE: Prop = settable_choice("failmode", &["wait", "continue"], &[], "wait");
+
 /// Every property, in the order `get all` lists them.
 pub const POOL_PROPS: &[Prop] = &[
     COMPRESSION,
@@ -205,6 +211,7 @@ pub const POOL_PROPS: &[Prop] = &[
     FREE_QUEUE_ENTRIES_MAX,
     READ_CONCURRENCY,
     READAHEAD_BYTES_MAX,
+    FAILMODE,
 ];
 
 /// The property called `name`, or the one-line refusal that lists the known ones.

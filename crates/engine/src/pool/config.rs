@@ -6,8 +6,9 @@ use crate::compress::Compression;
 use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
-    COMPRESSION, DIRTY_BYTES_MAX, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX, MAP_CACHE_BYTES,
-    READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
+    COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX,
+    MAP_CACHE_BYTES, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S,
+    TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -44,6 +45,9 @@ pub struct PoolConfig {
     pub root_retention_s: u64,
     /// Sequential reads trigger readahead up to this many bytes ahead.
     pub readahead_bytes_max: u64,
+    /// `failmode=wait`: a read the store cannot answer within the retry budget retries until it
+    /// can (pool/read.rs); false: it fails (EIO at the front ends).
+    pub failmode_wait: bool,
     /// None: a txg whose upload fails is retried until the store comes back (production).
     /// Some(n): give up after n attempts and fault the pool (tests that simulate a crash).
     pub sync_attempts_max: Option<u64>,
@@ -76,6 +80,7 @@ impl Default for PoolConfig {
             roots_kept: ROOTS_KEPT.default_number(),
             root_retention_s: ROOT_RETENTION_S.default_number(),
             readahead_bytes_max: READAHEAD_BYTES_MAX.default_number(),
+            failmode_wait: FAILMODE.default_text() == "wait",
             sync_attempts_max: None,
             held_records_dir: None,
             free_pages_per_txg_max: FREE_PAGES_PER_TXG_MAX.default_number(),
@@ -124,6 +129,9 @@ impl PoolConfig {
         if let Some(bytes) = READAHEAD_BYTES_MAX.stored_number(props)? {
             self.readahead_bytes_max = bytes;
         }
+        if let Some(v) = props.get(FAILMODE.name) {
+            self.failmode_wait = v == "wait";
+        }
         Ok(())
     }
 }
@@ -141,6 +149,7 @@ mod tests {
         assert_eq!(c.compression.name(), COMPRESSION.default_text());
         assert_eq!((c.roots_kept, c.root_retention_s), (8, 0));
         assert_eq!((c.read_concurrency, c.readahead_bytes_max), (32, 8 << 20));
+        assert!(c.failmode_wait, "reads wait through an outage unless told otherwise");
     }
 
     #[test]
@@ -155,6 +164,7 @@ mod tests {
             ("free_pages_per_txg_max".to_string(), "64".to_string()),
             ("read_concurrency".to_string(), "4".to_string()),
             ("readahead_bytes_max".to_string(), "0".to_string()),
+            ("failmode".to_string(), "continue".to_string()),
         ]);
         assert_eq!(c.free_pages_per_txg_max, 256, "the property table's default");
         c.apply_props(&props).expect("valid");
@@ -165,6 +175,7 @@ mod tests {
         assert_eq!(c.roots_kept, 1);
         assert_eq!(c.compression, Compression::Zstd);
         assert_eq!((c.read_concurrency, c.readahead_bytes_max), (4, 0));
+        assert!(!c.failmode_wait);
         let bad = BTreeMap::from([("dirty_bytes_max".to_string(), "lots".to_string())]);
         assert!(PoolConfig::default().apply_props(&bad).is_err());
     }

@@ -20,6 +20,10 @@ pub(crate) struct Counters {
     compacted_segments: AtomicU64,
     deleted_segments: AtomicU64,
     orphans_deleted: AtomicU64,
+    /// Reads waiting now for a store that does not answer (failmode=wait): a gauge.
+    reads_waiting: AtomicU64,
+    /// Reads that waited through an outage, since import.
+    reads_waited: AtomicU64,
 }
 
 impl Counters {
@@ -57,6 +61,12 @@ impl Counters {
     pub fn add_orphan_deleted(&self) {
         self.orphans_deleted.fetch_add(1, Ordering::Relaxed);
     }
+    /// A read starts waiting for the store; it stops when the guard drops.
+    pub fn read_waiting(&self) -> ReadWaiting<'_> {
+        self.reads_waiting.fetch_add(1, Ordering::Relaxed);
+        self.reads_waited.fetch_add(1, Ordering::Relaxed);
+        ReadWaiting(&self.reads_waiting)
+    }
 
     pub fn snapshot(&self) -> CountersSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -72,6 +82,8 @@ impl Counters {
             compacted_segments: l(&self.compacted_segments),
             deleted_segments: l(&self.deleted_segments),
             orphans_deleted: l(&self.orphans_deleted),
+            reads_waiting: l(&self.reads_waiting),
+            reads_waited: l(&self.reads_waited),
         }
     }
 }
@@ -90,4 +102,15 @@ pub(crate) struct CountersSnapshot {
     pub compacted_segments: u64,
     pub deleted_segments: u64,
     pub orphans_deleted: u64,
+    pub reads_waiting: u64,
+    pub reads_waited: u64,
+}
+
+/// One read counted in `reads_waiting` while it lives (also when the read is dropped).
+pub(crate) struct ReadWaiting<'a>(&'a AtomicU64);
+
+impl Drop for ReadWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }

@@ -27,9 +27,48 @@ struct SeqDetector {
     prefetched_to: u64,
 }
 
+/// Longest pause between two attempts of a read waiting for the store (failmode=wait).
+const STORE_WAIT_MS_MAX: u64 = 5_000;
+
 impl Pool {
     /// Reads `len` bytes at `offset`. Holes read as zeros.
+    ///
+    /// A read whose bytes only the store holds, while the store does not answer within its
+    /// retry budget, waits for it with `failmode=wait` (the default), as a commit does
+    /// (txg/retry.rs), and fails with `continue`. A database's query then stalls through an
+    /// outage instead of failing: PostgreSQL turns an EIO on a data file into an ERROR that
+    /// aborts the transaction (pgbench aborts the client), and ext4 an EIO on its metadata into
+    /// an error that may take the file system read-only. Status counts the reads waiting.
     pub async fn read(&self, volume_id: u32, offset: u64, len: u32) -> Result<Bytes> {
+        let mut waiting = None;
+        let mut wait_ms = 100;
+        loop {
+            match self.read_once(volume_id, offset, len).await {
+                Err(crate::Error::Store(e))
+                    if e.is_transient() && self.inner.config.read().failmode_wait =>
+                {
+                    if waiting.is_none() {
+                        tracing::warn!(error = %e, volume_id, offset, "a read waits for the store (failmode=wait)");
+                        waiting = Some(self.inner.counters.read_waiting());
+                    }
+                    self.inner.env.clock.sleep(std::time::Duration::from_millis(wait_ms)).await;
+                    wait_ms = (wait_ms * 2).min(STORE_WAIT_MS_MAX);
+                }
+                other => {
+                    if waiting.is_some() && other.is_ok() {
+                        tracing::info!(
+                            volume_id,
+                            offset,
+                            "a read that waited for the store succeeded"
+                        );
+                    }
+                    return other;
+                }
+            }
+        }
+    }
+
+    async fn read_once(&self, volume_id: u32, offset: u64, len: u32) -> Result<Bytes> {
         let (size, tree) = self.readable_tree(volume_id)?;
         if offset.checked_add(len as u64).is_none_or(|e| e > size) {
             return Err(bad(format!("range {offset}+{len} is beyond the volume's {size} bytes")));

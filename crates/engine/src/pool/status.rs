@@ -49,6 +49,10 @@ pub struct PoolStatus {
     pub deleted_segments: u64,
     /// Segments no root references that txgs never published (crash, fenced writer), deleted.
     pub orphans_deleted: u64,
+    /// Reads waiting now for a store that does not answer (failmode=wait).
+    pub reads_waiting_for_store: u64,
+    /// Reads that waited for the store since import.
+    pub reads_waited_for_store: u64,
     pub pending_deletes: u64,
     pub map_cache_bytes: u64,
     pub store_requests: StoreStatsSnapshot,
@@ -121,10 +125,24 @@ impl Pool {
     /// What is still acknowledged while the store is away, and up to which bound: an operator
     /// deciding whether to wait out an outage needs to know how long the database keeps going.
     fn suspended_bounds(&self) -> String {
+        let (dirty_max, failmode_wait) = {
+            let c = self.inner.config.read();
+            (c.dirty_bytes_max, c.failmode_wait)
+        };
+        // Reads of blocks no cache holds: the one thing no log or dirty limit can carry.
+        let reads = if failmode_wait {
+            let n = self.inner.counters.snapshot().reads_waiting;
+            format!(
+                "; reads of blocks no cache holds wait for the store ({n} waiting; failmode=wait)"
+            )
+        } else {
+            "; reads of blocks no cache holds fail after the retry budget (failmode=continue)"
+                .to_string()
+        };
         let dirty = format!(
-            "writes continue until the dirty data reaches its limit ({} of {} MiB)",
+            "writes continue until the dirty data reaches its limit ({} of {} MiB){reads}",
             self.dirty_bytes() >> 20,
-            self.inner.config.read().dirty_bytes_max >> 20
+            dirty_max >> 20
         );
         let Some(log) = self.inner.intent.log() else {
             return format!("sync writes wait for the store (no log); {dirty}");
@@ -153,6 +171,13 @@ impl Pool {
                 "the store has not answered for {} s; txg commits wait and retry",
                 silent_us / 1_000_000
             ));
+        }
+        // A read that spent its retry budget and waits (failmode=wait) is an outage as the
+        // database sees it, however short the store's silence has been so far.
+        if self.inner.counters.snapshot().reads_waiting > 0 {
+            return PoolHealth::Suspended(
+                "a read of the store failed after its retry budget and waits for the store; txg commits wait and retry".to_string(),
+            );
         }
         // A log vdev that is not ONLINE makes the pool DEGRADED, as zpool status says.
         if let Some(log) = self.inner.intent.log() {
@@ -227,6 +252,8 @@ impl Pool {
             compacted_segments: c.compacted_segments,
             deleted_segments: c.deleted_segments,
             orphans_deleted: c.orphans_deleted,
+            reads_waiting_for_store: c.reads_waiting,
+            reads_waited_for_store: c.reads_waited,
             pending_deletes: i.reclaim.pending_deletes(),
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),

@@ -20,6 +20,7 @@ mod map_fetch;
 mod model;
 mod multihost;
 mod orphans;
+mod outage_reads;
 mod point_in_time;
 mod scrub;
 mod simulation;

@@ -163,6 +163,10 @@ async fn store_outage_in_the_middle_of_a_write_stream() {
     .await
     .expect("import");
     let vol = pool.volume_create("v", 1 << 30).expect("volume");
+    // A MiB only the store holds (no cache here): read during the outage, it waits for the store
+    // (failmode=wait) instead of failing after the 2 s retry budget.
+    const COLD_AT: u64 = 512 << 20;
+    pool.write(vol, COLD_AT, Bytes::from(pattern(999, 1 << 20))).await.expect("cold MiB");
     pool.sync_txg().await.expect("sync");
     let writer = {
         let p = pool.clone();
@@ -177,12 +181,32 @@ async fn store_outage_in_the_middle_of_a_write_stream() {
     };
     tokio::time::sleep(Duration::from_millis(700)).await;
     toxiproxy(&["outage", "on"]);
+    let reader = {
+        let p = pool.clone();
+        tokio::spawn(async move { p.read(vol, COLD_AT, 1 << 20).await })
+    };
     let mut saw_suspended = false;
+    let mut reads_waiting_max = 0;
     for _ in 0..150 {
         saw_suspended |= matches!(pool.health(), PoolHealth::Suspended(_));
+        reads_waiting_max = reads_waiting_max.max(pool.status().reads_waiting_for_store);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(!reader.is_finished(), "7.5 s into the outage the read still waits: {:?}", {
+        if reader.is_finished() {
+            Some(reader.await)
+        } else {
+            None
+        }
+    });
+    assert_eq!(reads_waiting_max, 1, "status counted the waiting read");
     toxiproxy(&["outage", "off"]);
+    let cold = tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("the read ends after the outage")
+        .expect("join")
+        .expect("the read that waited succeeds");
+    assert!(cold[..] == pattern(999, 1 << 20)[..], "the read that waited returns the stored bytes");
     tokio::time::timeout(Duration::from_secs(300), writer)
         .await
         .expect("the stream finishes after the outage")

@@ -116,6 +116,13 @@ const POOL_FIELDS: &[Field] = &[
         C,
         "Orphaned segments (uploaded by txgs never published) deleted from the store",
     ),
+    (
+        "reads_waiting_for_store",
+        "reads_waiting_for_store",
+        G,
+        "Reads waiting now for a store that does not answer (failmode=wait)",
+    ),
+    ("reads_waited_for_store", "reads_waited_for_store", C, "Reads that waited for the store"),
     ("pending_deletes", "pending_deletes", G, "Segments waiting to be deleted"),
     ("map_cache_bytes", "map_cache_bytes", G, "Block-map pages held in memory"),
 ];
