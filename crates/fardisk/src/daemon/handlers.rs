@@ -17,8 +17,8 @@ pub struct DaemonState {
     pub stop: watch::Sender<bool>,
     /// Set by the main loop once the export finished: Ok(txg) or the error.
     pub exported: watch::Sender<Option<Result<u64, ControlError>>>,
-    /// Export replies written (the main loop waits for them before the process exits).
-    pub replied: tokio::sync::Notify,
+    /// Export replies not written yet (the main loop waits for them before the process exits).
+    pub export_replies: super::export_replies::ExportReplies,
     /// The holder that owns the FUSE connection (`import --holder`), if any.
     pub holder: Option<std::sync::Arc<crate::holder::link::HolderLink>>,
     /// Set by `fardisk upgrade`: the stop hands over to a new engine instead of exporting.

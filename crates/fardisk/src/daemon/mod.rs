@@ -3,6 +3,7 @@
 //! `crate::control`'s). It drains everything to the store on `export`, SIGTERM or SIGINT.
 
 mod block_devices;
+mod export_replies;
 mod handlers;
 mod metrics;
 pub mod metrics_http;

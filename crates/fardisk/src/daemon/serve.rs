@@ -171,7 +171,7 @@ pub async fn run(
         fuse: mount.as_ref().map(|m| m.monitor()),
         stop: stop_tx,
         exported: watch::channel(None).0,
-        replied: Default::default(),
+        export_replies: Default::default(),
         holder: holder.clone(),
         upgrade: Default::default(),
         block_devices: block_devices.clone(),
@@ -264,18 +264,16 @@ pub async fn run(
     if pool.read_only_txg().is_none() {
         record_log_state(&pool, paths, &opts.pool);
     }
-    let waiting = state.exported.receiver_count() > 0;
-    let replied = state.replied.notified();
     state.exported.send_replace(Some(
         result
             .as_ref()
             .map(|_| pool.published_txg())
             .map_err(|e| ControlError::new(e.kind(), e.to_string())),
     ));
-    if waiting {
-        // Let the `fardisk export` client read its answer before the process exits.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), replied).await;
-    }
+    // Let every `fardisk export` client read its answer before the process exits.
+    let _ =
+        tokio::time::timeout(std::time::Duration::from_secs(5), state.export_replies.all_written())
+            .await;
     let _ = std::fs::remove_file(&socket);
     if let (Some(link), true) = (&holder, result.is_ok()) {
         let message = if upgrading { EngineMessage::Upgrading } else { EngineMessage::Exported };
@@ -511,15 +509,12 @@ async fn serve_client(stream: UnixStream, state: Arc<handlers::DaemonState>) {
     let (r, mut w) = stream.into_split();
     let mut reader = BufReader::new(r.take(LINE_BYTES_MAX as u64));
     let Some(request) = read_request(&mut reader).await else { return };
-    let (reply, is_export) = match request {
-        Ok(envelope) => {
-            let is_export = envelope.request == Request::Export;
-            (handlers::handle(&state, envelope).await, is_export)
-        }
-        Err(e) => (Reply::from_result(Err(e)), false),
+    // Held until the reply is written: the process does not exit before that.
+    let _pending = matches!(&request, Ok(envelope) if envelope.request == Request::Export)
+        .then(|| state.export_replies.begin());
+    let reply = match request {
+        Ok(envelope) => handlers::handle(&state, envelope).await,
+        Err(e) => Reply::from_result(Err(e)),
     };
     let _ = write_reply(&mut w, &reply).await;
-    if is_export {
-        state.replied.notify_one();
-    }
 }
