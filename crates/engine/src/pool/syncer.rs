@@ -61,7 +61,7 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
         if inner.txg.published_txg() >= target {
             return Ok(());
         }
-        sync_locked(inner, guard).await?;
+        sync_locked(inner, guard, ReclaimWhen::Deferred).await?;
     }
     Err(Error::Bug(format!("txg {target} not published after 64 syncs")))
 }
@@ -71,21 +71,40 @@ pub(crate) async fn wait_published(inner: &Arc<Inner>, target: u64) -> Result<()
 /// all).
 pub(crate) async fn sync_once(inner: &Arc<Inner>) -> Result<Option<u64>> {
     let guard = inner.txg.sync_lock.lock().await;
-    sync_locked(inner, guard).await
+    sync_locked(inner, guard, ReclaimWhen::Now).await
+}
+
+/// When a sync reclaims what its publish made deletable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReclaimWhen {
+    /// Before it returns (the syncer, export, `fardisk sync`'s clean passes).
+    Now,
+    /// By the syncer, outside the sync lock (a sync request waiting for its txg:
+    /// reclaim/deferred.rs).
+    Deferred,
 }
 
 /// [`sync_once`] with the sync lock already held (released when it returns).
 async fn sync_locked(
     inner: &Arc<Inner>,
     _guard: tokio::sync::MutexGuard<'_, ()>,
+    when: ReclaimWhen,
 ) -> Result<Option<u64>> {
     inner.health.lock().check_not_fenced()?;
-    let Some(frozen) = inner.txg.freeze() else { return Ok(None) };
+    let Some(frozen) = inner.txg.freeze() else {
+        // Nothing to commit: what earlier sync requests left is reclaimed now (export ends so).
+        reclaim::run_due(inner).await;
+        return Ok(None);
+    };
     let started_us = inner.env.clock.mono_us();
     let result = txg::build_and_publish(inner, frozen.txg, &frozen.set, frozen.pending).await;
     if let Ok(published) = &result {
         let (txg, time_ms, work) = (frozen.txg, published.time_ms, frozen.work);
-        reclaim::after_publish(inner, txg, time_ms, &published.freed, work).await;
+        let deferred = when == ReclaimWhen::Deferred
+            && reclaim::defer(inner, txg, time_ms, &published.freed, work);
+        if !deferred {
+            reclaim::reclaim_now(inner, txg, time_ms, &published.freed, work).await;
+        }
     }
     inner.txg.end_sync();
     match &result {
@@ -126,6 +145,8 @@ pub(super) fn background(inner: &Arc<Inner>, syncer: bool) -> Vec<Task> {
         }
     }));
     let looping = inner.clone();
+    // From now on (not once the task first runs) reclaim may be left to it.
+    reclaim::syncer_started(inner);
     tasks.push(Box::pin(async move { syncer_loop(looping).await }));
     tasks
 }
@@ -137,12 +158,28 @@ async fn syncer_loop(inner: Arc<Inner>) {
     let mut since_compact = 0u64;
     loop {
         let timeout = inner.config.read().txg_timeout.unwrap_or(Duration::from_secs(5));
-        tokio::select! {
-            _ = inner.txg.kicked() => {}
-            _ = inner.env.clock.sleep(timeout) => {}
-        }
-        match sync_once(&inner).await {
-            Ok(Some(_)) => since_compact += 1,
+        let by_timer = tokio::select! {
+            _ = inner.txg.kicked() => false,
+            _ = inner.env.clock.sleep(timeout) => true,
+        };
+        // What sync requests left, outside the sync lock: the next txg does not wait for it.
+        reclaim::run_due(&inner).await;
+        let Ok(guard) = inner.txg.sync_lock.try_lock() else {
+            // A sync request is committing, and its txg takes everything written before it:
+            // waiting for the lock would only hold up the reclaim it leaves (the next wake-up).
+            continue;
+        };
+        let synced = sync_locked(&inner, guard, ReclaimWhen::Deferred).await;
+        match synced {
+            Ok(Some(_)) => {
+                since_compact += 1;
+                // Its reclaim, now that the sync lock is free: sync requests do not wait for it.
+                reclaim::run_due(&inner).await;
+            }
+            // Kicked (by a sync request's deferred reclaim, say) and nothing to commit: the pool
+            // is busy, not idle. The idle work below (a catch-up's roots, the hint) is for a
+            // timer wake-up that finds nothing at all.
+            Ok(None) if !by_timer => {}
             Ok(None) => {
                 probe_if_unreachable(&inner).await;
                 // Idle: the newest root's hint, which no next commit will carry (once; not while

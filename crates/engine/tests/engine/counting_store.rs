@@ -1,6 +1,7 @@
 //! A store wrapper for tests that count the requests a pool makes: ranged GETs (block and page
 //! reads), how many of them were in flight at once (`big_frees`, `map_fetch`), and the keys of
-//! PUTs in the order they were issued (`behaviour`).
+//! PUTs in the order they were issued (`behaviour`); it can hold every DELETE until released
+//! (`sync_sharing`).
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -18,6 +19,10 @@ pub struct CountingStore {
     pub in_flight_max: AtomicU64,
     /// Keys of the PUTs issued, in order.
     pub puts: Mutex<Vec<String>>,
+    /// While set, a DELETE waits (counted in `deletes_waiting`) until it is cleared.
+    deletes_held: std::sync::atomic::AtomicBool,
+    pub deletes_waiting: AtomicU64,
+    deletes_released: tokio::sync::Notify,
 }
 
 impl CountingStore {
@@ -29,6 +34,17 @@ impl CountingStore {
             in_flight: zero(),
             in_flight_max: zero(),
             puts: Mutex::default(),
+            deletes_held: Default::default(),
+            deletes_waiting: zero(),
+            deletes_released: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Holds every DELETE from now on (true) or releases them (false).
+    pub fn hold_deletes(&self, held: bool) {
+        self.deletes_held.store(held, Ordering::SeqCst);
+        if !held {
+            self.deletes_released.notify_waiters();
         }
     }
 
@@ -66,6 +82,17 @@ impl Store for CountingStore {
         self.inner.head(key).await
     }
     async fn delete(&self, key: &str) -> StoreResult<()> {
+        if self.deletes_held.load(Ordering::SeqCst) {
+            self.deletes_waiting.fetch_add(1, Ordering::SeqCst);
+            loop {
+                let released = self.deletes_released.notified();
+                if !self.deletes_held.load(Ordering::SeqCst) {
+                    break;
+                }
+                released.await;
+            }
+            self.deletes_waiting.fetch_sub(1, Ordering::SeqCst);
+        }
         self.inner.delete(key).await
     }
     async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {

@@ -3,17 +3,20 @@
 //! - retention.rs: which roots the store keeps (`roots_kept`, `root_retention_s`), pruning the rest;
 //! - delete.rs: segments freed by a txg, deleted once no retained root can reference them;
 //! - compact.rs: sparse segments' live blocks queued for the next txg to rewrite;
-//! - orphans.rs: segments of txgs that never published, collected after import and hourly.
+//! - orphans.rs: segments of txgs that never published, collected after import and hourly;
+//! - deferred.rs: the order they run in, and a sync request's reclaim left to the syncer.
 //!
 //! Reclaim uses the txg layer (it queues work for the next txg, reads through its snapshot
 //! holds), never the syncer or anything above it.
 
 mod compact;
+mod deferred;
 mod delete;
 mod orphans;
 mod retention;
 
 pub(super) use compact::compact_step;
+pub(super) use deferred::{defer, reclaim_now, run_due, syncer_started};
 pub(super) use delete::catch_up_txgs_due;
 pub(super) use orphans::{collect as collect_orphans, ORPHAN_PASS_EVERY_S};
 pub(super) use retention::load_retained;
@@ -26,7 +29,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// What reclaim owns. Both locks are leaves: nothing else is locked while one is held.
+/// What reclaim owns. Its parking_lot locks are leaves: nothing else is locked while one is
+/// held. The async `order` lock (deferred.rs) is held across store requests; a sync takes it
+/// under the sync lock, never the reverse (reclaim never takes the sync lock).
 #[derive(Debug, Default)]
 pub(crate) struct Reclaim {
     /// The roots in the store and their ages.
@@ -36,6 +41,8 @@ pub(crate) struct Reclaim {
     /// The newest txg of this import that carried writes or queued work (not a catch-up):
     /// segments freed up to it are worth roots of their own on an idle pool.
     last_work_txg: AtomicU64,
+    /// Reclaims of published txgs not run yet, and the order they all run in (deferred.rs).
+    deferred: deferred::Deferred,
 }
 
 impl Reclaim {
@@ -45,15 +52,17 @@ impl Reclaim {
         self.roots.lock().settled
     }
 
+    /// Freed segments not deleted yet, including those of a txg whose reclaim is deferred.
     pub fn pending_deletes(&self) -> u64 {
-        self.pending_deletes.lock().len() as u64
+        let deferred = self.deferred.freed_waiting();
+        (self.pending_deletes.lock().len() + deferred) as u64
     }
 }
 
 /// After txg `published` (its root's time `time_ms`, the segments it freed `freed`, whether it
 /// carried `work` or was only a catch-up): records them for deletion, then deletes the roots and
-/// segments no retained root needs any more.
-pub(super) async fn after_publish(
+/// segments no retained root needs any more. Run in txg order, one at a time (deferred.rs).
+async fn after_publish(
     inner: &Arc<Inner>,
     published: u64,
     time_ms: u64,
