@@ -13,6 +13,7 @@
 # --direct=1 so the device, not the page cache, is measured, on a FARDISK_FIO_SIZE file (default
 # 512M, the seed used 4G); (b) 4 KiB randwrite, fsync=1, psync, queue depth 1. Each runs
 # FARDISK_BENCH_SECONDS (default 60). One result file per setup (bench/lib/result.py).
+# FARDISK_BIN: a fardisk binary to measure instead of a fresh release build.
 set -euo pipefail
 FD_NAME=frontends-fio
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -24,7 +25,7 @@ VOL_SIZE=2G
 WORK="$FARDISK_RUN_DIR/bench/frontends-fio"
 RESULTS="$FARDISK_BENCH_RESULTS"
 export FARDISK_HOME="$WORK/home" FARDISK_RUN_DIR="$WORK/run"
-B="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+B="${FARDISK_BIN:-${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk}"
 LOOPS=()
 NBDFUSE_PID=""
 
@@ -45,8 +46,12 @@ rm -rf "$WORK"
 mkdir -p "$WORK/series" "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-uring" "$WORK/fs-nbd" "$WORK/nbdfuse"
 trap "cleanup || true" EXIT
 
-fd_log "building fardisk (release)"
-(cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk) || fd_die "cargo build failed"
+if [ -n "${FARDISK_BIN:-}" ]; then
+    fd_log "using $B (FARDISK_BIN), not a fresh build"
+else
+    fd_log "building fardisk (release)"
+    (cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk) || fd_die "cargo build failed"
+fi
 
 # ext4_on FILE MOUNTPOINT: loop device over FILE, plain mkfs.ext4, mount. Prints mkfs seconds.
 ext4_on() {

@@ -19,7 +19,8 @@
 # Env: FARDISK_BENCH_SECONDS, FARDISK_NBD_LATENCY_MS (20), FARDISK_NBD_SIZE (512M),
 #      FARDISK_NBD_SETUPS ("nolog log mirror"), FARDISK_NBD_LOG_DIR (where the log files go;
 #      default the scratch dir. The log block's size follows the physical sector of the device
-#      under it: e.g. ext4 on a loop device, 512-byte sectors, vs this VM's disk, 4 KiB).
+#      under it: e.g. ext4 on a loop device, 512-byte sectors, vs this VM's disk, 4 KiB),
+#      FARDISK_BIN (a fardisk binary to measure instead of a fresh release build).
 set -euo pipefail
 FD_NAME=nbd-latency
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -36,9 +37,14 @@ RESULTS="$FARDISK_BENCH_RESULTS"
 STAMP="$(date -u +%Y%m%dT%H%M%S)"
 export FARDISK_BENCH_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-fd_log "building fardisk (release)"
-cargo build --release -q -p fardisk || fd_die "cargo build failed"
-BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+if [ -n "${FARDISK_BIN:-}" ]; then
+    BIN="$FARDISK_BIN"
+    fd_log "using $BIN (FARDISK_BIN), not a fresh build"
+else
+    fd_log "building fardisk (release)"
+    cargo build --release -q -p fardisk || fd_die "cargo build failed"
+    BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+fi
 
 rm -rf "$WORK"
 mkdir -p "$WORK"

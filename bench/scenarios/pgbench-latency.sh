@@ -15,7 +15,8 @@
 #      FARDISK_PGBENCH_SCALE (1), FARDISK_PGBENCH_INIT_LIMIT_S (600: a slower init is reported
 #      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache logcache-uring"),
 #      FARDISK_PGBENCH_ARC_MAX (bytes, the pools' arc_max; default the pool default, 1 GiB),
-#      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency).
+#      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency), FARDISK_BIN (a
+#      fardisk binary to measure instead of a fresh release build, e.g. a before/after pair).
 # The larger scale that does not fit in the ARC (seed 000's second experiment):
 #   FARDISK_PGBENCH_SCALE=50 FARDISK_PGBENCH_LATENCIES_MS=20 FARDISK_PGBENCH_SETUPS="nolog logcache logcache-uring" \
 #   FARDISK_PGBENCH_ARC_MAX=268435456 FARDISK_PGBENCH_SCENARIO=pgbench-scale50 bench/run.sh pgbench-latency
@@ -41,9 +42,14 @@ RESULTS="$FARDISK_BENCH_RESULTS"
 STAMP="$(date -u +%Y%m%dT%H%M%S)"
 export FARDISK_BENCH_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-fd_log "building fardisk (release)"
-cargo build --release -q -p fardisk || fd_die "cargo build failed"
-BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+if [ -n "${FARDISK_BIN:-}" ]; then
+    BIN="$FARDISK_BIN"
+    fd_log "using $BIN (FARDISK_BIN), not a fresh build"
+else
+    fd_log "building fardisk (release)"
+    cargo build --release -q -p fardisk || fd_die "cargo build failed"
+    BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+fi
 
 rm -rf "$WORK"
 mkdir -p "$WORK/series"
@@ -75,14 +81,43 @@ trap cleanup EXIT
 eval "$("$FARDISK_ROOT/scripts/toxiproxy.sh" env)"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-# pgbench_row NAME: a TPC-B run of RUN_S seconds with NAME clients; prints tps and latency, and
-# writes the per-second TPS of the run to $WORK/series/NAME.
+# CPU time in jiffies (USER_HZ): the whole machine's busy time (every CPU's user, nice, system,
+# irq, softirq and steal; idle and iowait are not busy), and one process's user + system time
+# (0 when there is no such process).
+machine_busy_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+process_jiffies() {
+    local pid="$1"
+    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || { echo 0; return; }
+    # Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
+    sed 's/^.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }'
+}
+# The store's processes (MinIO and toxiproxy): their CPU is the store's, which in production runs
+# on other machines, so it is reported apart from the machine total.
+store_jiffies() {
+    local total=0 f pid
+    for f in "$FARDISK_RUN_DIR/minio/pid" "$FARDISK_RUN_DIR/toxiproxy/pid"; do
+        pid="$(cat "$f" 2>/dev/null || true)"
+        total=$((total + $(process_jiffies "$pid")))
+    done
+    echo "$total"
+}
+
+# tpcb CLIENTS SERIES: a TPC-B run of RUN_S seconds with CLIENTS clients; prints tps, latency,
+# transactions, and the CPU-seconds per 10,000 transactions of the machine (all of it: PostgreSQL,
+# the kernel, fardisk, the store), of the fardisk daemon ($DAEMON_PID, 0 for the local row) and
+# of the store's processes; writes the per-second TPS of the run to SERIES.
 tpcb() {
-    local clients="$1" series="$2" out
+    local clients="$1" series="$2" out m0 d0 s0 m1 d1 s1 tx
+    m0="$(machine_busy_jiffies)" d0="$(process_jiffies "$DAEMON_PID")" s0="$(store_jiffies)"
     out="$("$PG" pgbench "$WORK/fs/data" -c "$clients" -j "$((clients < 2 ? 1 : 2))" -T "$RUN_S" -n --progress=1 postgres 2>&1)" \
         || { printf '%s\n' "$out" >&2; fd_die "pgbench -c $clients failed"; }
+    m1="$(machine_busy_jiffies)" d1="$(process_jiffies "$DAEMON_PID")" s1="$(store_jiffies)"
     { echo "# seconds, TPS"; sed -n 's/^progress: \([0-9.]*\) s, \([0-9.]*\) tps.*/\1 \2/p' <<<"$out"; } > "$series"
-    echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out")"
+    tx="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")"
+    echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out") $tx" \
+        "$(python3 -c 'import os, sys
+hz = os.sysconf("SC_CLK_TCK"); tx = max(int(sys.argv[1] or 0), 1)
+print(" ".join(f"{10000 * int(j) / hz / tx:.2f}" for j in sys.argv[2:]))' "$tx" $((m1 - m0)) $((d1 - d0)) $((s1 - s0)))"
 }
 
 # run_row ORDER SETUP LATENCY_MS KIND [create args]: one configuration, one result file.
@@ -116,10 +151,13 @@ run_row() {
         return
     fi
     init_s="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$t0" "$(date +%s.%N)")"
-    read -r tps1 lat1 <<<"$(tpcb 1 "$WORK/series/c1")"
-    read -r tps8 lat8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
+    DAEMON_PID=""
+    [ -n "$POOL" ] && DAEMON_PID="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["pid"])')"
+    local tx1 cpu1 daemon1 store1 tx8 cpu8 daemon8 store8
+    read -r tps1 lat1 tx1 cpu1 daemon1 store1 <<<"$(tpcb 1 "$WORK/series/c1")"
+    read -r tps8 lat8 tx8 cpu8 daemon8 store8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
     "$PG" check "$WORK/fs/data" postgres || fd_die "$setup: TPC-B invariant broken"
-    fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps8} tps (8 clients)"
+    fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps8} tps (8 clients); CPU-s per 10k transactions with 8 clients: machine ${cpu8}, daemon ${daemon8}, store ${store8}"
     local puts=""
     if [ -n "$POOL" ]; then
         puts="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["store_requests"]["put"]["requests"])')"
@@ -129,6 +167,9 @@ run_row() {
         --param latency_ms_one_way="$lat" --param scale="$SCALE" --param seconds="$RUN_S" \
         --metric init_s="$init_s" --metric tps_c1="$tps1" --metric latency_ms_c1="$lat1" \
         --metric tps_c8="$tps8" --metric latency_ms_c8="$lat8" ${puts:+--metric store_puts="$puts"} \
+        --metric cpu_s_per_10k_tx_c1="$cpu1" --metric daemon_cpu_s_per_10k_tx_c1="$daemon1" \
+        --metric store_cpu_s_per_10k_tx_c1="$store1" --metric cpu_s_per_10k_tx_c8="$cpu8" \
+        --metric daemon_cpu_s_per_10k_tx_c8="$daemon8" --metric store_cpu_s_per_10k_tx_c8="$store8" \
         --series "tps_8_clients=$WORK/series/tps-c8-$order" \
         --notes "store: MinIO on loopback behind toxiproxy; load average $load_before at the start" >/dev/null
     teardown_row

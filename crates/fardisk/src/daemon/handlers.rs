@@ -13,7 +13,7 @@ pub struct DaemonState {
     pub cache: std::sync::Arc<fardisk_engine::arc_cache::ArcBlockCache>,
     pub mount_dir: Option<PathBuf>,
     /// The FUSE mount's session, for `status` (which transport serves it).
-    pub fuse: Option<crate::fuse::SessionMonitor>,
+    pub fuse: Option<crate::fuse::FuseMonitor>,
     pub stop: watch::Sender<bool>,
     /// Set by the main loop once the export finished: Ok(txg) or the error.
     pub exported: watch::Sender<Option<Result<u64, ControlError>>>,
@@ -41,6 +41,7 @@ pub fn status_json(st: &DaemonState) -> Value {
     }
     if let Some(fuse) = &st.fuse {
         let s = fuse.stats();
+        let (finished_inline, continued_as_task) = fuse.dispatch_counts();
         v["fuse"] = json!({
             "transport": s.transport.name(),
             "transport_reason": s.transport_reason,
@@ -48,6 +49,8 @@ pub fn status_json(st: &DaemonState) -> Value {
             "requests_device": s.requests_device,
             "requests_uring": s.requests_uring,
             "malformed_requests": s.malformed_requests,
+            "data_requests_finished_inline": finished_inline,
+            "data_requests_continued_as_task": continued_as_task,
         });
     }
     if let Some(holder) = &st.holder {

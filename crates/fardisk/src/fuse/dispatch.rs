@@ -1,16 +1,22 @@
-//! Hands data requests from the transport threads to the tokio runtime.
+//! Runs data requests for the transport threads: on the transport thread itself when the
+//! device answers at once, else as a tokio task.
 //!
 //! A transport thread (a /dev/fuse worker or an io_uring queue) hands each request to the
-//! filesystem synchronously; a
-//! device call can take milliseconds (a log write) or seconds (a cold read from the object
-//! store), so each data request runs as a task and replies from there (a `Reply`
-//! is `Send`). A semaphore bounds the tasks: when `requests_in_flight_max` are
+//! filesystem synchronously. Most device calls finish without waiting (a write goes into
+//! the dirty set, a read hits the ARC): those are polled once right here and reply from
+//! this thread, which saves a wake-up of a tokio worker and a thread crossing per request
+//! (the largest CPU cost in docs/design/0004's profile); on io_uring the reply then goes
+//! back with the queue's next COMMIT_AND_FETCH without an eventfd wake-up. A call that must
+//! wait (a log commit: milliseconds; a cold read from the object store: seconds) continues
+//! as a task and replies from there (a `Reply` is `Send`), so it never blocks the transport
+//! thread. A semaphore bounds the requests in flight: when `requests_in_flight_max` are
 //! running, the transport thread waits for a permit, so further requests stay queued in the
 //! kernel instead of in our memory.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -20,6 +26,14 @@ pub(crate) struct Dispatcher {
     runtime: Handle,
     permits: Arc<Semaphore>,
     pause: Pause,
+    counts: Arc<DispatchCounts>,
+}
+
+/// How data requests were run: finished on the transport thread, or continued as a task.
+#[derive(Debug, Default)]
+pub(crate) struct DispatchCounts {
+    pub(crate) finished_inline: AtomicU64,
+    pub(crate) continued_as_task: AtomicU64,
 }
 
 /// Stops a dispatcher from running new data requests, for a handover to the next engine
@@ -57,15 +71,26 @@ impl Dispatcher {
             permits: permits.clone(),
             permits_max: requests_in_flight_max,
         };
-        Dispatcher { runtime, permits, pause }
+        Dispatcher { runtime, permits, pause, counts: Arc::default() }
+    }
+
+    pub(crate) fn counts(&self) -> Arc<DispatchCounts> {
+        self.counts.clone()
     }
 
     pub(crate) fn pause(&self) -> Pause {
         self.pause.clone()
     }
 
-    /// Runs `work` on the runtime once a permit is free. Must be called from a thread that
-    /// is not a runtime worker (the transport threads are plain threads).
+    /// Runs `work` once a permit is free: polls it once on this thread (inside the runtime's
+    /// context, so its timers and I/O work), and if it is not finished, continues it as a
+    /// task on the runtime. Must be called from a thread that is not a runtime worker (the
+    /// transport threads are plain threads).
+    ///
+    /// Continuing a future that was polled elsewhere is sound because every future polled
+    /// again registers the waker of its new poll (tokio's and std's all do; the engine has
+    /// no hand-written futures): the first poll's waker does nothing, and the task's first
+    /// poll comes right after the spawn.
     ///
     /// If the runtime is shutting down the task is dropped unrun; dropping its reply
     /// sends EIO to the kernel, so no request is left hanging.
@@ -89,6 +114,18 @@ impl Dispatcher {
             std::mem::forget(work);
             return;
         }
+        let mut work = Box::pin(work);
+        let finished = {
+            let _runtime = self.runtime.enter();
+            let mut cx = Context::from_waker(Waker::noop());
+            work.as_mut().poll(&mut cx).is_ready()
+        };
+        if finished {
+            self.counts.finished_inline.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+            return;
+        }
+        self.counts.continued_as_task.fetch_add(1, Ordering::Relaxed);
         self.runtime.spawn(async move {
             work.await;
             drop(permit);
@@ -141,6 +178,45 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(dispatcher.available(), 2);
+    }
+
+    #[test]
+    fn work_that_need_not_wait_finishes_on_the_calling_thread_and_waiting_work_on_the_runtime() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dispatcher = Dispatcher::new(runtime.handle().clone(), 4);
+        let caller = std::thread::current().id();
+
+        // Ready at its first poll: runs and finishes here, before spawn returns.
+        let ran_on = Arc::new(std::sync::Mutex::new(None));
+        let ran_on_in_work = ran_on.clone();
+        dispatcher.spawn(async move {
+            *ran_on_in_work.lock().expect("lock") = Some(std::thread::current().id());
+        });
+        assert_eq!(*ran_on.lock().expect("lock"), Some(caller), "finished inline");
+        assert_eq!(dispatcher.available(), 4, "its permit is back at once");
+
+        // Must wait (for a channel, and then for a timer, which needs the runtime's
+        // context on both threads): continues as a task and finishes once woken.
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        dispatcher.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let _ = release_rx.await;
+            done_tx.send(std::thread::current().id()).expect("receiver alive");
+        });
+        assert!(done_rx.try_recv().is_err(), "waiting work has not finished");
+        assert_eq!(dispatcher.available(), 3, "it holds its permit while it waits");
+        release_tx.send(()).expect("the work waits");
+        let finished_on = done_rx.recv_timeout(Duration::from_secs(5)).expect("finishes");
+        assert_ne!(finished_on, caller, "finished on a runtime worker");
+
+        let counts = dispatcher.counts();
+        assert_eq!(counts.finished_inline.load(Ordering::Relaxed), 1);
+        assert_eq!(counts.continued_as_task.load(Ordering::Relaxed), 1);
     }
 
     struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);

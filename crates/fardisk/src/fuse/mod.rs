@@ -41,8 +41,8 @@ mod uring_switch;
 pub use errno::errno_for;
 pub use fardisk_fuse::{SessionMonitor, SessionStats, Transport};
 pub use mount::{
-    clear_stale_mount, image_mount_options, mount, mount_held, FuseMount, HeldConnection,
-    HolderUnmount,
+    clear_stale_mount, image_mount_options, mount, mount_held, FuseMonitor, FuseMount,
+    HeldConnection, HolderUnmount,
 };
 pub use options::FuseOptions;
 pub use uring_switch::{prepare_uring, UringMode};

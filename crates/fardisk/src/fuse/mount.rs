@@ -15,7 +15,7 @@ use fardisk_nbd::ExportProvider;
 use tokio::runtime::Handle;
 
 use super::attr::AttrContext;
-use super::dispatch::{Dispatcher, Pause};
+use super::dispatch::{DispatchCounts, Dispatcher, Pause};
 use super::filesystem::VolumeFs;
 use super::options::FuseOptions;
 
@@ -28,8 +28,32 @@ pub struct FuseMount {
     session: Option<Session>,
     monitor: SessionMonitor,
     pause: Pause,
+    dispatch_counts: Arc<DispatchCounts>,
     /// Set when a holder owns the mount: unmounting is its job, asked through this.
     holder_unmount: Option<HolderUnmount>,
+}
+
+/// Reads a mount's statistics from anywhere, for as long as it lives (`status`).
+#[derive(Clone)]
+pub struct FuseMonitor {
+    session: SessionMonitor,
+    dispatch: Arc<DispatchCounts>,
+}
+
+impl FuseMonitor {
+    /// Which transport serves the mount and how many requests each carried.
+    pub fn stats(&self) -> SessionStats {
+        self.session.stats()
+    }
+
+    /// Data requests finished on the transport thread, and those continued as tokio tasks
+    /// because the device had to wait (`super::dispatch`).
+    pub fn dispatch_counts(&self) -> (u64, u64) {
+        (
+            self.dispatch.finished_inline.load(std::sync::atomic::Ordering::Relaxed),
+            self.dispatch.continued_as_task.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
 }
 
 /// Asks the holder that owns the mount to unmount it (and waits for its answer).
@@ -131,6 +155,7 @@ fn mount_with(
         AttrContext { uid: effective_uid(), gid: effective_gid(), timestamp: options.timestamp };
     let dispatcher = Dispatcher::new(runtime, options.requests_in_flight_max);
     let pause = dispatcher.pause();
+    let dispatch_counts = dispatcher.counts();
     let mount_options = image_mount_options(options.allow_other);
     let config = SessionConfig {
         device_threads: options.threads,
@@ -182,6 +207,7 @@ fn mount_with(
         session: Some(session),
         monitor,
         pause,
+        dispatch_counts,
         holder_unmount,
     };
     // Served by the session just started (the root's getattr).
@@ -229,8 +255,8 @@ impl FuseMount {
     }
 
     /// A handle that reads [`FuseMount::stats`] from elsewhere (the daemon's status).
-    pub fn monitor(&self) -> SessionMonitor {
-        self.monitor.clone()
+    pub fn monitor(&self) -> FuseMonitor {
+        FuseMonitor { session: self.monitor.clone(), dispatch: self.dispatch_counts.clone() }
     }
 
     /// Unmounts and waits for the session threads to finish. Fails with EBUSY (and stays

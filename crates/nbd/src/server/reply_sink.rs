@@ -8,10 +8,15 @@
 //! NBD profile); at queue depth 1 nobody waits and every reply is flushed at once, as before.
 //! The last sender of a burst always finds no waiter and flushes, so no reply is left in the
 //! buffer; `close` flushes anything a cancelled sender left behind.
+//!
+//! A reply finished while the connection's reader polls its request inline (inside
+//! [`reader_flushes`], see `transmission`) is not flushed by its sender: the reader flushes
+//! ([`ReplySink::flush_deferred`]) before it next waits for the client, so a burst of requests
+//! answered inline also leaves in one write, and no reply waits behind a blocked read.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
@@ -25,6 +30,17 @@ use crate::wire::{BlockDescriptor, ChunkPayload, Command, SimpleReply, Structure
 
 /// Buffer for coalescing headers with small payloads into one write.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+tokio::task_local! {
+    /// Set while the reader polls a request inline: its reply's flush is the reader's job.
+    static READER_FLUSHES: ();
+}
+
+/// Runs `poll` (the reader's inline poll of one request) so that a reply it finishes is left
+/// for [`ReplySink::flush_deferred`].
+pub fn reader_flushes<R>(poll: impl FnOnce() -> R) -> R {
+    READER_FLUSHES.sync_scope((), poll)
+}
 
 pub type BoxedWriter = Pin<Box<dyn AsyncWrite + Send>>;
 
@@ -47,6 +63,8 @@ pub struct ReplySink {
     /// Senders waiting for `writer` (incremented before the lock, decremented once held or
     /// given up).
     waiting: AtomicUsize,
+    /// A reply finished inline is in the buffer, not yet flushed (changed under `writer`).
+    unflushed: AtomicBool,
     structured_replies: bool,
     /// Boundaries at which reads are split into data and hole chunks.
     read_granularity_bytes: u32,
@@ -61,6 +79,7 @@ impl ReplySink {
         ReplySink {
             writer: Mutex::new(BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer)),
             waiting: AtomicUsize::new(0),
+            unflushed: AtomicBool::new(false),
             structured_replies,
             read_granularity_bytes,
         }
@@ -90,6 +109,25 @@ impl ReplySink {
             Reply::Error(refusal) => self.write_error(&mut writer, cookie, refusal).await?,
         }
         if self.waiting.load(Ordering::Acquire) == 0 {
+            if READER_FLUSHES.try_with(|_| ()).is_ok() {
+                self.unflushed.store(true, Ordering::Release);
+            } else {
+                writer.flush().await?;
+                self.unflushed.store(false, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes replies that were finished inline and left for the reader. The reader calls
+    /// this before anything that may wait for the client (a read of the socket, a request
+    /// slot), since the client may be waiting for those replies.
+    pub async fn flush_deferred(&self) -> io::Result<()> {
+        if !self.unflushed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut writer = self.writer.lock().await;
+        if self.unflushed.swap(false, Ordering::AcqRel) {
             writer.flush().await?;
         }
         Ok(())
@@ -195,6 +233,7 @@ impl Drop for Waiting<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::sync::Arc;
     use std::task::{Context, Poll};
 
@@ -251,6 +290,31 @@ mod tests {
         }
         assert_eq!(bytes.load(Ordering::SeqCst), 3 * 16, "three simple replies, all out");
         assert_eq!(writes.load(Ordering::SeqCst), 1, "one write for the three replies");
+    }
+
+    /// Polls `send` once inside [`reader_flushes`], as the reader does; it must finish.
+    fn send_inline(sink: &ReplySink, cookie: u64) {
+        let mut send = Box::pin(sink.send(cookie, Command::Write, Reply::Done));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let polled = reader_flushes(|| send.as_mut().poll(&mut cx));
+        assert!(matches!(polled, Poll::Ready(Ok(()))), "an uncontended send finishes at once");
+    }
+
+    #[tokio::test]
+    async fn replies_finished_inline_wait_for_the_readers_flush_and_share_one_write() {
+        let (sink, writes, bytes) = sink();
+        send_inline(&sink, 1);
+        send_inline(&sink, 2);
+        assert_eq!(writes.load(Ordering::SeqCst), 0, "left in the buffer for the reader");
+        sink.flush_deferred().await.expect("flush");
+        assert_eq!((writes.load(Ordering::SeqCst), bytes.load(Ordering::SeqCst)), (1, 32));
+        sink.flush_deferred().await.expect("nothing left to flush");
+        assert_eq!(writes.load(Ordering::SeqCst), 1);
+        // A task's reply (outside the reader's poll) flushes what the reader left, too.
+        send_inline(&sink, 3);
+        sink.send(4, Command::Flush, Reply::Done).await.expect("send");
+        assert_eq!((writes.load(Ordering::SeqCst), bytes.load(Ordering::SeqCst)), (2, 64));
+        assert!(!sink.unflushed.load(Ordering::SeqCst));
     }
 
     #[tokio::test]

@@ -2,11 +2,18 @@
 //! `max_inflight_per_connection` of them concurrently (replies may go out of order),
 //! and hold at most `max_inflight_bytes_per_connection` of payload in memory.
 //!
+//! A request is polled once by the reader itself: when the device answers at once (a write
+//! into the dirty set, a read from the ARC) the reply is written from here, without a task
+//! per request and a wake-up of another worker (docs/design/0004); only a request that must
+//! wait (a FLUSH's log commit, a read from the store) continues as a task of its own.
+//!
 //! The loop ends on NBD_CMD_DISC, end of stream, a protocol violation (bad magic,
 //! oversized write), or server shutdown; in every case it waits for the requests
 //! already running to reply before closing, as the spec asks for DISC and shutdown.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
@@ -15,7 +22,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use super::command::{check_fast_zero, validate, ExportLimits, Refusal};
 use super::execute::{execute, ExecuteLimits};
 use super::negotiate::Session;
-use super::reply_sink::{Reply, ReplySink};
+use super::reply_sink::{reader_flushes, Reply, ReplySink};
 use super::shutdown::wait_for_shutdown;
 use crate::config::ServerConfig;
 use crate::wire::consts::{NBD_EINVAL, REQUEST_HEADER_BYTES};
@@ -113,6 +120,9 @@ impl Transmission {
         // Each iteration consumes at least one 28-byte header, so the loop is bounded
         // by the bytes the client sends; it ends when the stream does.
         loop {
+            if reader.buffer().len() < REQUEST_HEADER_BYTES {
+                self.flush_deferred().await;
+            }
             let mut header_bytes = [0u8; REQUEST_HEADER_BYTES];
             if reader.read_exact(&mut header_bytes).await.is_err() {
                 return StopReason::EndOfStream;
@@ -147,6 +157,9 @@ impl Transmission {
             return Err(StopReason::OversizedWrite);
         }
         let permits = self.acquire(&header).await;
+        if reader.buffer().len() < payload_bytes as usize {
+            self.flush_deferred().await;
+        }
         let payload =
             read_payload(reader, payload_bytes).await.map_err(|_| StopReason::EndOfStream)?;
         // Whether zeroing is cheap can change with the device's state (e.g. a full
@@ -162,7 +175,7 @@ impl Transmission {
             descriptors_max: self.config.max_block_status_extents,
             cache_chunk_bytes: self.config.max_request_bytes,
         };
-        tokio::spawn(async move {
+        finish_here_or_spawn(async move {
             let reply = match action {
                 Ok(action) => execute(device.as_ref(), action, payload, execute_limits).await,
                 Err(refusal) => Reply::Error(refusal),
@@ -173,6 +186,14 @@ impl Transmission {
             drop(permits);
         });
         Ok(())
+    }
+
+    /// Flushes the replies of requests finished inline; the client may be waiting for them
+    /// before it sends more. A failure means the client is gone: the next read says so.
+    async fn flush_deferred(&self) {
+        if let Err(error) = self.sink.flush_deferred().await {
+            tracing::debug!("nbd: replies not flushed: {error}");
+        }
     }
 
     /// Waits for a request slot and for room for the request's payload (write data
@@ -186,24 +207,31 @@ impl Transmission {
             }
             _ => 0,
         };
-        // The semaphores are never closed, so acquisition cannot fail.
-        let request = self
-            .inflight
-            .requests
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("request semaphore is never closed");
+        // The semaphores are never closed, so acquisition cannot fail. Before waiting for a
+        // slot, the replies finished inline go out: their requests' client may wait for them.
+        let requests = &self.inflight.requests;
+        let request = match requests.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                self.flush_deferred().await;
+                requests.clone().acquire_owned().await.expect("request semaphore is never closed")
+            }
+        };
         let bytes = if buffered_bytes == 0 {
             None
         } else {
-            let permit = self
-                .inflight
-                .bytes
-                .clone()
-                .acquire_many_owned(buffered_bytes)
-                .await
-                .expect("byte semaphore is never closed");
+            let bytes = &self.inflight.bytes;
+            let permit = match bytes.clone().try_acquire_many_owned(buffered_bytes) {
+                Ok(permit) => permit,
+                Err(_) => {
+                    self.flush_deferred().await;
+                    bytes
+                        .clone()
+                        .acquire_many_owned(buffered_bytes)
+                        .await
+                        .expect("byte semaphore is never closed")
+                }
+            };
             Some(permit)
         };
         Permits { _request: request, _bytes: bytes }
@@ -220,4 +248,16 @@ async fn read_payload<R: AsyncRead + Unpin>(
     let mut buffer = BytesMut::zeroed(length_bytes as usize);
     reader.read_exact(&mut buffer).await?;
     Ok(buffer.freeze())
+}
+
+/// Polls `work` once in the reader's task, with a waker that does nothing; if it is not
+/// finished, continues it as a task of its own, whose first poll registers the task's waker
+/// (every tokio and std future registers the waker of each poll). A reply it finishes here is
+/// flushed by the reader ([`reader_flushes`]).
+fn finish_here_or_spawn(work: impl Future<Output = ()> + Send + 'static) {
+    let mut work = Box::pin(work);
+    let mut cx = Context::from_waker(Waker::noop());
+    if reader_flushes(|| work.as_mut().poll(&mut cx)).is_pending() {
+        tokio::spawn(work);
+    }
 }
