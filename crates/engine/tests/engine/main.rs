@@ -28,6 +28,7 @@ mod snapshots;
 mod store_capability;
 mod store_server;
 mod sync_sharing;
+mod txg_cadence;
 mod warmup;
 
 // Shared by the modules above.
