@@ -26,9 +26,8 @@ pub struct FuseMount {
     /// on the same path after someone else unmounted ours.
     device_id: u64,
     session: Option<Session>,
-    monitor: SessionMonitor,
+    monitor: FuseMonitor,
     pause: Pause,
-    dispatch_counts: Arc<DispatchCounts>,
     /// Set when a holder owns the mount: unmounting is its job, asked through this.
     holder_unmount: Option<HolderUnmount>,
 }
@@ -200,14 +199,13 @@ fn mount_with(
             ));
         }
     };
-    let monitor = session.monitor();
+    let monitor = FuseMonitor { session: session.monitor(), dispatch: dispatch_counts };
     let mut mount = FuseMount {
         mountpoint,
         device_id: 0,
         session: Some(session),
         monitor,
         pause,
-        dispatch_counts,
         holder_unmount,
     };
     // Served by the session just started (the root's getattr).
@@ -256,7 +254,7 @@ impl FuseMount {
 
     /// A handle that reads [`FuseMount::stats`] from elsewhere (the daemon's status).
     pub fn monitor(&self) -> FuseMonitor {
-        FuseMonitor { session: self.monitor.clone(), dispatch: self.dispatch_counts.clone() }
+        self.monitor.clone()
     }
 
     /// Unmounts and waits for the session threads to finish. Fails with EBUSY (and stays
