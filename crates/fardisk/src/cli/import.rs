@@ -323,6 +323,16 @@ fn start_background(
                         child.id(),
                         log.display()
                     );
+                    // Under a holder every write is durable before its reply; without a log
+                    // that is a txg per write (or per group of concurrent writes).
+                    let has_log = rt
+                        .block_on(call(&socket, Request::Status))
+                        .map(|st| !st["log"].is_null());
+                    if matches!(has_log, Ok(false)) {
+                        println!(
+                            "note: pool '{name}' has no log device: under --holder each write waits for a txg in the store; add one for writes at log speed (fardisk add {name} log DEVICE)"
+                        );
+                    }
                 } else {
                     println!(
                         "pool '{name}' imported (daemon pid {}, log {})",

@@ -467,6 +467,8 @@ fn attach_held(
     let options = crate::fuse::FuseOptions {
         timestamp: import_time,
         handle_epoch: link.handover.generation,
+        // What this engine acknowledged must outlive it: the kernel will not send it again.
+        writes_durable_before_reply: true,
         ..Default::default()
     };
     let mount =

@@ -28,8 +28,9 @@ impl VolumeFs {
     }
 
     /// A write is acknowledged only once the device has it; with O_SYNC/O_DSYNC (from the
-    /// open or from this write, e.g. pwritev2 RWF_DSYNC) it is sent with FUA so that it is
-    /// durable before the reply.
+    /// open or from this write, e.g. pwritev2 RWF_DSYNC), and always under a holder
+    /// (`writes_durable_before_reply`), it is sent with FUA so that it is durable before the
+    /// reply.
     pub(super) fn write_data(
         &self,
         ino: u64,
@@ -43,7 +44,9 @@ impl VolumeFs {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
-        let fua = file.sync_writes || wants_sync_writes(flags as i32);
+        let fua = self.options.writes_durable_before_reply
+            || file.sync_writes
+            || wants_sync_writes(flags as i32);
         // The transport reuses its request buffer once we return, and the engine keeps
         // the bytes in its dirty set until the txg syncs: one copy, of exactly the data.
         let data = Bytes::copy_from_slice(data);
@@ -95,8 +98,14 @@ impl VolumeFs {
             Ok(file) => file,
             Err(errno) => return reply.error(errno),
         };
+        // A punched or zeroed range is data too: under a holder it is durable before the reply.
+        let durable = self.options.writes_durable_before_reply;
         self.dispatcher.spawn(async move {
-            match io::fallocate(&*file.device, &file.gate, op, offset, length).await {
+            let done = match io::fallocate(&*file.device, &file.gate, op, offset, length).await {
+                Ok(()) if durable => file.device.flush().await.map_err(Failure::from),
+                other => other,
+            };
+            match done {
                 Ok(()) => reply.ok(),
                 Err(failure) => reply.error(failure.errno("fallocate", &file.volume)),
             }

@@ -58,6 +58,12 @@ pub struct FuseOptions {
     /// Which engine issues the file handles: 0 for one that owns its mount, the generation
     /// under a holder (a successor recognises and adopts its predecessors' handles).
     pub handle_epoch: u64,
+    /// Every write and fallocate is durable (in the intent log, or without one in the store)
+    /// before its reply, as if sent with FUA. Set under a holder: a request the engine has
+    /// answered is never sent again, so a write acknowledged from memory would die with this
+    /// engine while the kernel goes on as if it were written, and the next fsync, answered by
+    /// the successor, would succeed without it (an acknowledged commit lost, seen in e2e 54).
+    pub writes_durable_before_reply: bool,
 }
 
 impl Default for FuseOptions {
@@ -78,6 +84,7 @@ impl Default for FuseOptions {
             volumes_max: 65_536,
             timestamp: SystemTime::UNIX_EPOCH,
             handle_epoch: 0,
+            writes_durable_before_reply: false,
         }
     }
 }
