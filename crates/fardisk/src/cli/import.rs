@@ -325,9 +325,8 @@ fn start_background(
                     );
                     // Under a holder every write is durable before its reply; without a log
                     // that is a txg per write (or per group of concurrent writes).
-                    let has_log = rt
-                        .block_on(call(&socket, Request::Status))
-                        .map(|st| !st["log"].is_null());
+                    let has_log =
+                        rt.block_on(call(&socket, Request::Status)).map(|st| !st["log"].is_null());
                     if matches!(has_log, Ok(false)) {
                         println!(
                             "note: pool '{name}' has no log device: under --holder each write waits for a txg in the store; add one for writes at log speed (fardisk add {name} log DEVICE)"
