@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache (FUSE over /dev/fuse and over io_uring)
+# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache (FUSE over /dev/fuse, over io_uring, and under --holder)
 # Every setup runs in this one invocation, so the ratios compare like with like on a noisy
 # machine. For each one-way latency L (toxiproxy between fardisk and MinIO, both directions):
 #   fardisk without a log (every fsync waits for a txg in MinIO), fardisk with a log and a
 #   cache file on local disk, and the same over FUSE-over-io_uring (`import --fuse-uring on`,
-#   which turns the kernel's enable_uring switch on; left out on a kernel without it);
+#   which turns the kernel's enable_uring switch on; left out on a kernel without it), and the
+#   same under `import --holder` (every write durable in the log before its reply, so that it
+#   survives an engine restart);
 #   PostgreSQL 15 on ext4 on a loop device over the pool's FUSE image.
 # The local row (ext4 on a loop file on local disk, no fardisk) is the limit and runs once.
 # Each row: `pgbench -i -s SCALE` time, TPC-B with 1 client and with 8 clients (synchronous_commit
@@ -13,7 +15,8 @@
 #
 # Env: FARDISK_PGBENCH_LATENCIES_MS ("0 10 20"), FARDISK_PGBENCH_SECONDS (30 per TPC-B run),
 #      FARDISK_PGBENCH_SCALE (1), FARDISK_PGBENCH_INIT_LIMIT_S (600: a slower init is reported
-#      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache logcache-uring"),
+#      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache logcache-uring
+#      logcache-holder"),
 #      FARDISK_PGBENCH_ARC_MAX (bytes, the pools' arc_max; default the pool default, 1 GiB),
 #      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency), FARDISK_BIN (a
 #      fardisk binary to measure instead of a fresh release build, e.g. a before/after pair).
@@ -30,9 +33,10 @@ LATENCIES="${FARDISK_PGBENCH_LATENCIES_MS:-0 10 20}"
 RUN_S="${FARDISK_PGBENCH_SECONDS:-30}"
 SCALE="${FARDISK_PGBENCH_SCALE:-1}"
 INIT_LIMIT_S="${FARDISK_PGBENCH_INIT_LIMIT_S:-600}"
-SETUPS="${FARDISK_PGBENCH_SETUPS:-nolog logcache logcache-uring}"
+SETUPS="${FARDISK_PGBENCH_SETUPS:-nolog logcache logcache-uring logcache-holder}"
 [ -e /sys/module/fuse/parameters/enable_uring ] || { SETUPS="${SETUPS/logcache-uring/}"; fd_log "no FUSE over io_uring on this kernel: its rows are left out"; }
 FUSE_URING=off # per row: import --fuse-uring
+HOLDER_ARGS=() # per row: import --holder
 SCENARIO="${FARDISK_PGBENCH_SCENARIO:-pgbench-latency}"
 ARC_ARGS=()
 [ -n "${FARDISK_PGBENCH_ARC_MAX:-}" ] && ARC_ARGS=(-o "arc_max=$FARDISK_PGBENCH_ARC_MAX")
@@ -131,7 +135,7 @@ run_row() {
     else
         POOL="p$order"
         "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" "$@" ${ARC_ARGS[@]+"${ARC_ARGS[@]}"} >/dev/null
-        "$BIN" import "$POOL" --mount "$WORK/mnt-$POOL" --fuse-uring "$FUSE_URING" >/dev/null
+        "$BIN" import "$POOL" --mount "$WORK/mnt-$POOL" --fuse-uring "$FUSE_URING" ${HOLDER_ARGS[@]+"${HOLDER_ARGS[@]}"} >/dev/null
         "$BIN" volume create "$POOL/pg" 4G >/dev/null
         LOOP="$(losetup --direct-io=on -f --show "$WORK/mnt-$POOL/pg")"
     fi
@@ -193,6 +197,13 @@ for lat in $LATENCIES; do
         FUSE_URING=on
         run_row "$order" "fardisk, log + cache, FUSE over io_uring, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
         FUSE_URING=off
+    fi
+    rm -f "$WORK/log-$order" "$WORK/cache-$order"
+    order=$((order + 1))
+    if [[ " $SETUPS " == *" logcache-holder "* ]]; then
+        HOLDER_ARGS=(--holder)
+        run_row "$order" "fardisk, log + cache, under --holder, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+        HOLDER_ARGS=()
     fi
     rm -f "$WORK/log-$order" "$WORK/cache-$order"
 done

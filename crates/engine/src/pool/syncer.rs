@@ -151,19 +151,41 @@ pub(super) fn background(inner: &Arc<Inner>, syncer: bool) -> Vec<Task> {
     tasks
 }
 
+/// Why the syncer woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// `txg_timeout` passed since its last txg.
+    Timer,
+    /// Kicked: the dirty threshold, a throttled writer, records the log gave up, queued work.
+    Kicked,
+    /// A reclaim was left for it (reclaim/deferred.rs): reclaim only, no txg.
+    ReclaimDue,
+}
+
 /// The syncer: a txg every `txg_timeout`, or sooner when kicked (dirty threshold, sync request,
 /// queued work); each is committed then reclaimed (`sync_once`), and every `COMPACT_EVERY_TXGS`
-/// txgs compaction queues work for the next ones.
+/// txgs compaction queues work for the next ones. A wake-up for a deferred reclaim runs the
+/// reclaim and nothing else, and does not move the timer.
 async fn syncer_loop(inner: Arc<Inner>) {
     let mut since_compact = 0u64;
+    let mut last_txg_us = inner.env.clock.mono_us();
     loop {
         let timeout = inner.config.read().txg_timeout.unwrap_or(Duration::from_secs(5));
-        let by_timer = tokio::select! {
-            _ = inner.txg.kicked() => false,
-            _ = inner.env.clock.sleep(timeout) => true,
+        let since_us = inner.env.clock.mono_us().saturating_sub(last_txg_us);
+        let left = timeout.saturating_sub(Duration::from_micros(since_us));
+        let wake = tokio::select! {
+            _ = inner.txg.kicked() => Wake::Kicked,
+            _ = reclaim::reclaim_due(&inner) => Wake::ReclaimDue,
+            _ = inner.env.clock.sleep(left) => Wake::Timer,
         };
-        // What sync requests left, outside the sync lock: the next txg does not wait for it.
+        // What sync requests and earlier txgs left, outside the sync lock: the next txg does not
+        // wait for it.
         reclaim::run_due(&inner).await;
+        if wake == Wake::ReclaimDue {
+            continue;
+        }
+        let by_timer = wake == Wake::Timer;
+        last_txg_us = inner.env.clock.mono_us();
         let Ok(guard) = inner.txg.sync_lock.try_lock() else {
             // A sync request is committing, and its txg takes everything written before it:
             // waiting for the lock would only hold up the reclaim it leaves (the next wake-up).
@@ -176,9 +198,8 @@ async fn syncer_loop(inner: Arc<Inner>) {
                 // Its reclaim, now that the sync lock is free: sync requests do not wait for it.
                 reclaim::run_due(&inner).await;
             }
-            // Kicked (by a sync request's deferred reclaim, say) and nothing to commit: the pool
-            // is busy, not idle. The idle work below (a catch-up's roots, the hint) is for a
-            // timer wake-up that finds nothing at all.
+            // Kicked and nothing to commit: the pool is busy, not idle. The idle work below (a
+            // catch-up's roots, the hint) is for a timer wake-up that finds nothing at all.
             Ok(None) if !by_timer => {}
             Ok(None) => {
                 probe_if_unreachable(&inner).await;

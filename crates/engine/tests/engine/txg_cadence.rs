@@ -28,9 +28,6 @@ const ROUNDS: u64 = 1000;
 const ROUND_PAUSE: Duration = Duration::from_millis(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known regression of 448a605, not fixed: this fails (123 txgs in 3.8 s). The fix tried on \
-            2026-11-26 (a reclaim wake of its own, ca11c12) passed it, but e2e 54 then lost acknowledged \
-            commits in 2 of 3 runs of seed 305945502 and it was taken back; run with --ignored"]
 async fn with_a_log_steady_sync_writes_commit_a_txg_per_timeout_not_back_to_back() {
     let dir = std::env::temp_dir().join(format!("fardisk-txg-cadence-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -16,7 +16,7 @@ mod orphans;
 mod retention;
 
 pub(super) use compact::compact_step;
-pub(super) use deferred::{defer, reclaim_now, run_due, syncer_started};
+pub(super) use deferred::{defer, reclaim_due, reclaim_now, run_due, syncer_started};
 pub(super) use delete::catch_up_txgs_due;
 pub(super) use orphans::{collect as collect_orphans, ORPHAN_PASS_EVERY_S};
 pub(super) use retention::load_retained;
