@@ -144,7 +144,10 @@ for name, label, order in setups:
         "randrw_mib_per_s": round((rw["read"]["bw_bytes"] + rw["write"]["bw_bytes"]) / 2**20, 2),
         "syncw_iops": round(sw["write"]["iops"], 1),
     }
-    sync_pct = sw.get("sync", {}).get("lat_ns", {}).get("percentile", {})
+    sync_lat = sw.get("sync", {}).get("lat_ns", {})
+    sync_pct = sync_lat.get("percentile", {})
+    if "mean" in sync_lat:
+        m["fsync_mean_us"] = round(sync_lat["mean"] / 1000, 1)
     if sync_pct:
         m["fsync_p50_us"] = round(sync_pct.get("50.000000", 0) / 1000, 1)
         m["fsync_p99_us"] = round(sync_pct.get("99.000000", 0) / 1000, 1)
