@@ -46,13 +46,7 @@ PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 # ---- 0. services and binary ------------------------------------------------------------------
 
 t_start=$SECONDS
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    # The debug build `cargo test --workspace` already made (dependencies are optimised in dev).
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 require "$E2E_STORE start" store_start
 require "toxiproxy.sh start" "$SCRIPTS/toxiproxy.sh" start
 on_exit '"$SCRIPTS/toxiproxy.sh" stop'

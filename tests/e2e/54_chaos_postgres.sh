@@ -104,7 +104,6 @@ pool_state() {
 }
 
 # holder_field NAME: a field of the status's engine_holder object.
-holder_field() { status_json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null; }
 
 # leg_states: "PATH=STATE ..." for the log legs.
 leg_states() {
@@ -159,12 +158,7 @@ t_start=$SECONDS
 echo "$E2E_NAME: seed $SEED (E2E54_SEED=$SEED reproduces the timeline), ${DURATION_S} s of load, $KILLS engine kills, outage ${OUTAGE_S} s"
 make_schedule >"$W/schedule" || { fail "timeline from the seed"; e2e_finish; }
 info "timeline: $(tr '\n' ';' <"$W/schedule")"
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 require "minio.sh start" "$SCRIPTS/minio.sh" start
 on_exit '"$SCRIPTS/minio.sh" stop'
 require "toxiproxy.sh start" "$TOXI" start

@@ -48,7 +48,6 @@ HOLDER_PID=""
 now() { date +%s.%N; }
 secs_since() { python3 -c 'import sys, time; print(round(time.time() - float(sys.argv[1]), 2))' "$1"; }
 status_json() { timeout 30 "$B" status "$POOL" --json 2>/dev/null; }
-holder_field() { status_json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null; }
 
 # engine_other_than PID: waits (bounded) until an engine with another pid answers; prints it.
 engine_other_than() {
@@ -77,12 +76,7 @@ EOF
 info "seed $SEED: $KILLS engine kills, $UPGRADES upgrades, under ${LOAD_S} s of TPC-B (E2E62_SEED=$SEED reproduces the moments)"
 RANDOM=$SEED
 
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 # The "installed" binary: upgrades start whatever file is at this path when they run.
 mkdir -p "$W/bin"
 require "install the binary under test as $W/bin/fardisk" cp "$B" "$W/bin/fardisk"

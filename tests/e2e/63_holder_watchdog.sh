@@ -22,12 +22,7 @@ WATCHDOG_MS=3000
 WAIT_TRIES=300 # x 0.1 s: bound on every wait below
 . "$(dirname "${BASH_SOURCE[0]}")/lib/postgres.sh"
 
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 LISTENER_PID=""
 stop_listener() { [ -n "$LISTENER_PID" ] && kill "$LISTENER_PID" 2>/dev/null; wait "$LISTENER_PID" 2>/dev/null; return 0; }
 on_exit stop_listener
@@ -60,14 +55,13 @@ wait_for_note() {
     done
     return 1
 }
-holder_json() { "$B" status "$POOL" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null; }
 reads_through_mount() { dd if="$MNT/v" of=/dev/null bs=1M count=1 iflag=direct status=none; }
 
 require "create on file://" "$B" create "$POOL" "file://$W/store"
 export NOTIFY_SOCKET="$NOTIFY" WATCHDOG_USEC=$((WATCHDOG_MS * 1000))
 require "import --holder under a notify socket" import_pool --holder
 unset NOTIFY_SOCKET WATCHDOG_USEC
-HOLDER_PID="$(holder_json pid)"
+HOLDER_PID="$(holder_field pid)"
 DAEMON_PIDS+=("$HOLDER_PID")
 check "READY=1 with a status line once the pool serves" wait_for_note "READY=1 | STATUS=pool $POOL serving"
 check "WATCHDOG=1 keepalives" wait_for_note "^WATCHDOG=1$"
@@ -81,18 +75,9 @@ kill -STOP "$engine"
 check "the hung engine (SIGSTOP) is killed by the holder" wait_gone "$WAIT_TRIES" "$engine"
 python3 -c 'import sys, time; e = time.time() - float(sys.argv[1]); print(f"INFO 63: engine killed {e:.1f} s after SIGSTOP (watchdog {int(sys.argv[2]) / 1000} s)"); sys.exit(0 if e >= int(sys.argv[2]) / 1000 * 0.45 else 1)' "$started" "$WATCHDOG_MS"
 check "not before half the watchdog timeout (its keepalive interval)" test $? -eq 0
-new_engine_answers() {
-    local i pid
-    for ((i = 0; i < WAIT_TRIES; i++)); do
-        pid="$(daemon_pid)"
-        [ -n "$pid" ] && [ "$pid" != "$engine" ] && [ "$pid" != "$HOLDER_PID" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-check "a new engine serves" new_engine_answers
+check "a new engine serves" wait_new_engine "$engine"
 check "READY=1 again from the new engine" wait_for_note "READY=1 | STATUS=pool $POOL serving at txg [0-9]* (engine generation 2)" "$seen"
-check "the holder is the same process" test "$(holder_json pid)" = "$HOLDER_PID"
+check "the holder is the same process" test "$(holder_field pid)" = "$HOLDER_PID"
 check "status says the engine hung" bash -c "'$B' status '$POOL' | grep -q 'hung: no keepalive for'"
 check "the image still reads through the same mount" reads_through_mount
 require "export" "$B" export "$POOL"

@@ -26,12 +26,7 @@ DEV="/dev/fardisk/$POOL"
 WAIT_TRIES=600 # x 0.1 s: bound on every wait below
 . "$(dirname "${BASH_SOURCE[0]}")/lib/postgres.sh"
 
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 # The "installed" binary: an upgrade starts whatever file is at this path.
 mkdir -p "$W/bin" "$FS"
 require "install the binary under test as $W/bin/fardisk" cp "$B" "$W/bin/fardisk"
@@ -66,7 +61,6 @@ cleanup_64() {
 on_exit cleanup_64
 
 status_json() { timeout 30 "$B" status "$POOL" --json 2>/dev/null; }
-holder_field() { status_json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null; }
 # dev_field VOLUME KEY: one field of the volume's block_device in status --json.
 dev_field() {
     status_json | python3 -c '

@@ -32,12 +32,7 @@ MNT="$W/mnt"
 IMG="$MNT/v"
 MIB=1048576
 
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 
 status_json() { timeout 30 "$B" status "$POOL" --json 2>/dev/null; }
 pool_field() { # pool_field KEY [SUBKEY]: one field of the pool's status --json ("" if absent)

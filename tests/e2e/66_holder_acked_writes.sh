@@ -8,8 +8,11 @@
 # writes; through the held FUSE mount an O_DIRECT write of a pattern and a punched hole over
 # fsynced data, no fsync after them; SIGKILL the engine; once the holder's new engine serves,
 # fsync and read back (O_DIRECT): the pattern and the hole are there; again after export and a
-# plain import. Without a log, import says each write waits for a txg. No PostgreSQL here: e2e
-# 54 and 62 cover the database across kills.
+# plain import. Without a log, import says each write waits for a txg. The pool with the log also
+# serves NBD: a client (nbdsh) writes without a flush and keeps its connection open across the
+# kill; a new connection to the successor flushes and reads the write back (a client that
+# reconnects by itself, qemu's `reconnect-delay`, retries only what was never answered). No
+# PostgreSQL here: e2e 54 and 62 cover the database across kills.
 #
 # Env: FARDISK_BIN=PATH uses that binary instead of building target/debug/fardisk.
 E2E_NAME=66_holder_acked_writes
@@ -24,12 +27,7 @@ WAIT_TRIES=300 # x 0.1 s: bound on every wait below
 IMPORT_WAIT_S=60
 . "$(dirname "${BASH_SOURCE[0]}")/lib/postgres.sh"
 
-if [ -n "${FARDISK_BIN:-}" ]; then
-    B="$FARDISK_BIN"
-else
-    require "the debug build of fardisk" build_fardisk
-    B="$E2E_ROOT/target/debug/fardisk"
-fi
+use_fardisk_bin
 on_exit cleanup_all
 mkdir -p "$MNT" "$FS"
 
@@ -69,23 +67,39 @@ elif op == "verify":
 PY
 io() { python3 "$IO" "$MNT/v" "$1"; }
 
-holder_field() { "$B" status "$POOL" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null; }
-new_engine_serves() {
-    local i pid
+NBD_SOCK="$W/nbd.sock"
+NBD_URI="nbd+unix:///v?socket=$NBD_SOCK"
+NBD_WRITER_PID=""
+# /usr/bin first: nbdsh needs the system python3, which has the libnbd bindings (python3-libnbd).
+CLIENT_PATH="/usr/bin:/bin:$PATH"
+stop_nbd_writer() { [ -n "$NBD_WRITER_PID" ] && is_ours "$NBD_WRITER_PID" nbdsh && kill "$NBD_WRITER_PID"; return 0; }
+on_exit stop_nbd_writer
+# nbd_write_unflushed: 0xcd over [12 MiB, 13 MiB) through NBD, no flush; the client stays connected
+# (at most 60 s) so that nothing but the server could have made the write durable.
+nbd_write_unflushed() {
+    env PATH="$CLIENT_PATH" nbdsh -u "$NBD_URI" -c 'h.pwrite(b"\xcd" * (1 << 20), 12 << 20)' \
+        -c 'print("written", flush=True)' -c 'import time; time.sleep(60)' >"$W/nbd-writer.out" 2>&1 &
+    NBD_WRITER_PID=$!
+    local i
     for ((i = 0; i < WAIT_TRIES; i++)); do
-        pid="$(daemon_pid)"
-        [ -n "$pid" ] && [ "$pid" != "$1" ] && [ "$pid" != "$HOLDER_PID" ] && return 0
+        grep -q written "$W/nbd-writer.out" && return 0
         sleep 0.1
     done
+    cat "$W/nbd-writer.out"
     return 1
+}
+nbd_flush_and_verify() {
+    env PATH="$CLIENT_PATH" nbdsh -u "$NBD_URI" -c 'h.flush()' \
+        -c 'b = h.pread(1 << 20, 12 << 20); n = b.count(0xCD); print(f"the NBD write reads {b[:4].hex()}.. ({n} of {1 << 20} bytes 0xcd)"); assert n == 1 << 20'
 }
 
 one_case() { # NAME CREATE_ARGS...
-    local name="$1" engine
+    local name="$1" engine import_args=(--holder)
     shift
     POOL="$name"
+    [ "$#" -gt 0 ] && import_args+=(--nbd "unix:$NBD_SOCK")
     require "$name: create (${*:-no log}) -o txg_timeout=60" "$B" create "$POOL" "file://$W/store-$name" "$@" -o txg_timeout=60
-    require "$name: import --holder" import_pool --holder >"$W/import-$name.out"
+    require "$name: import ${import_args[*]}" import_pool "${import_args[@]}" >"$W/import-$name.out"
     cat "$W/import-$name.out"
     if [ "$#" -eq 0 ]; then
         check "$name: import says each write waits for a txg without a log" grep -q "has no log device: under --holder each write waits for a txg" "$W/import-$name.out"
@@ -97,11 +111,18 @@ one_case() { # NAME CREATE_ARGS...
     require "$name: volume create v 16M" "$B" volume create "$POOL/v" 16M
     require "$name: a fsynced pattern" io prepare
     require "$name: an O_DIRECT write and a punched hole, not fsynced" io unsynced
+    if [ "$#" -gt 0 ]; then
+        require "$name: an NBD write, not flushed, the client still connected" nbd_write_unflushed
+    fi
     engine="$(daemon_pid)"
     require "$name: SIGKILL the engine ($engine)" kill_daemon
-    check "$name: the holder starts a new engine that serves" new_engine_serves "$engine"
+    check "$name: the holder starts a new engine that serves" wait_new_engine "$engine"
     check "$name: fsync through the successor" io fsync
     check "$name: the write and the hole acknowledged before the kill read back" io verify
+    if [ "$#" -gt 0 ]; then
+        stop_nbd_writer
+        check "$name: through NBD to the successor, a flush and the unflushed write read back" nbd_flush_and_verify
+    fi
     require "$name: export" "$B" export "$POOL"
     check "$name: the holder is gone after the export" wait_gone "$WAIT_TRIES" "$HOLDER_PID"
     require "$name: import (no holder)" import_pool

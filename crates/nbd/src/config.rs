@@ -31,6 +31,12 @@ pub struct ServerConfig {
     /// Most extents sent in one NBD_REPLY_TYPE_BLOCK_STATUS chunk (the spec caps it at
     /// 2^20; fewer keeps replies small).
     pub max_block_status_extents: usize,
+    /// Every write, trim and write-zeroes is treated as if it carried FUA: durable before its
+    /// reply. For a server whose process may be replaced under a client that reconnects (qemu's
+    /// `reconnect-delay`, `nbd-client -persist`): the client retries only what was never
+    /// answered, so a write answered from memory and lost with the process would be gone while
+    /// the flush the client sends next, on the new connection, succeeds.
+    pub writes_durable_before_reply: bool,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +51,7 @@ impl Default for ServerConfig {
             handshake_timeout_ms: 30_000,
             shutdown_grace_ms: 10_000,
             max_block_status_extents: 64 * 1024,
+            writes_durable_before_reply: false,
         }
     }
 }
@@ -68,6 +75,7 @@ impl ServerConfig {
             handshake_timeout_ms: self.handshake_timeout_ms.clamp(1, 24 * 3600 * 1000),
             shutdown_grace_ms: self.shutdown_grace_ms.min(24 * 3600 * 1000),
             max_block_status_extents: self.max_block_status_extents.clamp(1, 1 << 20),
+            writes_durable_before_reply: self.writes_durable_before_reply,
         }
     }
 }

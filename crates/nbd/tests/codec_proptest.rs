@@ -187,6 +187,7 @@ proptest! {
             structured_replies: structured,
             base_allocation: structured,
             fast_zero: true,
+            fua_always: false,
         };
         if let Ok(action) = validate(&header, &limits) {
             let end = header.offset.checked_add(header.length_bytes as u64);

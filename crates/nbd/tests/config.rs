@@ -26,6 +26,7 @@ fn normalization_fixes_unworkable_limits() {
         handshake_timeout_ms: 0,
         shutdown_grace_ms: 0,
         max_block_status_extents: 0,
+        writes_durable_before_reply: false,
     }
     .normalized();
     assert_eq!(zeroes.max_request_bytes, 4096);
@@ -47,6 +48,7 @@ fn normalization_fixes_unworkable_limits() {
         handshake_timeout_ms: u64::MAX,
         shutdown_grace_ms: u64::MAX,
         max_block_status_extents: usize::MAX,
+        writes_durable_before_reply: true,
     }
     .normalized();
     assert_eq!(huge.max_request_bytes, 1 << 30);

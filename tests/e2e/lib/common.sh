@@ -62,6 +62,17 @@ e2e_finish() {
     exit 1
 }
 
+# use_fardisk_bin: B is $FARDISK_BIN when set (a binary to test: a release build, another commit's),
+# else the debug build (build_fardisk below; a required check).
+use_fardisk_bin() {
+    if [ -n "${FARDISK_BIN:-}" ]; then
+        B="$FARDISK_BIN"
+        return 0
+    fi
+    require "the debug build of fardisk" build_fardisk
+    B="$E2E_ROOT/target/debug/fardisk"
+}
+
 # build_fardisk: target/debug/fardisk, the debug build. scripts/test.sh has built it already, with
 # `cargo test --workspace`, and says so with FARDISK_E2E_BUILT=1: a `cargo build -p fardisk` after
 # that resolves the dependencies' features for one package instead of the workspace (other crates'

@@ -23,6 +23,25 @@ info() { echo "INFO $E2E_NAME: $*"; }
 
 daemon_pid() { fardisk_daemon_pid "$POOL"; }
 
+# holder_field FIELD: a field of the pool's `engine_holder` in `status --json` (pid, generation,
+# restarts, ...), or nothing; bounded by CMD_TIMEOUT_S (30 s by default).
+holder_field() {
+    timeout "${CMD_TIMEOUT_S:-30}" "$B" status "$POOL" --json 2>/dev/null |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("engine_holder", {}).get(sys.argv[1], ""))' "$1" 2>/dev/null
+}
+
+# wait_new_engine OLD_PID: true once an engine other than OLD_PID (and not the holder, $HOLDER_PID)
+# answers `status`; polls every 0.1 s, WAIT_TRIES (300) times at most.
+wait_new_engine() {
+    local i pid
+    for ((i = 0; i < ${WAIT_TRIES:-300}; i++)); do
+        pid="$(daemon_pid)"
+        [ -n "$pid" ] && [ "$pid" != "$1" ] && [ "$pid" != "${HOLDER_PID:-}" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # kill_daemon: SIGKILL the pool's daemon, as a crash of the host would (only if the pid in status
 # is a live fardisk process: never a recycled pid), and wait until it is gone.
 kill_daemon() {

@@ -128,8 +128,13 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut nbd_tasks = Vec::new();
     for l in &opts.nbd {
-        let (provider, cfg, rx) =
-            (exports.clone(), fardisk_nbd::ServerConfig::default(), stop_rx.clone());
+        // Under a holder the engine may be replaced while NBD clients reconnect and carry on:
+        // what it acknowledged must outlive it, as for the held FUSE connection.
+        let cfg = fardisk_nbd::ServerConfig {
+            writes_durable_before_reply: holder.is_some(),
+            ..Default::default()
+        };
+        let (provider, rx) = (exports.clone(), stop_rx.clone());
         nbd_tasks.push(match l.clone() {
             NbdListen::Unix(p) => {
                 tokio::spawn(async move { fardisk_nbd::serve_unix(&p, provider, cfg, rx).await })

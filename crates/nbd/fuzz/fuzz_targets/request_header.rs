@@ -21,6 +21,7 @@ fuzz_target!(|data: &[u8]| {
         structured_replies: data[5] & 0x80 != 0,
         base_allocation: data[5] & 0x40 != 0,
         fast_zero: true,
+        fua_always: false,
     };
     if let Ok(action) = validate(&header, &limits) {
         let in_range = header

@@ -16,6 +16,8 @@ pub struct ExportLimits {
     pub base_allocation: bool,
     /// Cheap zeroing available (otherwise FAST_ZERO requests get ENOTSUP).
     pub fast_zero: bool,
+    /// Every write, trim and write-zeroes runs with FUA (`ServerConfig::writes_durable_before_reply`).
+    pub fua_always: bool,
 }
 
 /// A validated request, ready to run against the device.
@@ -160,7 +162,7 @@ fn check_range(header: &RequestHeader, limits: &ExportLimits) -> Result<(), Refu
 fn action_for(header: &RequestHeader, limits: &ExportLimits) -> Action {
     let offset = header.offset;
     let length_bytes = header.length_bytes;
-    let fua = header.has_flag(NBD_CMD_FLAG_FUA) && !limits.read_only;
+    let fua = (header.has_flag(NBD_CMD_FLAG_FUA) || limits.fua_always) && !limits.read_only;
     match header.command {
         Command::Read => {
             Action::Read { offset, length_bytes, dont_fragment: header.has_flag(NBD_CMD_FLAG_DF) }
@@ -196,4 +198,47 @@ pub fn check_fast_zero(header: &RequestHeader, limits: &ExportLimits) -> Result<
         return Err(refuse(NBD_ENOTSUP, "fast zeroing is not available"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(read_only: bool, fua_always: bool) -> ExportLimits {
+        ExportLimits {
+            size_bytes: 1 << 20,
+            min_block_bytes: 512,
+            max_request_bytes: 1 << 20,
+            read_only,
+            structured_replies: true,
+            base_allocation: false,
+            fast_zero: true,
+            fua_always,
+        }
+    }
+
+    fn header(command: Command, flags: u16) -> RequestHeader {
+        RequestHeader { flags, command, cookie: 1, offset: 4096, length_bytes: 4096 }
+    }
+
+    fn fua_of(action: Action) -> bool {
+        match action {
+            Action::Write { fua, .. }
+            | Action::Trim { fua, .. }
+            | Action::WriteZeroes { fua, .. } => fua,
+            other => panic!("not a write: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn with_fua_always_every_write_trim_and_write_zeroes_runs_with_fua() {
+        for command in [Command::Write, Command::Trim, Command::WriteZeroes] {
+            let plain = validate(&header(command, 0), &limits(false, false)).expect("valid");
+            assert!(!fua_of(plain), "{command:?} without the flag and without fua_always");
+            let asked = validate(&header(command, NBD_CMD_FLAG_FUA), &limits(false, false));
+            assert!(fua_of(asked.expect("valid")), "{command:?} with the flag");
+            let always = validate(&header(command, 0), &limits(false, true)).expect("valid");
+            assert!(fua_of(always), "{command:?} under fua_always, without the flag");
+        }
+    }
 }

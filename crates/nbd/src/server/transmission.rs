@@ -70,6 +70,7 @@ impl Transmission {
             structured_replies: session.structured_replies,
             base_allocation: session.base_allocation,
             fast_zero: session.device.fast_zero(),
+            fua_always: config.writes_durable_before_reply,
         };
         let requests_max = config.max_inflight_per_connection as u32;
         let inflight = Limits {
