@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache (FUSE over /dev/fuse, over io_uring, and under --holder)
+# about: seed 000: PostgreSQL on ext4, pgbench -i -s 1 and TPC-B at 1, 4 and 8 clients, store 0/10/20 ms one-way (MinIO via toxiproxy): local loop file vs fardisk without log vs with log + cache (FUSE over /dev/fuse, over io_uring, and under --holder)
 # Every setup runs in this one invocation, so the ratios compare like with like on a noisy
 # machine. For each one-way latency L (toxiproxy between fardisk and MinIO, both directions):
 #   fardisk without a log (every fsync waits for a txg in MinIO), fardisk with a log and a
@@ -9,8 +9,8 @@
 #   survives an engine restart);
 #   PostgreSQL 15 on ext4 on a loop device over the pool's FUSE image.
 # The local row (ext4 on a loop file on local disk, no fardisk) is the limit and runs once.
-# Each row: `pgbench -i -s SCALE` time, TPC-B with 1 client and with 8 clients (synchronous_commit
-# on; -n: the history of both runs is kept, so the TPC-B invariant covers both), TPS per second of
+# Each row: `pgbench -i -s SCALE` time, TPC-B with 1, 4 and 8 clients (synchronous_commit
+# on; -n: the history of every run is kept, so the TPC-B invariant covers all), TPS per second of
 # the 8-client run (a series), and the invariant, which must hold.
 #
 # Env: FARDISK_PGBENCH_LATENCIES_MS ("0 10 20"), FARDISK_PGBENCH_SECONDS (30 per TPC-B run),
@@ -157,11 +157,12 @@ run_row() {
     init_s="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$t0" "$(date +%s.%N)")"
     DAEMON_PID=""
     [ -n "$POOL" ] && DAEMON_PID="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["pid"])')"
-    local tx1 cpu1 daemon1 store1 tx8 cpu8 daemon8 store8
+    local tx1 cpu1 daemon1 store1 tx4 cpu4 daemon4 store4 tx8 cpu8 daemon8 store8
     read -r tps1 lat1 tx1 cpu1 daemon1 store1 <<<"$(tpcb 1 "$WORK/series/c1")"
+    read -r tps4 lat4 tx4 cpu4 daemon4 store4 <<<"$(tpcb 4 "$WORK/series/c4")"
     read -r tps8 lat8 tx8 cpu8 daemon8 store8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
     "$PG" check "$WORK/fs/data" postgres || fd_die "$setup: TPC-B invariant broken"
-    fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps8} tps (8 clients); CPU-s per 10k transactions with 8 clients: machine ${cpu8}, daemon ${daemon8}, store ${store8}"
+    fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps4} tps (4 clients), ${tps8} tps (8 clients); CPU-s per 10k transactions with 8 clients: machine ${cpu8}, daemon ${daemon8}, store ${store8}"
     local puts=""
     if [ -n "$POOL" ]; then
         puts="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["store_requests"]["put"]["requests"])')"
@@ -170,6 +171,7 @@ run_row() {
         --order "$order" --durable yes --duration-s "$RUN_S" \
         --param latency_ms_one_way="$lat" --param scale="$SCALE" --param seconds="$RUN_S" \
         --metric init_s="$init_s" --metric tps_c1="$tps1" --metric latency_ms_c1="$lat1" \
+        --metric tps_c4="$tps4" --metric latency_ms_c4="$lat4" \
         --metric tps_c8="$tps8" --metric latency_ms_c8="$lat8" ${puts:+--metric store_puts="$puts"} \
         --metric cpu_s_per_10k_tx_c1="$cpu1" --metric daemon_cpu_s_per_10k_tx_c1="$daemon1" \
         --metric store_cpu_s_per_10k_tx_c1="$store1" --metric cpu_s_per_10k_tx_c8="$cpu8" \
