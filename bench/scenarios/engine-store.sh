@@ -9,7 +9,9 @@
 #   bench/run.sh engine-store --quick    256 MiB, 2 rounds; results go to the scratch dir only,
 #                                        so a smoke run never replaces a published row
 # Env: FARDISK_ENGINE_STORE_MIB, FARDISK_ENGINE_STORE_ROUNDS, FARDISK_ENGINE_STORE_WRITERS,
-#      FARDISK_SEED (data and engine seed).
+#      FARDISK_SEED (data and engine seed),
+#      FARDISK_ENGINE_STORE_LATENCY_MS: put the store this far away each way (toxiproxy, both
+#      the raw and the engine runs); the rows' setups then end in "(store N ms one-way)".
 set -euo pipefail
 FD_NAME=engine-store
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -18,6 +20,8 @@ WORK="$FARDISK_RUN_DIR/bench/engine-store"
 MIB="${FARDISK_ENGINE_STORE_MIB:-2048}"
 ROUNDS="${FARDISK_ENGINE_STORE_ROUNDS:-3}"
 WRITERS="${FARDISK_ENGINE_STORE_WRITERS:-4}"
+LATENCY_MS="${FARDISK_ENGINE_STORE_LATENCY_MS:-0}"
+case "$LATENCY_MS" in ''|*[!0-9]*) fd_die "FARDISK_ENGINE_STORE_LATENCY_MS must be a whole number of ms, not '$LATENCY_MS'" ;; esac
 RESULTS="$FARDISK_BENCH_RESULTS"
 if [ "${1:-}" = --quick ]; then
     MIB="${FARDISK_ENGINE_STORE_MIB:-256}"
@@ -41,9 +45,23 @@ if "$MINIO" status >/dev/null 2>&1; then
     fd_log "using the MinIO already running in $FARDISK_RUN_DIR"
 else
     "$MINIO" start
-    trap '"$MINIO" stop' EXIT
+    STARTED_MINIO=1
 fi
+TOXI="$FARDISK_ROOT/scripts/toxiproxy.sh"
+stop_servers() {
+    if [ -n "${STARTED_TOXI:-}" ]; then "$TOXI" stop || true; fi
+    if [ -n "${STARTED_MINIO:-}" ]; then "$MINIO" stop || true; fi
+}
+trap stop_servers EXIT
 eval "$("$MINIO" env)"
+SETUP_SUFFIX=""
+if [ "$LATENCY_MS" -gt 0 ]; then
+    "$TOXI" start
+    STARTED_TOXI=1
+    eval "$("$TOXI" env)"
+    "$TOXI" latency "$LATENCY_MS" >/dev/null
+    SETUP_SUFFIX=" (store $LATENCY_MS ms one-way)"
+fi
 
 started_at="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -52,7 +70,7 @@ note="Shared 2-core machine (other engineers' cargo builds may run): load averag
 fd_log "engine-store: $MIB MiB per run, $ROUNDS rounds, $WRITERS writers, results in $RESULTS"
 if ! "$BIN" engine-store --bucket "$FARDISK_BUCKET" --prefix "bench-$$" --total-mib "$MIB" \
     --rounds "$ROUNDS" --writers "$WRITERS" --seed "${FARDISK_SEED:-1}" --out "$WORK/rows.json" \
-    --note "$note" 2>&1 | tee "$WORK/bench.log"; then
+    --note "$note" --setup-suffix "$SETUP_SUFFIX" 2>&1 | tee "$WORK/bench.log"; then
     fd_die "fardisk-bench failed (log: $WORK/bench.log)"
 fi
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"

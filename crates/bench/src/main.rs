@@ -250,6 +250,10 @@ struct EngineStoreArgs {
     /// Free text appended to every row's notes (machine load, what else ran).
     #[arg(long, default_value = "")]
     note: String,
+    /// Appended to every row's setup, so runs against a store put far away (toxiproxy) are rows
+    /// of their own, e.g. " (store 20 ms one-way)".
+    #[arg(long, default_value = "")]
+    setup_suffix: String,
 }
 
 /// Rounds are bounded: each one moves the full data set four times.
@@ -424,7 +428,10 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
         params: args.params(),
         notes: args.note.clone(),
     };
-    let rows = rows::build(&runs, &knobs);
+    let mut rows = rows::build(&runs, &knobs);
+    for r in &mut rows {
+        r.setup.push_str(&args.setup_suffix);
+    }
     let text = serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?;
     std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
     log(format!("{} rows -> {}", rows.len(), args.out.display()));

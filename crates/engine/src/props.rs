@@ -185,6 +185,13 @@ pub const READ_CONCURRENCY: Prop = settable_number("read_concurrency", Unit::Cou
 /// How far ahead of a sequential reader blocks are fetched (0: no readahead).
 pub const READAHEAD_BYTES_MAX: Prop =
     Prop { note: "0 = none", ..settable_size("readahead_bytes_max", Unit::Bytes, 0, 8 << 20) };
+/// Leaf map pages past the ones a read needs that come along in the same ranged GET when they
+/// sit right after them in one segment (pool/read.rs): bytes, not requests. A sequential reader
+/// then asks for one map GET per this many MiB of volume instead of one per MiB (issue #21).
+pub const MAP_READAHEAD_PAGES_MAX: Prop = Prop {
+    note: "0 = none",
+    ..settable_number("map_readahead_pages_max", Unit::Count, 0, 255, 32)
+};
 
 /// What a read does when the store does not answer within its retry budget (ZFS's failmode):
 /// `wait` retries until the store is back, so a database's query stalls through an outage and
@@ -211,6 +218,7 @@ pub const POOL_PROPS: &[Prop] = &[
     FREE_QUEUE_ENTRIES_MAX,
     READ_CONCURRENCY,
     READAHEAD_BYTES_MAX,
+    MAP_READAHEAD_PAGES_MAX,
     FAILMODE,
 ];
 

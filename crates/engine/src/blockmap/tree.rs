@@ -15,6 +15,17 @@ use std::sync::Arc;
 #[async_trait::async_trait]
 pub trait BlockSource: Send + Sync {
     async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes>;
+
+    /// Several blocks, in the order of `ptrs`. A source over a store reads blocks that sit back
+    /// to back in one segment with one ranged GET (pool/fetch.rs); this default reads them one
+    /// by one.
+    async fn read_blocks(&self, ptrs: &[BlockPtr]) -> Result<Vec<Bytes>> {
+        let mut out = Vec::with_capacity(ptrs.len());
+        for p in ptrs {
+            out.push(self.read_block(p).await?);
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +153,82 @@ impl TreeRef {
             }
             None => Ok(vec![[0u8; SLOT_BYTES]; count]),
         }
+    }
+
+    /// Brings the leaf pages `leaves` (ascending leaf indices) into the page cache with one
+    /// batched read per level-1 page above them, so leaves stored back to back in a segment (a
+    /// txg writes its dirty pages in index order) come in one ranged GET, not one GET each.
+    /// After the last wanted leaf, up to `ahead_pages_max` following leaves under the same
+    /// level-1 page ride along while each sits directly after the one before it in the same
+    /// segment: they cost bytes in that GET and no request, and a sequential reader finds its
+    /// next map pages cached. Leaves already cached or holes are skipped. `generation` as for
+    /// `lookup`; pages of a tree that changed meanwhile are not cached (the lookup then reads
+    /// them itself).
+    pub async fn load_leaf_pages(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        leaves: &[u64],
+        ahead_pages_max: u64,
+        generation: u64,
+    ) -> Result<()> {
+        // A one-level tree's only leaf is its top page, which `page_for` loads.
+        if self.levels < 2 || leaves.is_empty() {
+            return Ok(());
+        }
+        let fanout = FANOUT as u64;
+        let leaves_max = self.capacity_slots() / fanout;
+        let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
+        let mut i = 0;
+        while i < leaves.len() && leaves[i] < leaves_max {
+            let parent_index = leaves[i] / fanout;
+            let under: Vec<u64> =
+                leaves[i..].iter().copied().take_while(|l| l / fanout == parent_index).collect();
+            i += under.len();
+            let first_slot = parent_index.checked_shl(16).unwrap_or(u64::MAX);
+            let Some(parent) =
+                self.page_for(cache, src, first_slot, 1, false, Some(generation)).await?
+            else {
+                continue; // A hole above: every leaf under it reads as zeros.
+            };
+            let slots: Vec<Slot> = parent.slots.read().clone();
+            let cached = |leaf: u64| {
+                cache.get(&PageKey { tree_id: self.tree_id, level: 0, index: leaf }).is_some()
+            };
+            let mut last = None;
+            for &leaf in &under {
+                let ptr = BlockPtr::from_bytes(&slots[(leaf % fanout) as usize])?;
+                if !ptr.is_hole() && !cached(leaf) {
+                    wanted.push((leaf, ptr));
+                    last = Some((leaf, ptr));
+                }
+            }
+            let (Some((last_leaf, mut prev)), true) = (last, i == leaves.len()) else {
+                continue;
+            };
+            let ahead_end = (last_leaf + 1 + ahead_pages_max).min((parent_index + 1) * fanout);
+            for leaf in last_leaf + 1..ahead_end {
+                let ptr = BlockPtr::from_bytes(&slots[(leaf % fanout) as usize])?;
+                let adjacent =
+                    ptr.segment_id == prev.segment_id && ptr.range().start == prev.range().end;
+                if ptr.is_hole() || !adjacent || cached(leaf) {
+                    break;
+                }
+                wanted.push((leaf, ptr));
+                prev = ptr;
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let ptrs: Vec<BlockPtr> = wanted.iter().map(|&(_, p)| p).collect();
+        let pages = src.read_blocks(&ptrs).await?;
+        for ((leaf, ptr), bytes) in wanted.into_iter().zip(pages) {
+            let slots = decode_page(&bytes, self.page_tag, 0, leaf)?;
+            let key = PageKey { tree_id: self.tree_id, level: 0, index: leaf };
+            cache.insert_if_absent(key, CachedPage::new(slots, ptr), Some(generation));
+        }
+        Ok(())
     }
 
     /// Sets one slot (sync thread only); returns the previous value.

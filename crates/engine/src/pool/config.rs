@@ -7,8 +7,8 @@ use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
     COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX,
-    MAP_CACHE_BYTES, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S,
-    TXG_TIMEOUT,
+    MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT,
+    ROOT_RETENTION_S, TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -45,6 +45,8 @@ pub struct PoolConfig {
     pub root_retention_s: u64,
     /// Sequential reads trigger readahead up to this many bytes ahead.
     pub readahead_bytes_max: u64,
+    /// Leaf map pages that ride along in a map page's GET when stored right after it.
+    pub map_readahead_pages_max: u64,
     /// `failmode=wait`: a read the store cannot answer within the retry budget retries until it
     /// can (pool/read.rs); false: it fails (EIO at the front ends).
     pub failmode_wait: bool,
@@ -80,6 +82,7 @@ impl Default for PoolConfig {
             roots_kept: ROOTS_KEPT.default_number(),
             root_retention_s: ROOT_RETENTION_S.default_number(),
             readahead_bytes_max: READAHEAD_BYTES_MAX.default_number(),
+            map_readahead_pages_max: MAP_READAHEAD_PAGES_MAX.default_number(),
             failmode_wait: FAILMODE.default_text() == "wait",
             sync_attempts_max: None,
             held_records_dir: None,
@@ -128,6 +131,9 @@ impl PoolConfig {
         }
         if let Some(bytes) = READAHEAD_BYTES_MAX.stored_number(props)? {
             self.readahead_bytes_max = bytes;
+        }
+        if let Some(n) = MAP_READAHEAD_PAGES_MAX.stored_number(props)? {
+            self.map_readahead_pages_max = n;
         }
         if let Some(v) = props.get(FAILMODE.name) {
             self.failmode_wait = v == "wait";

@@ -51,7 +51,7 @@ struct Fetched {
 
 /// Logical bytes for every source, fetching what is needed from the cache or the store.
 pub(super) async fn fetch_blocks(
-    inner: &Arc<Inner>,
+    inner: &Inner,
     sources: &[Source],
     prefetch: bool,
 ) -> Result<Vec<Bytes>> {
@@ -107,7 +107,7 @@ pub(super) async fn fetch_blocks(
 /// at most `read_concurrency` at once per request); returns the blocks the device could not give back verified (evicted meanwhile, or
 /// a bad copy), which go to the store.
 async fn read_from_device(
-    inner: &Arc<Inner>,
+    inner: &Inner,
     blocks: Vec<Wanted>,
     prefetch: bool,
     out: &mut [Option<Bytes>],
@@ -159,7 +159,7 @@ fn coalesce(wanted: &[Wanted], max_req: u64) -> Vec<Vec<Wanted>> {
 /// Demand blocks that a prefetch is already fetching: wait for it (bounded), then take them from
 /// the cache. Returns the blocks still to fetch.
 async fn wait_for_prefetches(
-    inner: &Arc<Inner>,
+    inner: &Inner,
     wanted: Vec<Wanted>,
     out: &mut [Option<Bytes>],
 ) -> Vec<Wanted> {
@@ -191,7 +191,7 @@ async fn wait_for_prefetches(
 
 /// One coalesced GET; a prefetch registers its blocks first so that demand reads of them wait
 /// for it instead of repeating it.
-async fn fetch_group(inner: &Arc<Inner>, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
+async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
     if !prefetch {
         return fetch_group_now(inner, g, false).await;
     }
@@ -220,11 +220,7 @@ async fn fetch_group(inner: &Arc<Inner>, g: Vec<Wanted>, prefetch: bool) -> Resu
     r
 }
 
-async fn fetch_group_now(
-    inner: &Arc<Inner>,
-    g: Vec<Wanted>,
-    prefetch: bool,
-) -> Result<Vec<Fetched>> {
+async fn fetch_group_now(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
     let start = g[0].ptr.range().start;
     let end = g[g.len() - 1].ptr.range().end;
     let bytes = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
@@ -297,5 +293,11 @@ pub(crate) async fn read_verified(inner: &Inner, p: &BlockPtr) -> Result<Bytes> 
 impl BlockSource for Inner {
     async fn read_block(&self, ptr: &BlockPtr) -> Result<Bytes> {
         read_verified(self, ptr).await
+    }
+
+    /// Through the caches, with adjacent blocks coalesced into one GET (a batch of map pages).
+    async fn read_blocks(&self, ptrs: &[BlockPtr]) -> Result<Vec<Bytes>> {
+        let sources: Vec<Source> = ptrs.iter().map(|p| Source::Ptr(*p)).collect();
+        fetch_blocks(self, &sources, false).await
     }
 }

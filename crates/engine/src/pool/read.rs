@@ -190,32 +190,34 @@ impl Pool {
             }
             b = run_end;
         }
-        let Some((&head, rest)) = runs.split_first() else {
+        if runs.is_empty() {
             return Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect());
-        };
+        }
         let gen = self.inner.cache.generation();
+        // The leaf pages first, batched: the pages above them one level at a time (usually
+        // cached), then every missing leaf in one coalesced read, with the next few leaves
+        // riding along in the same GET (`map_readahead_pages_max`). A long read, a readahead
+        // window or a sequential reader then waits about one map round trip per batch, and
+        // asks the store for about one map GET per batch instead of one per MiB of volume.
+        let leaves: Vec<u64> = runs.iter().map(|&(b, _)| b / FANOUT as u64).collect();
+        let ahead = self.inner.config.read().map_readahead_pages_max;
+        tree.load_leaf_pages(&self.inner.cache, &*self.inner, &leaves, ahead, gen).await?;
+        // Now mostly cache hits; a page the cache could not keep (the tree changed meanwhile,
+        // or it was evicted) is read here, `read_concurrency` at a time.
         let lookup = |(b, run_end): (u64, u64)| async move {
             let cache = &self.inner.cache;
             let slots =
                 tree.lookup_leaf_run(cache, &*self.inner, b, (run_end - b) as usize, gen).await?;
             Ok::<_, crate::error::Error>((b, slots))
         };
-        // The first leaf alone, which brings the pages above it into the page cache; then the
-        // other leaves together (at most `read_concurrency` GETs at once) instead of one after
-        // the other: a long read or a readahead window waits about one map round trip, not one
-        // per MiB of volume. Leaves under another internal page than the first's (every
-        // FANOUT^2 blocks) may fetch that page more than once.
-        let mut found = vec![lookup(head).await?];
         let concurrency = self.inner.config.read().read_concurrency.max(1);
-        let others: Vec<Result<(u64, Vec<crate::blockmap::Slot>)>> =
-            futures::stream::iter(rest.iter().copied())
+        let found: Vec<Result<(u64, Vec<crate::blockmap::Slot>)>> =
+            futures::stream::iter(runs.iter().copied())
                 .map(lookup)
-                .buffer_unordered(concurrency)
+                .buffered(concurrency)
                 .collect()
                 .await;
-        for r in others {
-            found.push(r?);
-        }
+        let found = found.into_iter().collect::<Result<Vec<_>>>()?;
         for (b, slots) in found {
             let i0 = (b - first) as usize;
             for (k, slot) in slots.iter().enumerate() {
