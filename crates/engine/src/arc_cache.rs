@@ -24,6 +24,7 @@ const L2_TICK: Duration = Duration::from_millis(100);
 
 pub struct ArcBlockCache {
     arc: AdaptiveCache,
+    arc_max_bytes: u64,
     /// Swapped in when the first cache device is added to a pool that had none (`fardisk add`).
     l2: RwLock<Option<L2Arc>>,
     writer: Mutex<Option<WriterHandle>>,
@@ -68,6 +69,7 @@ impl ArcBlockCache {
         let has_l2 = l2.is_some();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let cache = ArcBlockCache {
+            arc_max_bytes,
             arc,
             l2: RwLock::new(l2),
             writer: Mutex::new(writer),
@@ -102,6 +104,7 @@ impl ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         ArcBlockCache {
+            arc_max_bytes,
             arc,
             l2: RwLock::new(Some(l2)),
             writer: Mutex::new(None),
@@ -257,6 +260,10 @@ impl ArcBlockCache {
 }
 
 impl BlockCache for ArcBlockCache {
+    fn ram_bytes_max(&self) -> u64 {
+        self.arc_max_bytes
+    }
+
     fn get(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         self.get_ram(ptr, prefetch).or_else(|| self.get_device(ptr, prefetch))
     }

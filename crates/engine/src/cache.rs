@@ -48,6 +48,11 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug + 'static {
     fn holds_nothing(&self) -> bool {
         false
     }
+    /// The most bytes the cache keeps in RAM: readahead stays well inside it, so prefetched
+    /// blocks are not evicted before the reader reaches them.
+    fn ram_bytes_max(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 #[derive(Debug)]

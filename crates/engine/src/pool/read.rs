@@ -235,7 +235,10 @@ impl Pool {
             return; // Prefetched blocks would have nowhere to go.
         }
         let (window_blocks, tree) = {
-            let max = self.inner.config.read().readahead_bytes_max / BLOCK_BYTES;
+            // At most an eighth of the cache's RAM: a window the cache cannot hold until the
+            // reader gets there is fetched twice.
+            let max = self.inner.config.read().readahead_bytes_max;
+            let max = max.min(self.inner.blocks.ram_bytes_max() / 8) / BLOCK_BYTES;
             let mut ra = self.inner.readahead.0.lock();
             let d = ra.entry(volume_id).or_default();
             if first == d.next_block && first != 0 {

@@ -622,18 +622,27 @@ async fn repeated_reads_are_served_by_the_arc_and_survive_in_the_l2arc() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sequential_reads_prefetch_without_fetching_anything_twice() {
+/// Writes `mib` MiB of incompressible data, imports again behind a store 10 ms away (real clock,
+/// so prefetches are still in flight when the next demand read arrives) with an empty ARC of
+/// `arc_bytes`, reads it back in 1 MiB reads, checking every byte; returns (bytes the store
+/// served, blocks readahead asked for).
+async fn read_back_sequentially(url: &str, arc_bytes: u64, mib: u32) -> (u64, u64) {
     use fardisk_engine::arc_cache::ArcBlockCache;
     let e = env(10);
-    let (store, pool) = new_pool("memory://readahead", &e).await;
+    let (store, pool) = new_pool(url, &e).await;
     let vol = pool.volume_create("v", 64 << 20).expect("volume");
-    let data: Vec<u8> =
-        (0..(16u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect();
+    // Incompressible (xorshift), so bytes fetched count blocks.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..(mib as usize) << 17)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .collect();
     pool.write(vol, 0, Bytes::from(data.clone())).await.expect("write");
     pool.export().await.expect("export");
-    // A store 10 ms away, on the real clock, so prefetches are still in flight when the next
-    // demand read arrives.
     let clock: Arc<dyn fardisk_engine::clock::Clock> =
         Arc::new(fardisk_engine::clock::SystemClock::default());
     let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(
@@ -642,7 +651,7 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
         clock.clone(),
         10,
     ));
-    let cache = Arc::new(ArcBlockCache::new(256 << 20, None));
+    let cache = Arc::new(ArcBlockCache::new(arc_bytes, None));
     let e = Env { clock, seed: 10, blocking_inline: false };
     let pool = Pool::import(
         far,
@@ -654,15 +663,38 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     .await
     .expect("import");
     let vol = pool.volume_id("v").expect("v");
-    for i in 0..16u64 {
+    for i in 0..mib as u64 {
         let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
         assert!(got[..] == data[(i << 20) as usize..((i + 1) << 20) as usize], "MiB {i}");
     }
     let s = pool.status();
-    let fetched = s.store_requests.get.bytes;
-    assert!(s.readahead_blocks > 0, "sequential reads started readahead");
+    println!(
+        "{url}: fetched {} bytes, readahead {} blocks",
+        s.store_requests.get.bytes, s.readahead_blocks
+    );
+    (s.store_requests.get.bytes, s.readahead_blocks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_reads_prefetch_without_fetching_anything_twice() {
+    let (fetched, readahead_blocks) =
+        read_back_sequentially("memory://readahead", 256 << 20, 16).await;
+    assert!(readahead_blocks > 0, "sequential reads started readahead");
     // Data (incompressible) plus the map pages; a block fetched twice would push this far over.
     assert!(fetched < (16 << 20) + (2 << 20), "fetched {fetched} bytes to read 16 MiB");
+}
+
+/// Readahead windows stay inside an eighth of the ARC: with a 4 MiB ARC and the default 64 MiB
+/// `readahead_bytes_max`, windows as long as the run would be evicted before the reader got
+/// there and fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readahead_in_a_small_arc_does_not_fetch_blocks_twice() {
+    let (fetched, readahead_blocks) =
+        read_back_sequentially("memory://readahead-small-arc", 4 << 20, 32).await;
+    assert!(readahead_blocks > 0, "sequential reads started readahead");
+    // Without the bound: 55 MiB. With it: 38 MiB (a 1 MiB demand read that overtakes a 512 KiB
+    // window still being resolved fetches some of its blocks itself).
+    assert!(fetched < 46 << 20, "fetched {fetched} bytes to read 32 MiB");
 }
 
 /// S3's 409 ConditionalRequestConflict (AlreadyExists to object_store) to a create-only PUT that
