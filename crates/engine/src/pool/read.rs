@@ -248,9 +248,12 @@ impl Pool {
                 d.prefetched_to = 0;
             }
             d.next_block = last + 1;
-            // Two sequential reads in a row start a window that doubles up to the maximum.
+            // Two sequential reads in a row start a window that doubles up to the maximum. The
+            // next window goes out while a whole one is still ahead of the reader: a window
+            // costs a map round trip and then its data's, and from a far store the reader
+            // would otherwise drain half a window faster than the next one arrives.
             if d.run_blocks < 2 * (last - first + 1)
-                || d.prefetched_to > last + d.run_blocks.min(max) / 2
+                || d.prefetched_to > last + d.run_blocks.min(max)
             {
                 return;
             }
