@@ -61,6 +61,7 @@ if [ "$LATENCY_MS" -gt 0 ]; then
     eval "$("$TOXI" env)"
     "$TOXI" latency "$LATENCY_MS" >/dev/null
     SETUP_SUFFIX=" (store $LATENCY_MS ms one-way)"
+    STORE_NOTE=", behind toxiproxy adding $LATENCY_MS ms each way"
 fi
 
 started_at="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -77,5 +78,5 @@ load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # One result file per row; every row shares the run's start time.
 FARDISK_BENCH_STARTED_AT="$started_at" python3 "$FARDISK_ROOT/bench/lib/rows_to_results.py" "$WORK/rows.json" "$WORK/series" "$RESULTS" engine-store \
-    "load average $load_after at the end; MinIO single drive on loopback ($fs_type), same host; reads hit MinIO's warm page cache."
+    "load average $load_after at the end; MinIO single drive on loopback ($fs_type), same host${STORE_NOTE:-}; reads hit MinIO's warm page cache."
 fd_log "done: $(ls "$RESULTS"/engine-store-* 2>/dev/null | wc -l) engine-store result files in $RESULTS"
