@@ -11,7 +11,9 @@
 # Env: FARDISK_ENGINE_STORE_MIB, FARDISK_ENGINE_STORE_ROUNDS, FARDISK_ENGINE_STORE_WRITERS,
 #      FARDISK_SEED (data and engine seed),
 #      FARDISK_ENGINE_STORE_LATENCY_MS: put the store this far away each way (toxiproxy, both
-#      the raw and the engine runs); the rows' setups then end in "(store N ms one-way)".
+#      the raw and the engine runs); the rows' setups then end in "(store N ms one-way)",
+#      FARDISK_ENGINE_STORE_LABEL: appended to every row's setup, e.g. "(restore, 10 GiB)",
+#      FARDISK_ENGINE_STORE_COMPRESSIBLE_PCT: zero share of the compressible-data run (0 skips it).
 set -euo pipefail
 FD_NAME=engine-store
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -71,7 +73,8 @@ note="Shared 2-core machine (other engineers' cargo builds may run): load averag
 fd_log "engine-store: $MIB MiB per run, $ROUNDS rounds, $WRITERS writers, results in $RESULTS"
 if ! "$BIN" engine-store --bucket "$FARDISK_BUCKET" --prefix "bench-$$" --total-mib "$MIB" \
     --rounds "$ROUNDS" --writers "$WRITERS" --seed "${FARDISK_SEED:-1}" --out "$WORK/rows.json" \
-    --note "$note" --setup-suffix "$SETUP_SUFFIX" 2>&1 | tee "$WORK/bench.log"; then
+    --note "$note" --setup-suffix "$SETUP_SUFFIX${FARDISK_ENGINE_STORE_LABEL:+ $FARDISK_ENGINE_STORE_LABEL}" \
+    --compressible-zero-percent "${FARDISK_ENGINE_STORE_COMPRESSIBLE_PCT:-50}" 2>&1 | tee "$WORK/bench.log"; then
     fd_die "fardisk-bench failed (log: $WORK/bench.log)"
 fi
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
