@@ -7,7 +7,7 @@ use super::Inner;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::BlockSource;
 use crate::codec::checksum64;
-use crate::compress::decompress;
+use crate::compress::{decompress, Compression};
 use crate::dirty::BLOCK_BYTES;
 use crate::error::{Error, Result};
 use crate::objstore::StoreErrorKind;
@@ -49,7 +49,8 @@ struct Fetched {
     logical: Bytes,
 }
 
-/// Logical bytes for every source, fetching what is needed from the cache or the store.
+/// Logical bytes for every source, fetching what is needed from the cache or the store. A
+/// prefetch only fills the cache: the bytes it returns for the blocks it fetched are empty.
 pub(super) async fn fetch_blocks(
     inner: &Inner,
     sources: &[Source],
@@ -227,12 +228,18 @@ async fn fetch_group_now(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Resul
     let mut out = Vec::with_capacity(g.len());
     for Wanted { at, ptr: p } in g {
         let r = p.range();
-        let phys = &bytes[(r.start - start) as usize..(r.end - start) as usize];
-        let logical = verify_decode(inner, &p, phys)?;
+        let phys = bytes.slice((r.start - start) as usize..(r.end - start) as usize);
+        // A prefetch only caches the block: the reader that takes it from the cache checks and
+        // decodes it then, so decoding it here too would be a copy thrown away.
+        let logical = if prefetch {
+            verify(inner, &p, &phys).map(|()| Bytes::new())?
+        } else {
+            verify_decode(inner, &p, &phys)?
+        };
         // A copy, as in txg/pack.rs's cache_written: a slice would keep the whole GET buffer (up to
         // `read_request_bytes_max` of coalesced blocks, or a decrypted chunk run) alive for as
         // long as any one of its blocks stays cached, and the ARC only counts the block.
-        inner.blocks.insert(&p, Bytes::copy_from_slice(phys), prefetch);
+        inner.blocks.insert(&p, Bytes::copy_from_slice(&phys), prefetch);
         out.push(Fetched { at, logical });
     }
     Ok(out)
@@ -260,8 +267,19 @@ async fn get_segment_range(
     }
 }
 
-/// Checksum before decompression (rule 3); a mismatch is counted and never returned.
-fn verify_decode(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<Bytes> {
+/// Checksum before decompression (rule 3); a mismatch is counted and never returned. A block
+/// stored uncompressed (incompressible data) is returned as the same bytes, not a copy.
+fn verify_decode(inner: &Inner, p: &BlockPtr, phys: &Bytes) -> Result<Bytes> {
+    verify(inner, p, phys)?;
+    match p.compression()? {
+        Compression::Off if phys.len() == p.logical_bytes as usize => Ok(phys.clone()),
+        algo => Ok(Bytes::from(decompress(algo, phys, p.logical_bytes as usize)?)),
+    }
+}
+
+/// The checksum alone: what a prefetch checks before it caches a block (the reader that takes
+/// it from the cache checks and decodes it again).
+fn verify(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<()> {
     let found = checksum64(phys);
     if found != p.checksum {
         inner.counters.add_checksum_error();
@@ -272,7 +290,7 @@ fn verify_decode(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<Bytes> {
             found,
         });
     }
-    Ok(Bytes::from(decompress(p.compression()?, phys, p.logical_bytes as usize)?))
+    Ok(())
 }
 
 /// One block by pointer, through the cache (map pages, compaction).
