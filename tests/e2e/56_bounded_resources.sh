@@ -192,6 +192,8 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 #   cache bytes / 1024       the L2ARC index (at most 1 GiB per TiB of cache device, issue #21)
 #   NBD                      320 KiB of socket buffers per connection + the payloads in flight
 #   FUSE                     the reader's 128 KiB request
+#   arc_max / 4              readahead in flight for the one volume read sequentially (two
+#                            windows, each at most arc_max / 8: pool/read.rs)
 #   FIXED                    measured: binary text and runtime (idle RSS, 11 MiB), thread stacks,
 #                            and glibc's allocator slack (RSS minus malloc's in-use bytes levels
 #                            off at 100-125 MiB here after ~4 minutes); peak RSS minus every term
@@ -199,7 +201,7 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 #                            that with a 2x margin (docs/resources.md)
 FIXED=$((96 * MiB))
 NBD_MEM=$((NBD_CONNS * 320 * 1024 + NBD_PAYLOAD_BYTES))
-OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 1024 + NBD_MEM + 131072 + FIXED))
+OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 1024 + NBD_MEM + 131072 + ARC / 4 + FIXED))
 RSS_LIMIT=$((ARC + DIRTY + MAP + OVERHEAD))
 # Threads: main, the tokio runtime (cli/mod.rs: one worker per CPU, at most 512 blocking threads,
 # tokio's default; NBD connections are tasks, not threads), slog-writer (one per pool),
