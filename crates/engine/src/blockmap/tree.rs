@@ -178,37 +178,41 @@ impl TreeRef {
         }
         let fanout = FANOUT as u64;
         let leaves_max = self.capacity_slots() / fanout;
+        let cached = |leaf: u64| {
+            cache.get(&PageKey { tree_id: self.tree_id, level: 0, index: leaf }).is_some()
+        };
+        // Most reads find their leaves cached: they stop here, without touching the pages above.
+        let missing: Vec<u64> =
+            leaves.iter().copied().filter(|&l| l < leaves_max && !cached(l)).collect();
         let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
         let mut i = 0;
-        while i < leaves.len() && leaves[i] < leaves_max {
-            let parent_index = leaves[i] / fanout;
-            let under: Vec<u64> =
-                leaves[i..].iter().copied().take_while(|l| l / fanout == parent_index).collect();
-            i += under.len();
+        while i < missing.len() {
+            let parent_index = missing[i] / fanout;
+            let under = missing[i..].iter().take_while(|l| *l / fanout == parent_index).count();
+            let group = &missing[i..i + under];
+            i += under;
             let first_slot = parent_index.checked_shl(16).unwrap_or(u64::MAX);
             let Some(parent) =
                 self.page_for(cache, src, first_slot, 1, false, Some(generation)).await?
             else {
                 continue; // A hole above: every leaf under it reads as zeros.
             };
-            let slots: Vec<Slot> = parent.slots.read().clone();
-            let cached = |leaf: u64| {
-                cache.get(&PageKey { tree_id: self.tree_id, level: 0, index: leaf }).is_some()
-            };
+            let slots = parent.slots.read();
+            let ptr_of = |leaf: u64| BlockPtr::from_bytes(&slots[(leaf % fanout) as usize]);
             let mut last = None;
-            for &leaf in &under {
-                let ptr = BlockPtr::from_bytes(&slots[(leaf % fanout) as usize])?;
-                if !ptr.is_hole() && !cached(leaf) {
+            for &leaf in group {
+                let ptr = ptr_of(leaf)?;
+                if !ptr.is_hole() {
                     wanted.push((leaf, ptr));
                     last = Some((leaf, ptr));
                 }
             }
-            let (Some((last_leaf, mut prev)), true) = (last, i == leaves.len()) else {
+            let (Some((last_leaf, mut prev)), true) = (last, i == missing.len()) else {
                 continue;
             };
             let ahead_end = (last_leaf + 1 + ahead_pages_max).min((parent_index + 1) * fanout);
             for leaf in last_leaf + 1..ahead_end {
-                let ptr = BlockPtr::from_bytes(&slots[(leaf % fanout) as usize])?;
+                let ptr = ptr_of(leaf)?;
                 let adjacent =
                     ptr.segment_id == prev.segment_id && ptr.range().start == prev.range().end;
                 if ptr.is_hole() || !adjacent || cached(leaf) {
