@@ -12,6 +12,7 @@ FARDISK_BENCH_STARTED_AT gives it, so tests can pin it. Prints the path written.
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -103,7 +104,10 @@ def main(argv):
     args = p.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     doc = build(args, root)
-    slug = re.sub(r"[^a-z0-9]+", "-", args.setup.lower()).strip("-")[:40]
+    slug = re.sub(r"[^a-z0-9]+", "-", args.setup.lower()).strip("-")
+    if len(slug) > 40:
+        # Two long labels sharing their first 40 characters must not share a file.
+        slug = slug[:40].strip("-") + "-" + hashlib.sha1(args.setup.encode()).hexdigest()[:6]
     stamp = re.sub(r"[^0-9T]", "", doc["started_at"])[:15]
     path = os.path.join(args.out_dir, f"{args.scenario}-{slug}-{stamp}.json")
     validate(path, doc)  # never write a file the report would reject

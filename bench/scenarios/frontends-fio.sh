@@ -6,7 +6,10 @@
 #   fardisk FUSE over io_uring   the same with `--fuse-uring on` (turns the kernel's
 #                  enable_uring switch on; the row is left out, with the reason, on a kernel
 #                  without FUSE over io_uring);
-#   fardisk NBD    the volume served by `fardisk import --nbd unix:...`, made a file by nbdfuse.
+#   fardisk NBD    the volume served by `fardisk import --nbd unix:...`, made a file by nbdfuse;
+#   fardisk FUSE, log_write_ahead=on   only with FARDISK_FIO_WRITE_AHEAD_ROW=1: the /dev/fuse
+#                  row with the pool property on (plain writes' records written to the log
+#                  before the fsync), to compare with the default in one run.
 # Both pools: a `file://` store made far away (--simulate latency=FARDISK_FIO_LATENCY_MS, a
 # round trip, default 40), a log file and a cache file on the local disk, defaults otherwise.
 # Jobs: (a) seed 001's command (libaio, 4k, iodepth 64, randrw 75/25, gtod_reduce) with
@@ -31,10 +34,11 @@ NBDFUSE_PID=""
 
 cleanup() {
     local l
-    for m in "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-uring" "$WORK/fs-nbd"; do mountpoint -q "$m" && umount "$m"; done
+    for m in "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-fuseahead" "$WORK/fs-uring" "$WORK/fs-nbd"; do mountpoint -q "$m" && umount "$m"; done
     for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null; done
     [ -n "$NBDFUSE_PID" ] && { fusermount3 -u "$WORK/nbdfuse" 2>/dev/null; kill "$NBDFUSE_PID" 2>/dev/null; }
     "$B" export fusepool >/dev/null 2>&1
+    "$B" export aheadpool >/dev/null 2>&1
     "$B" export uringpool >/dev/null 2>&1
     "$B" export nbdpool >/dev/null 2>&1
     rm -rf "$WORK/local.img" "$WORK/store-"* "$WORK/log-"* "$WORK/cache-"*
@@ -43,7 +47,7 @@ cleanup() {
 mkdir -p "$WORK"
 cleanup || true  # set -e does not apply inside a function called in a || list
 rm -rf "$WORK"
-mkdir -p "$WORK/series" "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-uring" "$WORK/fs-nbd" "$WORK/nbdfuse"
+mkdir -p "$WORK/series" "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-fuseahead" "$WORK/fs-uring" "$WORK/fs-nbd" "$WORK/nbdfuse"
 trap "cleanup || true" EXIT
 
 if [ -n "${FARDISK_BIN:-}" ]; then
@@ -88,23 +92,29 @@ truncate -s "$VOL_SIZE" "$WORK/local.img"
 ext4_on "$WORK/local.img" "$WORK/fs-local"
 run_jobs local "$WORK/fs-local"
 
-"$B" create fusepool "file://$WORK/store-fuse" log "$WORK/log-fuse" cache "$WORK/cache-fuse" --simulate "latency=$LATENCY_MS" >/dev/null
-"$B" import fusepool --mount "$WORK/mnt-fuse" --fuse-uring off >/dev/null
-"$B" volume create fusepool/v "$VOL_SIZE" >/dev/null
-ext4_on "$WORK/mnt-fuse/v" "$WORK/fs-fuse"
-puts0="$(puts_of fusepool)"
-run_jobs fuse "$WORK/fs-fuse"
-echo "$(( $(puts_of fusepool) - puts0 ))" >"$WORK/fuse.puts"
+# fuse_row NAME POOL URING [create args]: a pool with a log and a cache file, its store far away,
+# ext4 on its image (`import --fuse-uring URING`), both jobs, and the PUTs they cost.
+fuse_row() {
+    local name="$1" pool="$2" uring="$3" puts0; shift 3
+    "$B" create "$pool" "file://$WORK/store-$name" log "$WORK/log-$name" cache "$WORK/cache-$name" --simulate "latency=$LATENCY_MS" "$@" >/dev/null
+    "$B" import "$pool" --mount "$WORK/mnt-$name" --fuse-uring "$uring" >/dev/null
+    "$B" volume create "$pool/v" "$VOL_SIZE" >/dev/null
+    ext4_on "$WORK/mnt-$name/v" "$WORK/fs-$name"
+    puts0="$(puts_of "$pool")"
+    run_jobs "$name" "$WORK/fs-$name"
+    echo "$(( $(puts_of "$pool") - puts0 ))" >"$WORK/$name.puts"
+}
+
+fuse_row fuse fusepool off
 "$B" export fusepool >/dev/null
 
+if [ "${FARDISK_FIO_WRITE_AHEAD_ROW:-0}" = 1 ]; then
+    fuse_row fuseahead aheadpool off -o log_write_ahead=on
+    "$B" export aheadpool >/dev/null
+fi
+
 if [ -e /sys/module/fuse/parameters/enable_uring ]; then
-    "$B" create uringpool "file://$WORK/store-uring" log "$WORK/log-uring" cache "$WORK/cache-uring" --simulate "latency=$LATENCY_MS" >/dev/null
-    "$B" import uringpool --mount "$WORK/mnt-uring" --fuse-uring on >/dev/null
-    "$B" volume create uringpool/v "$VOL_SIZE" >/dev/null
-    ext4_on "$WORK/mnt-uring/v" "$WORK/fs-uring"
-    puts0="$(puts_of uringpool)"
-    run_jobs uring "$WORK/fs-uring"
-    echo "$(( $(puts_of uringpool) - puts0 ))" >"$WORK/uring.puts"
+    fuse_row uring uringpool on
     "$B" status uringpool --json | python3 -c 'import json,sys; f=json.load(sys.stdin)["pools"][0]["fuse"]; print(f["requests_uring"], f["requests_device"])' >"$WORK/uring.requests"
 else
     fd_log "no FUSE over io_uring on this kernel: the io_uring row is left out"
@@ -130,13 +140,14 @@ work, results, result_py, secs, size, latency, note = sys.argv[1:8]
 setups = [("local", "ext4 on a loop file, local disk (the limit)", 0),
           ("fuse", "ext4 on fardisk FUSE image (log+cache local)", 1),
           ("uring", "ext4 on fardisk FUSE image over io_uring (log+cache local)", 2),
-          ("nbd", "ext4 on fardisk NBD via nbdfuse (log+cache local)", 3)]
+          ("nbd", "ext4 on fardisk NBD via nbdfuse (log+cache local)", 3),
+          ("fuseahead", "ext4 on fardisk FUSE image, log_write_ahead=on (log+cache local)", 4)]
 def job(name, kind):
     return json.load(open(os.path.join(work, f"{name}-{kind}.json")))["jobs"][0]
 base = {}
 for name, label, order in setups:
     if not os.path.exists(os.path.join(work, f"{name}-randrw.json")):
-        continue  # the io_uring row on a kernel without it
+        continue  # the io_uring row on a kernel without it; the log_write_ahead=on row unless asked
     rw, sw = job(name, "randrw"), job(name, "syncw")
     m = {
         "randrw_read_iops": round(rw["read"]["iops"], 1),

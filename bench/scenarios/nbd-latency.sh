@@ -17,10 +17,14 @@
 # commit latency (mean; p50/p99 as histogram bucket bounds).
 #
 # Env: FARDISK_BENCH_SECONDS, FARDISK_NBD_LATENCY_MS (20), FARDISK_NBD_SIZE (512M),
-#      FARDISK_NBD_SETUPS ("nolog log mirror"), FARDISK_NBD_LOG_DIR (where the log files go;
+#      FARDISK_NBD_SETUPS ("nolog log mirror"; also "log-ahead": one log device with the pool
+#      property log_write_ahead=on, plain writes' records written before the FLUSH), FARDISK_NBD_LOG_DIR (where the log files go;
 #      default the scratch dir. The log block's size follows the physical sector of the device
 #      under it: e.g. ext4 on a loop device, 512-byte sectors, vs this VM's disk, 4 KiB),
-#      FARDISK_BIN (a fardisk binary to measure instead of a fresh release build).
+#      FARDISK_BIN (a fardisk binary to measure instead of a fresh release build),
+#      FARDISK_BIN2 and FARDISK_BIN2_LABEL: a setup named with "@2" (e.g. "log@2") runs with
+#      that second binary, its label suffixed with FARDISK_BIN2_LABEL: a before/after pair in
+#      one run.
 set -euo pipefail
 FD_NAME=nbd-latency
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -92,13 +96,21 @@ fio --name=prep --filename="$WORK/local.dat" --rw=write --bs=1M --size="$SIZE" -
     --output-format=terse >/dev/null || fd_die "fio prep failed"
 jobs local "" --filename="$WORK/local.dat" --ioengine=libaio --direct=1
 
+MAIN_BIN="$BIN"
 for setup in $SETUPS; do
-    POOL="nbd$setup"
-    case "$setup" in
+    BIN="$MAIN_BIN"
+    base="${setup%@2}"
+    if [ "$base" != "$setup" ]; then
+        BIN="${FARDISK_BIN2:-}"
+        [ -x "$BIN" ] || fd_die "setup $setup needs FARDISK_BIN2, a second fardisk binary"
+    fi
+    POOL="nbd${setup//[-@]/}"
+    case "$base" in
         nolog) args=() ;;
         log) args=(log "$LOG_DIR/log-$setup") ;;
         mirror) args=(log mirror "$LOG_DIR/log-$setup-a" "$LOG_DIR/log-$setup-b") ;;
-        *) fd_die "unknown setup $setup (nolog, log, mirror)" ;;
+        log-ahead) args=(log "$LOG_DIR/log-$setup" -o log_write_ahead=on) ;;
+        *) fd_die "unknown setup $setup (nolog, log, mirror, log-ahead)" ;;
     esac
     "$BIN" create "$POOL" "s3://${FARDISK_BUCKET:-fardisk}/bench-$STAMP-$POOL" ${args[@]+"${args[@]}"} >/dev/null
     "$BIN" import "$POOL" --nbd "unix:$WORK/$POOL.sock" >/dev/null
@@ -112,6 +124,7 @@ for setup in $SETUPS; do
     POOL=""
     rm -f "$LOG_DIR/log-$setup"*
 done
+BIN="$MAIN_BIN"
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK" "$RESULTS" "$FARDISK_ROOT/bench/lib/result.py" "$SECS" "$SIZE" "$LATENCY_MS" \
@@ -122,7 +135,8 @@ work, results, result_py, secs, size, latency, note = sys.argv[1:8]
 labels = {"local": ("local file, libaio + O_DIRECT (the limit)", 0),
           "nolog": ("fardisk NBD, no log", 1),
           "log": ("fardisk NBD, one log device", 2),
-          "mirror": ("fardisk NBD, mirrored log", 3)}
+          "mirror": ("fardisk NBD, mirrored log", 3),
+          "log-ahead": ("fardisk NBD, one log device, log_write_ahead=on", 4)}
 def job(name, kind):
     # fio's nbd engine prints libnbd's notes before the JSON on stdout: skip to the JSON.
     text = open(os.path.join(work, f"{name}-{kind}.json")).read()
@@ -168,7 +182,9 @@ for name in sys.argv[8:]:
                     if total and seen >= total * p / 100:
                         m[f"log_commit_p{p}_le_us"] = le if le is not None else -1
                         break
-    label, order = labels[name]
+    label, order = labels[name.split("@")[0]]
+    if name.endswith("@2"):
+        label, order = f"{label}, {os.environ.get('FARDISK_BIN2_LABEL', 'second binary')}", order + 10
     args = [sys.executable, result_py, "--out-dir", results, "--scenario", "nbd-latency", "--setup", label,
             "--order", str(order), "--durable", "yes", "--duration-s", str(2 * int(secs)), "--notes", note,
             f"--param=seconds={secs}", f"--param=size={size}", f"--param=store_latency_ms_one_way={latency}",

@@ -16,7 +16,10 @@
 # Env: FARDISK_PGBENCH_LATENCIES_MS ("0 10 20"), FARDISK_PGBENCH_SECONDS (30 per TPC-B run),
 #      FARDISK_PGBENCH_SCALE (1), FARDISK_PGBENCH_INIT_LIMIT_S (600: a slower init is reported
 #      as unfinished, not waited for), FARDISK_PGBENCH_SETUPS ("nolog logcache logcache-uring
-#      logcache-holder"),
+#      logcache-holder"; also "logcache-ahead": log + cache with the pool property
+#      log_write_ahead=on, plain writes' records written to the log before the fsync that
+#      flushes them; and "logcache-bin2": log + cache run by FARDISK_BIN2, a second binary, its
+#      label suffixed with FARDISK_BIN2_LABEL: a before/after pair in one run),
 #      FARDISK_PGBENCH_ARC_MAX (bytes, the pools' arc_max; default the pool default, 1 GiB),
 #      FARDISK_PGBENCH_SCENARIO (result scenario name, default pgbench-latency), FARDISK_BIN (a
 #      fardisk binary to measure instead of a fresh release build, e.g. a before/after pair).
@@ -206,6 +209,20 @@ for lat in $LATENCIES; do
         HOLDER_ARGS=(--holder)
         run_row "$order" "fardisk, log + cache, under --holder, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
         HOLDER_ARGS=()
+    fi
+    rm -f "$WORK/log-$order" "$WORK/cache-$order"
+    order=$((order + 1))
+    if [[ " $SETUPS " == *" logcache-ahead "* ]]; then
+        run_row "$order" "fardisk, log + cache, log_write_ahead=on, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order" -o log_write_ahead=on
+    fi
+    rm -f "$WORK/log-$order" "$WORK/cache-$order"
+    order=$((order + 1))
+    if [[ " $SETUPS " == *" logcache-bin2 "* ]]; then
+        [ -x "${FARDISK_BIN2:-}" ] || fd_die "setup logcache-bin2 needs FARDISK_BIN2, a second fardisk binary"
+        MAIN_BIN="$BIN"
+        BIN="$FARDISK_BIN2"
+        run_row "$order" "fardisk, log + cache, ${FARDISK_BIN2_LABEL:-second binary}, ${lat} ms one-way" "$lat" pool log "$WORK/log-$order" cache "$WORK/cache-$order"
+        BIN="$MAIN_BIN"
     fi
     rm -f "$WORK/log-$order" "$WORK/cache-$order"
 done

@@ -202,6 +202,15 @@ pub const MAP_READAHEAD_PAGES_MAX: Prop = Prop {
 /// A read in progress sees a change at its next retry.
 pub const FAILMODE: Prop = settable_choice("failmode", &["wait", "continue"], &[], "wait");
 
+/// `on`: while sync requests come, the records of plain writes go to the log devices as they
+/// come, without a flush (pool/intent), so a sync request finds them written and costs the log
+/// a flush alone; `off` (the default): a sync request writes them and then flushes. Either way
+/// a sync request returns only once every earlier write is durable. Off by default because it
+/// measured no faster once a commit writes on its caller's thread (fardisk-slog `lead`): at
+/// queue depth 1 the write ahead keeps the log writer busy when the flush comes, which then
+/// waits for it (BENCHMARKS.md nbd-latency and pgbench-latency, the log_write_ahead rows).
+pub const LOG_WRITE_AHEAD: Prop = settable_choice("log_write_ahead", &["on", "off"], &[], "off");
+
 /// Every property, in the order `get all` lists them.
 pub const POOL_PROPS: &[Prop] = &[
     COMPRESSION,
@@ -223,6 +232,7 @@ pub const POOL_PROPS: &[Prop] = &[
     READAHEAD_BYTES_MAX,
     MAP_READAHEAD_PAGES_MAX,
     FAILMODE,
+    LOG_WRITE_AHEAD,
 ];
 
 /// The property called `name`, or the one-line refusal that lists the known ones.

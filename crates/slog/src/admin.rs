@@ -86,6 +86,7 @@ impl IntentLog {
             legs: legs.into_iter().map(OpenedLeg::into_leg).collect(),
             head_generation: generation,
             next_head_slot: 1,
+            unflushed_first_seq: None,
         };
         shared.vdevs.write().push(Arc::new(Vdev::new(
             config.vdev_guid,

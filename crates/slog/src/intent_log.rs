@@ -102,10 +102,52 @@ impl IntentLog {
             if queue.shutdown {
                 return Err(LogError::Closed);
             }
-            queue.waiters.push_back(Waiter { records, payload_bytes, reply });
+            queue.waiters.push_back(Waiter { records, payload_bytes, durable: true, reply });
         }
-        shared.queue_wake.notify_one();
-        Ok(QueuedCommit { shared, answer, _permit: permit, started_us })
+        // No wake-up of the writer thread: `durable` writes the batch itself when nobody else
+        // is writing, and whoever is writing takes the queue next (writer.rs `lead`).
+        Ok(QueuedCommit { shared, answer, _permit: permit, started_us, led: false })
+    }
+
+    /// Queues `records` to be written to the log devices without a flush, and returns at once
+    /// (no waiting, no admission permit). The records take their place in the log's order as
+    /// with `enqueue`; a later commit's flush makes them durable, and until then a power cut may
+    /// keep them or not. The answer says when the block is on every online leg (a process crash
+    /// can no longer lose it) or why it is not: a caller must then not count them as logged.
+    ///
+    /// When the newest queued waiter is a write ahead the writer has not taken yet, the records
+    /// join it (`Ok(None)`: that one's answer covers them too), so a burst of writes while the
+    /// writer is busy becomes one waiter and one block, and the queue holds at most one write
+    /// ahead behind each waiter the writer has yet to take.
+    pub fn write_ahead(&self, records: Vec<LogRecord>) -> Result<Option<WrittenAhead>, LogError> {
+        for record in &records {
+            record.validate().map_err(LogError::InvalidRecord)?;
+        }
+        let payload_bytes: u64 = records.iter().map(|r| r.encoded_len_bytes()).sum();
+        if block_len_upper_bound(payload_bytes) > u64::from(u32::MAX) {
+            return Err(LogError::LogFull {
+                needed_bytes: block_len_upper_bound(payload_bytes),
+                free_bytes: 0,
+                total_bytes: self.space_total_bytes(),
+            });
+        }
+        let mut queue = self.shared.queue.lock();
+        if queue.shutdown {
+            return Err(LogError::Closed);
+        }
+        let max_batch_bytes = self.shared.max_batch_bytes;
+        if let Some(last) = queue.waiters.back_mut() {
+            if !last.durable && last.payload_bytes + payload_bytes <= max_batch_bytes {
+                last.records.extend(records);
+                last.payload_bytes += payload_bytes;
+                return Ok(None);
+            }
+        }
+        let (reply, answer) = oneshot::channel();
+        queue.waiters.push_back(Waiter { records, payload_bytes, durable: false, reply });
+        drop(queue);
+        self.shared.queue_wake.notify_one();
+        Ok(Some(WrittenAhead { answer }))
     }
 
     /// Space of records whose txg is <= `txg` becomes reusable (once the new head is
@@ -154,7 +196,7 @@ impl IntentLog {
         #[allow(clippy::disallowed_methods)]
         let deadline = std::time::Instant::now() + timeout;
         let mut queue = self.shared.queue.lock();
-        while queue.busy || !queue.waiters.is_empty() || queue.head_dirty {
+        while queue.busy || queue.leading || !queue.waiters.is_empty() || queue.head_dirty {
             if queue.shutdown {
                 return true;
             }
@@ -236,6 +278,28 @@ fn check_unique(vdevs: &[VdevConfig]) -> Result<(), LogError> {
     Ok(())
 }
 
+/// Records queued by [`IntentLog::write_ahead`]: written to the devices once answered, durable
+/// only after a later commit.
+pub struct WrittenAhead {
+    answer: oneshot::Receiver<Result<CommitReceipt, LogError>>,
+}
+
+impl WrittenAhead {
+    /// `None` while the writer has not got to the block; then whether it was written.
+    pub fn try_outcome(&mut self) -> Option<Result<CommitReceipt, LogError>> {
+        match self.answer.try_recv() {
+            Ok(result) => Some(result),
+            Err(oneshot::error::TryRecvError::Empty) => None,
+            Err(oneshot::error::TryRecvError::Closed) => Some(Err(LogError::Closed)),
+        }
+    }
+
+    /// Waits until the block is written to every online leg (or failed).
+    pub async fn written(self) -> Result<CommitReceipt, LogError> {
+        self.answer.await.map_err(|_| LogError::Closed)?
+    }
+}
+
 /// Records queued in the log's order by [`IntentLog::enqueue`], not yet known to be durable.
 pub struct QueuedCommit<'a> {
     shared: &'a Arc<Shared>,
@@ -243,12 +307,28 @@ pub struct QueuedCommit<'a> {
     /// Held until the answer: it bounds the commits in flight (admission).
     _permit: tokio::sync::SemaphorePermit<'a>,
     started_us: u64,
+    /// `durable` ran: the waiter was written, or left to whoever was writing.
+    led: bool,
+}
+
+impl Drop for QueuedCommit<'_> {
+    /// A commit dropped before `durable` (its caller was cancelled) must still be written:
+    /// later commits queue behind it.
+    fn drop(&mut self) {
+        if !self.led {
+            self.shared.queue_wake.notify_one();
+        }
+    }
 }
 
 impl QueuedCommit<'_> {
     /// Returns once the records are durable on every healthy leg (and every earlier commit too).
-    pub async fn durable(self) -> Result<CommitReceipt, LogError> {
-        let result = self.answer.await.map_err(|_| LogError::Closed)?;
+    /// When nobody is writing the log, the caller writes the queued batch itself, blocking its
+    /// thread for the device write and flush (writer.rs `lead`).
+    pub async fn durable(mut self) -> Result<CommitReceipt, LogError> {
+        self.led = true;
+        crate::writer::lead(self.shared);
+        let result = (&mut self.answer).await.map_err(|_| LogError::Closed)?;
         self.shared
             .stats
             .record_latency_us(self.shared.clock.mono_us().saturating_sub(self.started_us));

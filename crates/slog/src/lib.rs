@@ -71,7 +71,7 @@ pub use device::crash::{CrashDevice, MemProvider};
 pub use device::file::{FileDevice, FileProvider};
 pub use device::{DeviceProvider, LogDevice};
 pub use error::{ErrorKind, LogError};
-pub use intent_log::{IntentLog, QueuedCommit};
+pub use intent_log::{IntentLog, QueuedCommit, WrittenAhead};
 pub use label::{DeviceLabel, Role};
 pub use queue::CommitReceipt;
 pub use record::{LogRecord, RecordKind};

@@ -265,6 +265,7 @@ pub(crate) fn assemble_vdev(
         legs: legs.into_iter().map(OpenedLeg::into_leg).collect(),
         head_generation,
         next_head_slot,
+        unflushed_first_seq: None,
     };
     Vdev::new(config.vdev_guid, config.kind, label, inner, ring)
 }

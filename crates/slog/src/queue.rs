@@ -22,10 +22,14 @@ pub struct CommitReceipt {
     pub batch_records: u64,
 }
 
-/// One caller waiting for its records to be durable.
+/// One caller waiting for its records to be durable (or, written ahead, only on the devices).
 pub(crate) struct Waiter {
     pub records: Vec<LogRecord>,
     pub payload_bytes: u64,
+    /// True for a commit: answered after the device flush that makes its records (and every
+    /// earlier record) durable. False for a write ahead (`IntentLog::write_ahead`): answered
+    /// once its block is written to every online leg, before any flush.
+    pub durable: bool,
     pub reply: oneshot::Sender<Result<CommitReceipt, LogError>>,
 }
 
@@ -36,4 +40,7 @@ pub(crate) struct Queue {
     pub shutdown: bool,
     /// The writer holds work taken from the queue (a batch or heads being written).
     pub busy: bool,
+    /// A committer is writing a batch on its own thread (writer.rs `lead`): the writer thread
+    /// waits until it is done.
+    pub leading: bool,
 }

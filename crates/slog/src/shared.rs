@@ -96,10 +96,12 @@ impl Shared {
         f(&WriteCtx { session: self.session, stats: &self.stats, release_seq: &release_seq })
     }
 
+    /// Without `flush` the block is written ahead: on the legs, not yet durable.
     pub fn write_to_some_vdev(
         &self,
         first_seq: u64,
         records: &[&LogRecord],
+        flush: bool,
     ) -> Result<u64, WriteFailure> {
         let vdevs = self.vdevs.read().clone();
         if vdevs.is_empty() {
@@ -113,13 +115,31 @@ impl Shared {
             if !vdev.accepts_writes(&inner) {
                 continue;
             }
-            match self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, records, ctx)) {
+            match self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, records, flush, ctx))
+            {
                 Ok(_) => return Ok(vdev.guid),
                 Err(WriteFailure::AllLegsFailed) => failure = WriteFailure::AllLegsFailed,
                 Err(WriteFailure::NoSpace) => {}
             }
         }
         Err(failure)
+    }
+
+    /// Flushes every vdev holding blocks written ahead, so that every record written so far
+    /// is durable; true when any vdev needed it. Err with the lowest sequence number that may
+    /// now be missing when some vdev could not flush on any leg (its legs are FAULTED).
+    pub fn flush_written_ahead(&self) -> Result<bool, u64> {
+        let vdevs = self.vdevs.read().clone();
+        let mut lost_from: Option<u64> = None;
+        let mut flushed = false;
+        for vdev in vdevs {
+            let mut inner = vdev.inner.lock();
+            match vdev.flush_written_ahead(&mut inner, &self.stats) {
+                Ok(did) => flushed |= did,
+                Err(seq) => lost_from = Some(lost_from.map_or(seq, |s| s.min(seq))),
+            }
+        }
+        lost_from.map_or(Ok(flushed), Err)
     }
 
     pub fn poison(&self, first_seq: u64) {
@@ -163,7 +183,7 @@ impl Shared {
             let mut inner = vdev.inner.lock();
             if vdev.accepts_writes(&inner) {
                 if let Err(failure) =
-                    self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, &[], ctx))
+                    self.with_ctx(|ctx| vdev.write_block(&mut inner, first_seq, &[], true, ctx))
                 {
                     tracing::warn!(vdev = vdev.guid, ?failure, "could not write the epoch marker");
                 }

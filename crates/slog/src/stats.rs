@@ -38,6 +38,11 @@ pub struct LogStats {
     pub device_writes: u64,
     /// fdatasync calls issued to legs (batches, heads, resilvering).
     pub leg_flushes: u64,
+    /// Blocks written ahead of a flush (records of plain writes, `IntentLog::write_ahead`);
+    /// also counted in `device_writes`.
+    pub blocks_written_ahead: u64,
+    /// Commits that found their records written ahead and needed only the flush.
+    pub flushes_without_write: u64,
     pub bytes_logged: u64,
     pub records_logged: u64,
     pub log_full_events: u64,
@@ -64,6 +69,8 @@ pub(crate) struct StatsCounters {
     pub sync_requests: AtomicU64,
     pub device_writes: AtomicU64,
     pub leg_flushes: AtomicU64,
+    pub blocks_written_ahead: AtomicU64,
+    pub flushes_without_write: AtomicU64,
     pub bytes_logged: AtomicU64,
     pub records_logged: AtomicU64,
     pub log_full_events: AtomicU64,
@@ -92,6 +99,8 @@ impl StatsCounters {
             sync_requests: load(&self.sync_requests),
             device_writes: load(&self.device_writes),
             leg_flushes: load(&self.leg_flushes),
+            blocks_written_ahead: load(&self.blocks_written_ahead),
+            flushes_without_write: load(&self.flushes_without_write),
             bytes_logged: load(&self.bytes_logged),
             records_logged: load(&self.records_logged),
             log_full_events: load(&self.log_full_events),

@@ -1,7 +1,13 @@
 //! One log vdev at run time: its legs, its ring, and the I/O that keeps legs identical.
 //!
-//! Every write goes to all online legs in parallel and is followed by a flush on each; a leg
-//! whose write or flush fails is FAULTED and the vdev carries on with the others (DEGRADED).
+//! Every write goes to all online legs in parallel; a commit's block is followed by a flush on
+//! each, a block written ahead (records of plain writes, not yet asked to be durable) is not,
+//! and the next commit's flush covers it. A leg whose write or flush fails is FAULTED and the
+//! vdev carries on with the others (DEGRADED).
+//!
+//! A head is only ever written in a cycle that flushes: the space behind a head is reused as
+//! soon as the head counts as durable, so a head that could still be lost at a power cut would
+//! let a new block overwrite blocks that the surviving older head still points to.
 //!
 //! Two locks: `inner` (legs and head slots) is held across a whole write cycle, so only one
 //! writer touches the devices; `ring` is only ever held for bookkeeping, never across I/O, so
@@ -53,6 +59,10 @@ pub(crate) struct VdevInner {
     pub legs: Vec<Leg>,
     pub head_generation: u64,
     pub next_head_slot: usize,
+    /// The first record sequence number of the oldest block written ahead on this vdev and not
+    /// yet flushed (`None`: everything written is durable). If no leg can flush it, that is
+    /// where the log's history may break.
+    pub unflushed_first_seq: Option<u64>,
 }
 
 pub(crate) struct Vdev {
@@ -186,8 +196,39 @@ impl Vdev {
     /// many legs succeeded; failed legs are FAULTED.
     pub fn write_cycle(
         &self,
+        inner: &mut VdevInner,
+        writes: &[LegWrite<'_>],
+        stats: &StatsCounters,
+    ) -> usize {
+        let ok = self.leg_cycle(inner, writes, true, stats);
+        if ok > 0 {
+            inner.unflushed_first_seq = None;
+        }
+        ok
+    }
+
+    /// Flushes every online leg if a block was written ahead since the last flush (true when
+    /// it flushed). Err with the first unflushed record's sequence number when no leg could.
+    pub fn flush_written_ahead(
+        &self,
+        inner: &mut VdevInner,
+        stats: &StatsCounters,
+    ) -> Result<bool, u64> {
+        let Some(first_seq) = inner.unflushed_first_seq else {
+            return Ok(false);
+        };
+        if self.write_cycle(inner, &[], stats) == 0 {
+            return Err(first_seq);
+        }
+        Ok(true)
+    }
+
+    /// The I/O of one cycle: `writes` on every online leg, then a flush when `flush`.
+    fn leg_cycle(
+        &self,
         inner: &VdevInner,
         writes: &[LegWrite<'_>],
+        flush: bool,
         stats: &StatsCounters,
     ) -> usize {
         let targets: Vec<(usize, Arc<dyn LogDevice>)> = inner
@@ -200,7 +241,10 @@ impl Vdev {
             for (offset, bytes) in writes {
                 device.write_at(*offset, bytes)?;
             }
-            device.flush()
+            if flush {
+                device.flush()?;
+            }
+            Ok(())
         });
         let mut ok = 0;
         for (index, result) in results {
@@ -208,7 +252,9 @@ impl Vdev {
             match result {
                 Ok(()) => {
                     ok += 1;
-                    StatsCounters::add(&stats.leg_flushes, 1);
+                    if flush {
+                        StatsCounters::add(&stats.leg_flushes, 1);
+                    }
                 }
                 Err(err) => {
                     tracing::warn!(path = %leg.path.display(), error = %err, "log leg write failed; leg FAULTED");
@@ -249,14 +295,16 @@ impl Vdev {
         ok > 0
     }
 
-    /// Appends one block holding `records` (numbered from `first_seq`) to the ring and makes
-    /// it durable on every online leg. A head write that is due rides along in the same flush
-    /// (safe: the block only uses space that is free behind the old durable head).
+    /// Appends one block holding `records` (numbered from `first_seq`) to the ring and, when
+    /// `flush`, makes it (and every block written ahead before it) durable on every online leg.
+    /// A head write that is due rides along in the same flush (safe: the block only uses space
+    /// that is free behind the old durable head); a block written ahead carries no head.
     pub fn write_block(
         &self,
         inner: &mut VdevInner,
         first_seq: u64,
         records: &[&LogRecord],
+        flush: bool,
         ctx: &WriteCtx<'_>,
     ) -> Result<Extent, WriteFailure> {
         if !self.accepts_writes(inner) {
@@ -278,7 +326,7 @@ impl Vdev {
         let len = block_len_at(offset, payload, unit_bytes);
         let (point, head_due) = {
             let ring = self.ring.lock();
-            (ChainPoint { offset_bytes: offset, ..ring.tail }, ring.head_dirty())
+            (ChainPoint { offset_bytes: offset, ..ring.tail }, flush && ring.head_dirty())
         };
         let block_ctx = BlockContext {
             vdev_guid: self.guid,
@@ -296,8 +344,16 @@ impl Vdev {
             writes.push((HEAD_SLOT_OFFSETS_BYTES[slot], hb));
         }
         writes.push((offset, &buf));
-        if self.write_cycle(inner, &writes, ctx.stats) == 0 {
+        let ok = if flush {
+            self.write_cycle(inner, &writes, ctx.stats)
+        } else {
+            self.leg_cycle(inner, &writes, false, ctx.stats)
+        };
+        if ok == 0 {
             return Err(WriteFailure::AllLegsFailed);
+        }
+        if !flush {
+            inner.unflushed_first_seq.get_or_insert(first_seq);
         }
         if let Some((h, slot)) = head {
             self.head_written(inner, &h, slot);

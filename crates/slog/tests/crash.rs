@@ -7,6 +7,9 @@
 //!   writes), its txg is above the published txg, and sequence numbers strictly increase;
 //! * records replayed once (even if their commit never returned) are replayed again until
 //!   they are published: the engine has applied them, so they must not vanish.
+//!
+//! Half the rounds also write batches ahead (`write_ahead`, no flush) before their commits: a
+//! written-ahead batch counts as durable only once a commit queued after it returned.
 
 // Real time is the point here: waits for the log writer, a real OS thread.
 #![allow(clippy::disallowed_methods)]
@@ -20,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use fardisk_slog::rng::Rng;
-use fardisk_slog::{IntentLog, LogError, LogRecord, MemProvider, VdevConfig, VdevSpec};
+use fardisk_slog::{
+    IntentLog, LogError, LogRecord, MemProvider, VdevConfig, VdevSpec, WrittenAhead,
+};
 
 struct Model {
     /// Records that must be replayed, by sequence number.
@@ -130,10 +135,49 @@ fn spec_for(seed: u64) -> Vec<VdevSpec> {
     }
 }
 
-/// Commits a few batches concurrently; acknowledged records become durable in the model.
+/// Writes up to three batches ahead (half the time none). A batch that joined the one before
+/// it (`Ok(None)`: that one was still queued) is covered by that one's answer.
+fn write_ahead_some(
+    log: &IntentLog,
+    model: &mut Model,
+    rng: &Rng,
+) -> Vec<(Vec<LogRecord>, WrittenAhead)> {
+    let count = if rng.one_in(2) { 0 } else { 1 + rng.below(3) };
+    let mut aheads: Vec<(Vec<LogRecord>, WrittenAhead)> = Vec::new();
+    for _ in 0..count {
+        let batch = model.make_batch(rng);
+        match log.write_ahead(batch.clone()).expect("write ahead queued") {
+            Some(written) => aheads.push((batch, written)),
+            None => aheads.last_mut().expect("joined a write ahead of this round").0.extend(batch),
+        }
+    }
+    aheads
+}
+
+/// Commits a few batches concurrently, some written ahead first; acknowledged records become
+/// durable in the model.
 fn commit_round(rt: &tokio::runtime::Runtime, log: &Arc<IntentLog>, model: &mut Model, rng: &Rng) {
-    let batches: Vec<_> = (0..1 + rng.below(4)).map(|_| model.make_batch(rng)).collect();
+    let aheads = write_ahead_some(log, model, rng);
+    // After writes ahead, often a commit with nothing of its own (an fsync after writes).
+    let batches: Vec<_> = if !aheads.is_empty() && rng.one_in(2) {
+        vec![Vec::new()]
+    } else {
+        (0..1 + rng.below(4)).map(|_| model.make_batch(rng)).collect()
+    };
     let results = rt.block_on(commit_all(log, batches.clone()));
+    let any_committed = results.iter().any(|r| r.is_ok());
+    for (batch, written) in aheads {
+        match rt.block_on(written.written()) {
+            // Durable only through a later commit's flush.
+            Ok(receipt) if any_committed => {
+                for (i, rec) in batch.into_iter().enumerate() {
+                    model.durable.insert(receipt.first_seq + i as u64, rec);
+                }
+            }
+            Ok(_) | Err(LogError::LogFull { .. }) => {}
+            Err(err) => panic!("unexpected write-ahead error: {err}"),
+        }
+    }
     let mut full = false;
     for (batch, result) in batches.into_iter().zip(results) {
         match result {
@@ -186,6 +230,7 @@ fn crash_mid_commit(
     for path in paths {
         provider.device(path).expect("device").hold_flushes();
     }
+    let _aheads = write_ahead_some(log, model, rng);
     let batches: Vec<_> = (0..1 + rng.below(3)).map(|_| model.make_batch(rng)).collect();
     if rng.one_in(2) {
         // Release right before the commits: the head update and the next block race for the

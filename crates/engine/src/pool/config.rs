@@ -7,8 +7,8 @@ use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
     COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX,
-    MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT,
-    ROOT_RETENTION_S, TXG_TIMEOUT,
+    LOG_WRITE_AHEAD, MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX,
+    READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,6 +53,9 @@ pub struct PoolConfig {
     /// `failmode=wait`: a read the store cannot answer within the retry budget retries until it
     /// can (pool/read.rs); false: it fails (EIO at the front ends).
     pub failmode_wait: bool,
+    /// `log_write_ahead=on`: plain writes' records are written to the log as they come, and a
+    /// sync request then needs only the flush (pool/intent).
+    pub log_write_ahead: bool,
     /// None: a txg whose upload fails is retried until the store comes back (production).
     /// Some(n): give up after n attempts and fault the pool (tests that simulate a crash).
     pub sync_attempts_max: Option<u64>,
@@ -87,6 +90,7 @@ impl Default for PoolConfig {
             readahead_bytes_max: READAHEAD_BYTES_MAX.default_number(),
             map_readahead_pages_max: MAP_READAHEAD_PAGES_MAX.default_number(),
             failmode_wait: FAILMODE.default_text() == "wait",
+            log_write_ahead: LOG_WRITE_AHEAD.default_text() == "on",
             sync_attempts_max: None,
             held_records_dir: None,
             free_pages_per_txg_max: FREE_PAGES_PER_TXG_MAX.default_number(),
@@ -140,6 +144,9 @@ impl PoolConfig {
         }
         if let Some(v) = props.get(FAILMODE.name) {
             self.failmode_wait = v == "wait";
+        }
+        if let Some(v) = props.get(LOG_WRITE_AHEAD.name) {
+            self.log_write_ahead = v == "on";
         }
         Ok(())
     }

@@ -41,8 +41,20 @@ impl Pool {
         let txg = self.write_inner(volume_id, offset, data, true).await?;
         if self.inner.meta.read().sync_always() {
             self.sync_request().await?;
+        } else {
+            self.write_ahead();
         }
         Ok(txg)
+    }
+
+    /// `log_write_ahead=on`: the records of the writes just applied start for the log devices
+    /// now, so the next sync request finds them written (pool/intent; only while sync requests
+    /// come).
+    fn write_ahead(&self) {
+        if self.inner.config.read().log_write_ahead {
+            let now_us = self.inner.env.clock.mono_us();
+            self.inner.intent.write_ahead(self.inner.txg.published_txg(), now_us);
+        }
     }
 
     /// A write replayed from the intent log: it is in the log already.
@@ -187,7 +199,9 @@ impl Pool {
 
     /// Makes `len` bytes at `offset` read as zeros and frees their space (TRIM, WRITE_ZEROES).
     pub async fn zero(&self, volume_id: u32, offset: u64, len: u64) -> Result<u64> {
-        self.zero_inner(volume_id, offset, len, true).await
+        let txg = self.zero_inner(volume_id, offset, len, true).await?;
+        self.write_ahead();
+        Ok(txg)
     }
 
     pub(crate) async fn zero_unlogged(&self, volume_id: u32, offset: u64, len: u64) -> Result<u64> {

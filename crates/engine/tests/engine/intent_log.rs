@@ -281,3 +281,49 @@ async fn log_devices_added_replaced_and_removed_at_run_time_lose_nothing() {
     assert_image(&pool, &acked, "sync requests without a log went to the store").await;
     assert!(pool.remove_device("/no/such/device").await.is_err(), "an unknown device is refused");
 }
+
+/// `log_write_ahead=on`: plain writes' records reach the log devices before any sync request,
+/// so the sync request that follows writes nothing and only flushes; the writes it acknowledged
+/// survive a crash. With `off` (the default) the sync request writes them itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_request_after_written_ahead_writes_only_flushes_and_they_survive_a_crash() {
+    let f = fixture("ahead", 21).await;
+    let pool = import(&f, false).await.expect("import");
+    pool.volume_create("v", VOL_BYTES).expect("volume");
+    pool.sync_txg().await.expect("sync");
+    let vol = pool.volume_id("v").expect("v");
+    let log = pool.log().expect("the pool has a log");
+    let mut image = vec![0u8; VOL_BYTES as usize];
+    // Writes are written ahead only while sync requests come: none came yet.
+    pool.set_prop("log_write_ahead", "on").expect("set");
+    pool.write(vol, VOL_BYTES - 4096, Bytes::from(vec![9u8; 4096])).await.expect("write");
+    image[(VOL_BYTES - 4096) as usize..].fill(9);
+    assert!(log.wait_idle(std::time::Duration::from_secs(20)), "log writer idle");
+    assert_eq!(log.stats().blocks_written_ahead, 0, "no sync request yet: nothing ahead");
+    pool.sync_request().await.expect("sync request");
+    for (i, ahead) in [(0u64, true), (1, false), (2, true)] {
+        pool.set_prop("log_write_ahead", if ahead { "on" } else { "off" }).expect("set");
+        for block in 0..8u64 {
+            let off = (i * 8 + block) * 4096;
+            let fill = (1 + i * 8 + block) as u8;
+            pool.write(vol, off, Bytes::from(vec![fill; 4096])).await.expect("write");
+            image[off as usize..off as usize + 4096].fill(fill);
+        }
+        // The writer has done what it was given: with write-ahead, the records are on the legs.
+        assert!(log.wait_idle(std::time::Duration::from_secs(20)), "log writer idle");
+        let before = log.stats();
+        pool.sync_request().await.expect("sync request");
+        let after = log.stats();
+        if ahead {
+            assert!(before.blocks_written_ahead > 0, "round {i}: nothing was written ahead");
+            assert_eq!(after.device_writes, before.device_writes, "round {i}: the sync wrote");
+            assert_eq!(after.flushes_without_write, before.flushes_without_write + 1);
+        } else {
+            assert_eq!(after.device_writes, before.device_writes + 1, "round {i}: one block");
+            assert_eq!(after.blocks_written_ahead, before.blocks_written_ahead);
+        }
+    }
+    drop(pool); // Crash: nothing more reaches the store.
+    let again = import(&f, false).await.expect("import replays the log");
+    assert_image(&again, &image, "after the crash").await;
+}

@@ -338,8 +338,9 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     }
     if verbose && v["log"].is_object() {
         let l = &v["log"];
-        outln!(out, "\nintent log: {} sync requests, {} device writes (group commit {:.1}x), {} logged, {} txg fallbacks, {} of {} in use",
-            l["sync_requests"], l["device_writes"], l["group_commit_ratio"].as_f64().unwrap_or(0.0), human(l["bytes_logged"].as_u64().unwrap_or(0)),
+        outln!(out, "\nintent log: {} sync requests, {} device writes (group commit {:.1}x; {} written ahead, {} commits that only flushed), {} logged, {} txg fallbacks, {} of {} in use",
+            l["sync_requests"], l["device_writes"], l["group_commit_ratio"].as_f64().unwrap_or(0.0),
+            l["blocks_written_ahead"].as_u64().unwrap_or(0), l["flushes_without_write"].as_u64().unwrap_or(0), human(l["bytes_logged"].as_u64().unwrap_or(0)),
             l["txg_fallbacks"], human(l["space_used_bytes"].as_u64().unwrap_or(0)), human(l["space_total_bytes"].as_u64().unwrap_or(0)));
     }
     if verbose && v.get("store_requests").is_some() {

@@ -142,6 +142,19 @@ const LOG_FIELDS: &[Field] = &[
         C,
         "Commit batches written to the log legs (group commit)",
     ),
+    (
+        "blocks_written_ahead",
+        "log_blocks_written_ahead",
+        C,
+        "Log blocks of plain writes written before any flush (log_write_ahead)",
+    ),
+    (
+        "flushes_without_write",
+        "log_flushes_without_write",
+        C,
+        "Log commits that found their records written ahead and only flushed",
+    ),
+    ("leg_flushes", "log_leg_flushes", C, "Flushes issued to log legs"),
     ("bytes_logged", "log_logged_bytes", C, "Bytes written to the log"),
     ("records_logged", "log_records_logged", C, "Records written to the log"),
     (

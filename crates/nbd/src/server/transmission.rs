@@ -5,7 +5,12 @@
 //! A request is polled once by the reader itself: when the device answers at once (a write
 //! into the dirty set, a read from the ARC) the reply is written from here, without a task
 //! per request and a wake-up of another worker (docs/design/0004); only a request that must
-//! wait (a FLUSH's log commit, a read from the store) continues as a task of its own.
+//! wait (a read from the store) continues as a task of its own. A request that asks for
+//! durability (a FLUSH, or FUA) is polled here only when it is the connection's only request
+//! in flight (a client at queue depth 1, which sends nothing before the reply): its log commit
+//! may write and flush the log device on the thread that runs it (fardisk-slog's `lead`), and
+//! with other requests in flight the reader must go on reading the ones behind it, so that
+//! they share the next commit instead of each waiting for its own.
 //!
 //! The loop ends on NBD_CMD_DISC, end of stream, a protocol violation (bad magic,
 //! oversized write), or server shutdown; in every case it waits for the requests
@@ -19,7 +24,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use super::command::{check_fast_zero, validate, ExportLimits, Refusal};
+use super::command::{check_fast_zero, validate, Action, ExportLimits, Refusal};
 use super::execute::{execute, ExecuteLimits};
 use super::negotiate::Session;
 use super::reply_sink::{reader_flushes, Reply, ReplySink};
@@ -176,7 +181,14 @@ impl Transmission {
             descriptors_max: self.config.max_block_status_extents,
             cache_chunk_bytes: self.config.max_request_bytes,
         };
-        finish_here_or_spawn(async move {
+        let durable = matches!(
+            action,
+            Ok(Action::Flush
+                | Action::Write { fua: true, .. }
+                | Action::Trim { fua: true, .. }
+                | Action::WriteZeroes { fua: true, .. })
+        );
+        let work = async move {
             let reply = match action {
                 Ok(action) => execute(device.as_ref(), action, payload, execute_limits).await,
                 Err(refusal) => Reply::Error(refusal),
@@ -185,7 +197,15 @@ impl Transmission {
                 tracing::debug!("nbd: reply to cookie {} not sent: {error}", header.cookie);
             }
             drop(permits);
-        });
+        };
+        // Only this request's permit is taken: nothing else of this connection is running.
+        let alone =
+            self.inflight.requests.available_permits() + 1 >= self.inflight.requests_max as usize;
+        if durable && !alone {
+            tokio::spawn(work);
+        } else {
+            finish_here_or_spawn(work);
+        }
         Ok(())
     }
 

@@ -3,15 +3,25 @@
 //! `fardisk-slog`) and returns only when every write acknowledged before it is durable. Without a
 //! healthy log, a sync request waits for a txg to be published in the store instead
 //! (request.rs, through the syncer). Replaying the log at import is the import's (open/replay.rs).
+//!
+//! With `log_write_ahead=on` (off by default: props.rs says why) a write also hands the
+//! pending records to the log at once
+//! (`write_ahead`), to be written to the devices without a flush while the client goes on; the
+//! sync request that follows then finds them written and pays for the flush alone. Only while
+//! sync requests come (one in the last `WRITE_AHEAD_AFTER_SYNC_US`): a client that never
+//! flushes would only pay for log writes nobody waits for (NBD randrw at depth 64 without
+//! flushes: 53 % of a local file with every record written ahead, 61 % without). Records
+//! written ahead are never counted durable by themselves: the sync request waits for the answer
+//! of every write ahead queued before its commit, and one that failed sends it to the txg.
 
 mod request;
 
 pub(super) use request::sync_request;
 
-use fardisk_slog::{IntentLog, LogRecord, RecordKind};
+use fardisk_slog::{IntentLog, LogRecord, RecordKind, WrittenAhead};
 use parking_lot::Mutex;
-use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -20,6 +30,28 @@ use tokio::sync::Notify;
 pub const THROUGHPUT_WRITE_BYTES_MIN: usize = 128 << 10;
 /// What a pending record costs in memory besides its data (the record itself in the Vec).
 const RECORD_OVERHEAD_BYTES: u64 = 64;
+/// Writes ahead handed to the log and not yet answered, at most. A write ahead joins the one
+/// still queued (`IntentLog::write_ahead`), so normally there are at most two: one being
+/// written, one filling up behind it. Past the bound (a log device that stopped answering)
+/// records wait in `pending` for the next write ahead or sync request.
+const WRITES_AHEAD_IN_FLIGHT_MAX: usize = 16;
+/// Writes are written ahead only this soon after a sync request: a database flushes every few
+/// milliseconds while it commits, and a client that has not flushed for this long is streaming
+/// writes its next flush may be far from.
+const WRITE_AHEAD_AFTER_SYNC_US: u64 = 100_000;
+
+/// Records handed to the log by `write_ahead` whose answer nobody has looked at yet.
+struct Ahead {
+    written: WrittenAhead,
+    /// The newest txg among its records: what must reach the store if they fail.
+    newest_txg: u64,
+}
+
+impl std::fmt::Debug for Ahead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ahead").field("newest_txg", &self.newest_txg).finish()
+    }
+}
 
 /// Opens log devices: files normally; the simulation passes crash-able in-memory devices so a
 /// power cut, a torn write or a failing leg replays exactly from a seed.
@@ -61,6 +93,8 @@ struct State {
     /// Newest txg holding records whose commit and txg fallback both failed: they are not
     /// durable, so no sync request may return Ok until that txg is published.
     failed_txg: u64,
+    /// Writes ahead in the log's queue, oldest first (at most `WRITES_AHEAD_IN_FLIGHT_MAX`).
+    ahead: VecDeque<Ahead>,
 }
 
 /// The intent log's side of the pool.
@@ -83,6 +117,8 @@ pub(crate) struct Intent {
     #[cfg(test)]
     pub(crate) pause_after_take: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     finished: Notify,
+    /// When the newest sync request arrived (the pool's monotonic clock, µs; 0: none yet).
+    last_sync_request_us: AtomicU64,
     pub fallbacks: AtomicU64,
     pub sync_requests: AtomicU64,
 }
@@ -119,8 +155,55 @@ impl Intent {
         let mut st = self.state.lock();
         st.pending.clear();
         st.pending_bytes = 0;
+        st.ahead.clear();
         st.unlogged_txg = st.unlogged_txg.max(open_txg);
         self.log.write().take()
+    }
+
+    /// Hands the pending records to the log to be written ahead of the next sync request
+    /// (`log_write_ahead=on`). Never waits: when a sync request is taking records (it holds
+    /// `order`, and records must enter the log in the order their writes were applied) or
+    /// `WRITES_AHEAD_IN_FLIGHT_MAX` are queued, the records stay pending for the next call or
+    /// the sync request; likewise when no sync request came in the last
+    /// `WRITE_AHEAD_AFTER_SYNC_US`. Call without the txg lock.
+    pub fn write_ahead(&self, published_txg: u64, now_us: u64) {
+        let last_sync_us = self.last_sync_request_us.load(Ordering::Relaxed);
+        if last_sync_us == 0 || now_us.saturating_sub(last_sync_us) > WRITE_AHEAD_AFTER_SYNC_US {
+            return;
+        }
+        let Some(log) = self.log() else {
+            return;
+        };
+        let Ok(_order) = self.order.try_lock() else {
+            return;
+        };
+        let mut st = self.state.lock();
+        st.reap_ahead();
+        if st.pending.is_empty() || st.ahead.len() >= WRITES_AHEAD_IN_FLIGHT_MAX {
+            return;
+        }
+        let records: Vec<LogRecord> =
+            std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published_txg).collect();
+        st.pending_bytes = 0;
+        let Some(newest_txg) = records.iter().map(|r| r.txg).max() else {
+            return;
+        };
+        match log.write_ahead(records) {
+            Ok(Some(written)) => st.ahead.push_back(Ahead { written, newest_txg }),
+            // Joined the newest write ahead, still queued (always the last one here: a sync
+            // request takes them all and queues its commit behind, under `order`).
+            Ok(None) => match st.ahead.back_mut() {
+                Some(last) => last.newest_txg = last.newest_txg.max(newest_txg),
+                None => st.unlogged_txg = st.unlogged_txg.max(newest_txg),
+            },
+            // Not in the log: their txg must reach the store before a sync request returns.
+            Err(_) => st.unlogged_txg = st.unlogged_txg.max(newest_txg),
+        }
+    }
+
+    /// A sync request arrived at `now_us`: writes are written ahead for a while (`write_ahead`).
+    pub fn sync_request_arrived(&self, now_us: u64) {
+        self.last_sync_request_us.store(now_us.max(1), Ordering::Relaxed);
     }
 
     /// Records an acknowledged write. Called with the txg lock held, so records are in the same
@@ -239,6 +322,19 @@ fn record_bytes(r: &LogRecord) -> u64 {
 }
 
 impl State {
+    /// Forgets the writes ahead the log has answered, oldest first; one that failed leaves its
+    /// txg for the next sync request to wait for, as records given up do.
+    fn reap_ahead(&mut self) {
+        while let Some(front) = self.ahead.front_mut() {
+            match front.written.try_outcome() {
+                None => return,
+                Some(Ok(_)) => {}
+                Some(Err(_)) => self.unlogged_txg = self.unlogged_txg.max(front.newest_txg),
+            }
+            self.ahead.pop_front();
+        }
+    }
+
     /// Appends a record. Records stay in memory until a sync request commits them or their txg is
     /// published, and the dirty limit does not see them: a write that overwrites a block already
     /// dirty in the open txg (or writes zeros, which become a hole) adds nothing to the dirty data

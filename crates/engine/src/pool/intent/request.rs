@@ -2,6 +2,7 @@
 //! to the log in write order and the request returns once they are durable there; without a
 //! healthy log (or for what the log gave up) it waits for the txg that holds them instead.
 
+use super::Ahead;
 use crate::error::Result;
 use crate::pool::{syncer, Inner};
 use fardisk_slog::{IntentLog, LogError, LogRecord, QueuedCommit};
@@ -12,11 +13,16 @@ use std::sync::Arc;
 pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
     let intent = &inner.intent;
     intent.sync_requests.fetch_add(1, Ordering::Relaxed);
+    intent.sync_request_arrived(inner.env.clock.mono_us());
     let Some(log) = intent.log() else {
         return syncer::wait_for_open_writes(inner).await;
     };
-    let (taken, queued) = take_and_queue(inner, &log).await;
-    let outcome = make_durable(inner, &taken, queued).await;
+    let (mut taken, queued) = take_and_queue(inner, &log).await;
+    let aheads = std::mem::take(&mut taken.aheads);
+    let mut outcome = make_durable(inner, &taken, queued).await;
+    if outcome.is_ok() {
+        outcome = written_ahead_durable(inner, aheads).await;
+    }
     if outcome.is_err() {
         // Not durable, and the records are gone from `pending`: every later request must see it.
         let mut st = intent.state.lock();
@@ -38,10 +44,13 @@ pub(crate) async fn sync_request(inner: &Arc<Inner>) -> Result<()> {
 /// What a sync request took from the pending records.
 struct Taken {
     ticket: u64,
-    /// The newest txg among its records (0: none).
+    /// The newest txg among its records and the writes ahead it took (0: none).
     newest_txg: u64,
     /// The newest txg with writes that were not logged (0: none): it must reach the store.
     unlogged_txg: u64,
+    /// The writes ahead queued before its commit: the commit's flush makes them durable, if
+    /// they were written at all.
+    aheads: Vec<Ahead>,
 }
 
 /// Takes the pending records (of txgs not yet published) and queues them in the log, under the
@@ -53,19 +62,36 @@ async fn take_and_queue<'a>(
     let intent = &inner.intent;
     let published = inner.txg.published_txg();
     let _order = intent.order.lock().await;
-    let (ticket, records, unlogged_txg) = {
+    let (ticket, records, unlogged_txg, aheads) = {
         let mut st = intent.state.lock();
         st.next_ticket += 1;
         let records: Vec<LogRecord> =
             std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
         st.pending_bytes = 0;
+        let aheads: Vec<Ahead> = st.ahead.drain(..).collect();
         let unlogged = std::mem::take(&mut st.unlogged_txg);
-        (st.next_ticket, records, unlogged)
+        (st.next_ticket, records, unlogged, aheads)
     };
     #[cfg(test)]
     intent.pause_for_test().await;
-    let newest_txg = records.iter().map(|r| r.txg).max().unwrap_or(0);
-    (Taken { ticket, newest_txg, unlogged_txg }, log.enqueue(records).await)
+    let newest_txg =
+        records.iter().map(|r| r.txg).chain(aheads.iter().map(|a| a.newest_txg)).max().unwrap_or(0);
+    (Taken { ticket, newest_txg, unlogged_txg, aheads }, log.enqueue(records).await)
+}
+
+/// After the commit's flush: every write ahead queued before it is durable if the log wrote
+/// it; one the log refused or failed is in its txg, which must reach the store instead.
+async fn written_ahead_durable(inner: &Arc<Inner>, aheads: Vec<Ahead>) -> Result<()> {
+    for ahead in aheads {
+        if let Err(e) = ahead.written.written().await {
+            inner.intent.fallbacks.fetch_add(1, Ordering::Relaxed);
+            if !matches!(e, LogError::LogFull { .. } | LogError::AwaitingRelease { .. }) {
+                tracing::warn!(error = %e, "intent log write ahead failed; waiting for the txg instead");
+            }
+            syncer::wait_published(inner, ahead.newest_txg).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Waits until the taken records are durable: on the log, or (when the log cannot take them)

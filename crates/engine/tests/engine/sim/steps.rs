@@ -58,7 +58,13 @@ impl World {
 
     async fn write(&mut self, vol: usize, offset: u64, data: Vec<u8>) {
         match self.pool().write(self.vol(vol), offset, Bytes::from(data.clone())).await {
-            Ok(_) => self.history.record(Op::Write { vol, offset, data }),
+            Ok(_) => {
+                self.history.record(Op::Write { vol, offset, data });
+                // The write's records go to the log ahead of any flush (log_write_ahead): let
+                // the writer finish them, so that the blocks on the devices, and what a power
+                // cut keeps of them, are the same on every replay of the seed.
+                self.wait_log_idle();
+            }
             // A partial-block write reads the rest of its block first; with the store away that
             // read can give up, and the write fails whole (nothing of it applied).
             Err(e)
@@ -76,7 +82,10 @@ impl World {
 
     pub(super) async fn zero(&mut self, vol: usize, offset: u64, len: u64) {
         match self.pool().zero(self.vol(vol), offset, len).await {
-            Ok(_) => self.history.record(Op::Zero { vol, offset, len }),
+            Ok(_) => {
+                self.history.record(Op::Zero { vol, offset, len });
+                self.wait_log_idle();
+            }
             // Like a partial-block write: the partial ends are read first.
             Err(e)
                 if self.store_away()
@@ -341,13 +350,25 @@ impl World {
         if kind == 2 && self.log.is_some() && self.bad_legs.is_empty() {
             // Cut the power with a log commit written to both legs but not flushed: the commit
             // was never acknowledged, and its torn remains must not be replayed as data.
+            // With log_write_ahead the write's record reaches both legs at once and the sync
+            // request below is the flush alone. Heads a release left dirty are written first:
+            // their flush would make that record durable before the cut.
             let data = self.bytes(4096);
+            self.wait_log_idle();
             self.write(0, self.rng.below(256) * 4096, data).await;
             self.wait_log_idle();
             let held = self.log.as_ref().map(|l| l.hold_flushes()).unwrap_or_default();
             let pool = self.pool();
-            let handle = tokio::spawn(async move {
-                let _ = pool.sync_request().await;
+            // The commit writes and flushes on the thread that runs it when the log writer is
+            // idle (fardisk-slog `lead`): on a thread of its own, so that the held flush blocks
+            // that thread and not the simulation's.
+            let handle = tokio::task::spawn_blocking(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("a runtime for the held commit");
+                rt.block_on(async move {
+                    let _ = pool.sync_request().await;
+                });
             });
             tokio::task::yield_now().await;
             let waiting = held.clone();
