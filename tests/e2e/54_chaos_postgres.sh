@@ -399,13 +399,17 @@ mapfile -t ACTIONS <"$W/schedule"
 ACT_DONE=()
 NEXT_ACT=0
 # run_due_ends: while a kill or a replace waits for a new engine, the ends of faults that are due
-# (a spike, a reset, the outage) run on time: the new engine may need them over to import.
+# (a spike, a reset, the outage) run on time: the new engine may need them over to import. Only
+# ends whose beginning has run: when the timeline is late, a fault's start and end may both be
+# due, and ending it first left the fault on for good (seed 948701727: reset_off ran ahead of its
+# reset_on, and no engine could reach the store again).
 run_due_ends() {
     local j at what
     for ((j = NEXT_ACT; j < ${#ACTIONS[@]}; j++)); do
         read -r at what _ <<<"${ACTIONS[$j]}"
         awk -v t="$at" -v a="$run0" -v b="$(now)" 'BEGIN { exit !(b - a >= t) }' || return 0
         case "$what" in
+            spike_on | reset_on | outage_on) return 0 ;;
             spike_off | reset_off | outage_off)
                 if [ -z "${ACT_DONE[$j]:-}" ]; then
                     ACT_DONE[$j]=1
