@@ -44,3 +44,12 @@ pub(crate) struct Queue {
     /// waits until it is done.
     pub leading: bool,
 }
+
+impl Queue {
+    /// Puts waiters a batch could not take back at the front, in their order.
+    pub fn put_back(&mut self, leftover: Vec<Waiter>) {
+        for waiter in leftover.into_iter().rev() {
+            self.waiters.push_front(waiter);
+        }
+    }
+}

@@ -62,9 +62,7 @@ pub(crate) fn run_writer(shared: Arc<Shared>) {
         }
         let leftover = process_batch(&shared, batch);
         let mut queue = shared.queue.lock();
-        for waiter in leftover.into_iter().rev() {
-            queue.waiters.push_front(waiter);
-        }
+        queue.put_back(leftover);
         if heads_due && shared.any_head_dirty() {
             queue.head_dirty = true;
         }
@@ -89,9 +87,7 @@ pub(crate) fn lead(shared: &Shared) {
     let leftover = process_batch(shared, batch);
     let more = {
         let mut queue = shared.queue.lock();
-        for waiter in leftover.into_iter().rev() {
-            queue.waiters.push_front(waiter);
-        }
+        queue.put_back(leftover);
         queue.leading = false;
         !queue.waiters.is_empty() || queue.head_dirty || queue.shutdown
     };

@@ -182,9 +182,7 @@ impl Intent {
         if st.pending.is_empty() || st.ahead.len() >= WRITES_AHEAD_IN_FLIGHT_MAX {
             return;
         }
-        let records: Vec<LogRecord> =
-            std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published_txg).collect();
-        st.pending_bytes = 0;
+        let records = st.take_pending(published_txg);
         let Some(newest_txg) = records.iter().map(|r| r.txg).max() else {
             return;
         };
@@ -322,6 +320,12 @@ fn record_bytes(r: &LogRecord) -> u64 {
 }
 
 impl State {
+    /// Takes the pending records of txgs not yet published (the others are in the store).
+    fn take_pending(&mut self, published_txg: u64) -> Vec<LogRecord> {
+        self.pending_bytes = 0;
+        std::mem::take(&mut self.pending).into_iter().filter(|r| r.txg > published_txg).collect()
+    }
+
     /// Forgets the writes ahead the log has answered, oldest first; one that failed leaves its
     /// txg for the next sync request to wait for, as records given up do.
     fn reap_ahead(&mut self) {

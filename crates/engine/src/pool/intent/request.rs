@@ -5,7 +5,7 @@
 use super::Ahead;
 use crate::error::Result;
 use crate::pool::{syncer, Inner};
-use fardisk_slog::{IntentLog, LogError, LogRecord, QueuedCommit};
+use fardisk_slog::{IntentLog, LogError, QueuedCommit};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -65,9 +65,7 @@ async fn take_and_queue<'a>(
     let (ticket, records, unlogged_txg, aheads) = {
         let mut st = intent.state.lock();
         st.next_ticket += 1;
-        let records: Vec<LogRecord> =
-            std::mem::take(&mut st.pending).into_iter().filter(|r| r.txg > published).collect();
-        st.pending_bytes = 0;
+        let records = st.take_pending(published);
         let aheads: Vec<Ahead> = st.ahead.drain(..).collect();
         let unlogged = std::mem::take(&mut st.unlogged_txg);
         (st.next_ticket, records, unlogged, aheads)
