@@ -13,6 +13,7 @@ pub mod cache;
 pub mod clock;
 pub mod codec;
 pub mod compress;
+pub mod destroying;
 pub mod device_reads;
 pub mod dirty;
 pub mod error;

@@ -5,6 +5,7 @@
 use crate::blkptr::BlockPtr;
 use crate::blockmap::TreeRef;
 use crate::codec::{verify_sealed, Reader, Writer};
+use crate::destroying::DestroyingTree;
 use crate::error::{Error, Result};
 use crate::frees::FreeEntry;
 use crate::space::SpaceTotals;
@@ -12,9 +13,13 @@ use std::collections::BTreeMap;
 
 pub const ROOT_MAGIC: u64 = u64::from_le_bytes(*b"FDROOT01");
 /// Version 2 added snapshots, clone origins and the trees' page tag; version 3 the free queue
-/// (frees.rs). A root with an empty queue is written as version 2, byte for byte as before, so
-/// only a pool with frees pending needs a fardisk that knows version 3. Versions 1 and 2 open.
-pub const ROOT_VERSION: u32 = 3;
+/// (frees.rs); version 4 the trees being destroyed (destroying.rs). A root is written with the
+/// oldest version that holds it: without trees being destroyed as version 3, and without queued
+/// frees either as version 2, byte for byte as before, so only a pool with such work pending
+/// needs a fardisk that knows the newer version. Versions 1 to 3 open.
+pub const ROOT_VERSION: u32 = 4;
+/// The version of a root with frees queued but no tree being destroyed.
+const ROOT_VERSION_NO_DESTROYS: u32 = 3;
 /// The version of a root without pending frees.
 const ROOT_VERSION_NO_FREES: u32 = 2;
 pub const HEAD_MAGIC: u64 = u64::from_le_bytes(*b"FDHEAD01");
@@ -139,18 +144,21 @@ pub struct Root {
     /// Subtrees whose space the next txgs free, a bounded number of pages each (frees.rs);
     /// *v3*, empty in older roots.
     pub free_queue: Vec<FreeEntry>,
+    /// Destroyed snapshots and former maps freed a slice per txg, in the order they came
+    /// (destroying.rs); *v4*, empty in older roots.
+    pub destroying: Vec<DestroyingTree>,
 }
 
 /// `NO_ORIGIN` in the encoding of `VolumeEntry::origin`.
 const NO_ORIGIN: u32 = 0;
 
-fn put_tree(w: &mut Writer, t: &TreeRef) {
+pub(crate) fn put_tree(w: &mut Writer, t: &TreeRef) {
     w.u32(t.tree_id).u8(t.levels);
     t.top.encode(w);
     w.u32(t.page_tag);
 }
 
-fn get_tree(r: &mut Reader, version: u32) -> Result<TreeRef> {
+pub(crate) fn get_tree(r: &mut Reader, version: u32) -> Result<TreeRef> {
     let (tree_id, levels, top) = (r.u32()?, r.u8()?, BlockPtr::decode(r)?);
     // Trees have 1 to 8 levels (levels_for_slots, grow): 0 underflowed every descent and walk,
     // more overflows page indices (found by fuzz/fuzz_targets/engine_map_tree.rs).
@@ -181,7 +189,13 @@ fn get_props(r: &mut Reader) -> Result<BTreeMap<String, String>> {
 impl Root {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(1024);
-        let version = if self.free_queue.is_empty() { ROOT_VERSION_NO_FREES } else { ROOT_VERSION };
+        let version = if !self.destroying.is_empty() {
+            ROOT_VERSION
+        } else if !self.free_queue.is_empty() {
+            ROOT_VERSION_NO_DESTROYS
+        } else {
+            ROOT_VERSION_NO_FREES
+        };
         w.u64(ROOT_MAGIC).u32(version).u32(0);
         w.u128(self.pool_guid)
             .str(&self.pool_name)
@@ -225,6 +239,12 @@ impl Root {
             w.u32(self.free_queue.len() as u32);
             for e in &self.free_queue {
                 e.encode(&mut w);
+            }
+        }
+        if version >= 4 {
+            w.u32(self.destroying.len() as u32);
+            for d in &self.destroying {
+                d.encode(&mut w);
             }
         }
         w.seal();
@@ -318,8 +338,18 @@ impl Root {
                 free_queue.push(FreeEntry::decode(&mut r)?);
             }
             // Version 3 is written only with something queued (`encode`).
-            if free_queue.is_empty() {
+            if version == 3 && free_queue.is_empty() {
                 return Err(Error::corrupt("root", "version 3 with an empty free queue"));
+            }
+        }
+        let mut destroying = Vec::new();
+        if version >= 4 {
+            for _ in 0..r.u32()? {
+                destroying.push(DestroyingTree::decode(&mut r)?);
+            }
+            // Version 4 is written only with a tree being destroyed (`encode`).
+            if destroying.is_empty() {
+                return Err(Error::corrupt("root", "version 4 without a tree being destroyed"));
             }
         }
         Ok(Root {
@@ -340,6 +370,7 @@ impl Root {
             volumes,
             snapshots,
             free_queue,
+            destroying,
         })
     }
 
@@ -415,6 +446,7 @@ mod tests {
             volumes: Vec::new(),
             snapshots: Vec::new(),
             free_queue: Vec::new(),
+            destroying: Vec::new(),
         }
     }
 

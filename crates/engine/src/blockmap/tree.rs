@@ -342,8 +342,8 @@ impl TreeRef {
     }
 
     /// Encodes every dirty page of this tree into `seg`, bottom-up, updating parents and finally
-    /// `self.top`. Returns the locations of page versions that are now garbage. An all-hole page
-    /// becomes a hole in its parent and costs nothing.
+    /// `self.top`. Returns the page versions that are now garbage, as (level, index, location).
+    /// An all-hole page becomes a hole in its parent and costs nothing.
     pub async fn write_dirty(
         &mut self,
         cache: &PageCache,
@@ -351,7 +351,7 @@ impl TreeRef {
         seg: &mut SegmentBuilder,
         txg: u64,
         algo: Compression,
-    ) -> Result<Vec<BlockPtr>> {
+    ) -> Result<Vec<(u8, u64, BlockPtr)>> {
         let mut freed = Vec::new();
         for level in 0..self.levels {
             for key in cache.take_dirty(self.tree_id, level) {
@@ -371,7 +371,7 @@ impl TreeRef {
                 };
                 let old = std::mem::replace(&mut *page.location.lock(), new_ptr);
                 if !old.is_hole() {
-                    freed.push(old);
+                    freed.push((level, key.index, old));
                 }
                 if level + 1 == self.levels {
                     self.top = new_ptr;

@@ -2,7 +2,9 @@
 //! space table's live bytes per segment are exactly what those maps reference, that nothing
 //! referenced lives in a segment marked freed, and that every referenced segment exists in the
 //! store. Subtrees in the root's free queue (frees.rs) count as referenced for what in them is
-//! born after their entry's hold: the queue still owns that space. Slow (a full walk and a
+//! born after their entry's hold: the queue still owns that space; so do the pages and blocks of a
+//! tree being destroyed at and above its cursor (destroying.rs), which its walk has not reached.
+//! Slow (a full walk and a
 //! listing); for tests and the simulation, after a sync.
 
 use super::Inner;
@@ -34,13 +36,16 @@ impl Pool {
         let _guard = inner.txg.sync_lock.lock().await;
         let (trees, space, carry, queue) = {
             let meta = inner.meta.read();
-            let mut trees: Vec<TreeRef> = meta.volumes.values().map(|v| v.tree).collect();
-            trees.extend(meta.snapshots.values().map(|s| s.tree));
+            let mut trees: Vec<(TreeRef, u64)> =
+                meta.volumes.values().map(|v| (v.tree, 0)).collect();
+            trees.extend(meta.snapshots.values().map(|s| (s.tree, 0)));
+            trees.extend(meta.root.destroying.iter().map(|d| (d.tree, d.cursor_block)));
             (trees, meta.root.space, meta.root.space_carry.clone(), meta.root.free_queue.clone())
         };
         let mut referenced = Referenced::default();
-        for t in &trees {
-            let walk = TreeWalk::walk(t, &inner.cache, &**inner).await?;
+        for (t, from_block) in &trees {
+            let walk =
+                TreeWalk::walk_range(t, &inner.cache, &**inner, *from_block, u64::MAX).await?;
             walk.pages.iter().for_each(|(_, _, p)| referenced.count(p));
             for (_, slot) in &walk.leaf_slots {
                 referenced.count(&BlockPtr::from_bytes(slot)?);

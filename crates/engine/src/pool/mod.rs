@@ -195,7 +195,10 @@ impl Inner {
             import_id,
             cache: PageCache::new(config.map_cache_bytes),
             meta: parking_lot::RwLock::new(meta::Meta::new(claim)),
-            txg: txg::Txgs::new(claim.txg, !claim.free_queue.is_empty()),
+            txg: txg::Txgs::new(
+                claim.txg,
+                !claim.free_queue.is_empty() || !claim.destroying.is_empty(),
+            ),
             blocks,
             health: Default::default(),
             counters: Default::default(),
@@ -279,6 +282,13 @@ impl Pool {
     /// Entries in the newest root's free queue: subtrees whose space later txgs free.
     pub fn free_queue_entries(&self) -> usize {
         self.inner.meta.read().root.free_queue.len()
+    }
+
+    /// Destroyed snapshots (and former maps) whose space the next txgs are still freeing, with
+    /// each one's cursor in its volume's blocks: (volume id, tree id, cursor block).
+    pub fn trees_being_destroyed(&self) -> Vec<(u32, u32, u64)> {
+        let meta = self.inner.meta.read();
+        meta.root.destroying.iter().map(|d| (d.volume_id, d.tree.tree_id, d.cursor_block)).collect()
     }
 
     /// A sync request (fsync, NBD FLUSH, FUA): returns once every write acknowledged before the

@@ -95,6 +95,11 @@ impl Pool {
                 s.clones.join(", ")
             )));
         }
+        if self.inner.meta.read().root.destroying.iter().any(|d| d.origin == Some(s.id)) {
+            return Err(bad(format!(
+                "snapshot '{volume}@{name}' is the origin of a destroyed clone whose space is still being freed; retry once 'fardisk status' no longer shows destroyed snapshots being walked"
+            )));
+        }
         self.queue_and_wait(SnapshotOp::Destroy { id: s.id }).await
     }
 
@@ -158,6 +163,12 @@ impl Pool {
             else {
                 return Err(bad(format!("volume '{volume}' is not a clone; nothing to promote")));
             };
+            let destroying = |v: u32| meta.root.destroying.iter().any(|d| d.volume_id == v);
+            if destroying(id) || destroying(origin.volume_id) {
+                return Err(bad(format!(
+                    "snapshots of '{volume}' or of its origin's volume are still being destroyed; retry once 'fardisk status' no longer shows destroyed snapshots being walked"
+                )));
+            }
             let mine: Vec<&str> = meta
                 .snapshots
                 .values()

@@ -16,6 +16,38 @@ pub struct VolumeInfo {
     pub allocated_bytes: u64,
 }
 
+/// Work the syncer does a bounded amount of per txg until the space comes back
+/// (docs/design/0006-free-queue.md).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Freeing {
+    /// Map subtrees cut off by trims, rollbacks and destroyed volumes, in the root's free queue.
+    pub queued_subtrees: u64,
+    /// Destroyed snapshots (and former maps) whose walk has not ended.
+    pub trees_being_destroyed: u64,
+    /// How far the walk under way has come through its volume's blocks, in percent (0 with
+    /// none).
+    pub destroy_done_percent: f64,
+}
+
+fn freeing(i: &super::Inner) -> Freeing {
+    let meta = i.meta.read();
+    let root = &meta.root;
+    let first = root.destroying.iter().find(|d| d.cursor_block > 0);
+    Freeing {
+        queued_subtrees: root.free_queue.len() as u64,
+        trees_being_destroyed: root.destroying.len() as u64,
+        destroy_done_percent: first
+            .map(|d| {
+                let blocks = match meta.volumes.get(&d.volume_id) {
+                    Some(v) => v.size_bytes / crate::dirty::BLOCK_BYTES,
+                    None => d.tree.capacity_slots(),
+                };
+                (100.0 * d.cursor_block as f64 / blocks.max(1) as f64).min(100.0)
+            })
+            .unwrap_or(0.0),
+    }
+}
+
 /// A point-in-time picture of the pool for `status --json` (fields are stable; add, never rename).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PoolStatus {
@@ -54,6 +86,8 @@ pub struct PoolStatus {
     /// Reads that waited for the store since import.
     pub reads_waited_for_store: u64,
     pub pending_deletes: u64,
+    /// Space the next txgs are still freeing (trims, rollbacks, destroys).
+    pub freeing: Freeing,
     pub map_cache_bytes: u64,
     pub store_requests: StoreStatsSnapshot,
     /// Log vdevs, legs and ZIL-like counters; null without a log.
@@ -258,6 +292,7 @@ impl Pool {
             reads_waiting_for_store: c.reads_waiting,
             reads_waited_for_store: c.reads_waited,
             pending_deletes: i.reclaim.pending_deletes(),
+            freeing: freeing(i),
             map_cache_bytes: i.cache.bytes_used() as u64,
             store_requests: i.store_stats.snapshot(),
             log: log_json(i),

@@ -94,6 +94,21 @@ fn root(seed: u64, volumes: usize, snapshots: usize) -> Root {
                 volume_id: i as u32,
             })
             .collect(),
+        // Every third seed has a tree being destroyed: a version 4 root.
+        destroying: (0..u64::from(seed.is_multiple_of(3)))
+            .map(|i| fardisk_engine::destroying::DestroyingTree {
+                volume_id: 1,
+                txg: 9,
+                tree: TreeRef {
+                    page_tag: 1,
+                    top: BlockPtr { birth_txg: 8, ..ptr(seed + i) },
+                    ..tree(70, seed)
+                },
+                floor_txg: seed % 9,
+                origin: seed.is_multiple_of(2).then_some(3),
+                cursor_block: seed % 4096,
+            })
+            .collect(),
     }
 }
 

@@ -92,6 +92,37 @@ fn damaged_v3_roots_are_refused() {
     assert!(e.to_string().contains("newer than this fardisk"), "{e}");
 }
 
+#[test]
+fn root_v4_fixture_decodes_to_its_inputs_and_no_tree_being_destroyed_stays_version_3() {
+    let v4 = read("root-v4.bin");
+    assert_eq!(u32::from_le_bytes(v4[8..12].try_into().expect("4 bytes")), 4, "version 4");
+    assert_eq!(Root::decode(&v4).expect("root"), golden::root_v4());
+    let v3 = Root { destroying: Vec::new(), ..golden::root_v4() }.encode();
+    assert_eq!(u32::from_le_bytes(v3[8..12].try_into().expect("4 bytes")), 3, "version 3");
+    assert_eq!(
+        v4.len(),
+        v3.len() + 4 + 2 * fardisk_engine::destroying::DESTROYING_TREE_BYTES,
+        "81 bytes per tree being destroyed"
+    );
+    assert_eq!(&v4[12..v3.len() - 8], &v3[12..v3.len() - 8], "the fields before the trees");
+}
+
+#[test]
+fn damaged_v4_roots_are_refused() {
+    for name in [
+        "root-v4.flipped-bit.bin",
+        "root-v4.truncated.bin",
+        "root-v4.wrong-magic.bin",
+        "root-v4.no-trees.bin",
+        "root-v4.cursor-past-end.bin",
+    ] {
+        let e = Root::decode(&read(name)).expect_err(name);
+        assert_eq!(kind_of(e), ErrorKind::DataDamaged, "{name}");
+    }
+    let e = Root::decode(&read("root-v4.wrong-version.bin")).expect_err("version 99");
+    assert!(e.to_string().contains("newer than this fardisk"), "{e}");
+}
+
 fn kind_of(e: fardisk_engine::Error) -> ErrorKind {
     e.kind()
 }

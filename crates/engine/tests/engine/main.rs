@@ -24,6 +24,7 @@ mod outage_reads;
 mod point_in_time;
 mod scrub;
 mod simulation;
+mod snapshot_destroy;
 mod snapshots;
 mod store_capability;
 mod store_server;

@@ -50,6 +50,7 @@ fn ci_seeds() {
         totals.store_objects_reverted += r.store_objects_reverted;
         totals.store_objects_torn += r.store_objects_torn;
         totals.big_frees += r.big_frees;
+        totals.snapshot_destroys += r.snapshot_destroys;
         totals.crashes_mid_frees += r.crashes_mid_frees;
     }
     eprintln!(
@@ -63,9 +64,10 @@ fn ci_seeds() {
         "the CI seeds must exercise crashes, outages and leg faults"
     );
     eprintln!(
-        "sim totals: {} big trims, {} of them cut by a crash with frees still queued",
-        totals.big_frees, totals.crashes_mid_frees
+        "sim totals: {} big trims and {} snapshot destroys, {} of them cut by a crash with frees still queued or a walk under way",
+        totals.big_frees, totals.snapshot_destroys, totals.crashes_mid_frees
     );
+    assert!(totals.snapshot_destroys > 0, "the CI seeds must destroy snapshots");
     assert!(
         totals.crashes_mid_frees > 0,
         "the CI seeds must crash a pool half-way through a big trim's frees"

@@ -307,6 +307,18 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
         human(u("garbage_bytes")),
         v["compress_ratio"].as_f64().unwrap_or(1.0)
     );
+    let f = &v["freeing"];
+    let (trees, subtrees) = (
+        f["trees_being_destroyed"].as_u64().unwrap_or(0),
+        f["queued_subtrees"].as_u64().unwrap_or(0),
+    );
+    if trees + subtrees > 0 {
+        outln!(
+            out,
+            " freeing: {trees} destroyed snapshot(s) being walked (the first {:.0} % through its volume), {subtrees} map subtree(s) queued; space comes back over the next txgs",
+            f["destroy_done_percent"].as_f64().unwrap_or(0.0)
+        );
+    }
     if let Some(m) = v["mount"].as_str() {
         match v["fuse"]["transport"].as_str() {
             Some(t) => outln!(out, " mount: {m} (FUSE over {t})"),

@@ -55,6 +55,7 @@ impl Pool {
             volumes: Vec::new(),
             snapshots: Vec::new(),
             free_queue: Vec::new(),
+            destroying: Vec::new(),
         };
         publish_root(store.as_ref(), &root).await.map_err(|e| match e {
             Error::Fenced(_) => Error::BadInput(format!(

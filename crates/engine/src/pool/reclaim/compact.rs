@@ -51,7 +51,7 @@ async fn queue_live_blocks(inner: &Arc<Inner>, seg: u64) -> Result<u64> {
     // A block a snapshot or clone shares stays where it is (snapshot_space.rs).
     let holds = {
         let meta = inner.meta.read();
-        snapshot_space::holds(&meta.volumes, &meta.snapshots)
+        snapshot_space::holds(&meta.volumes, &meta.snapshots, &meta.root.destroying)
     };
     let held = |tree_id: u32, p: &BlockPtr| {
         tree_id != SPACE_TREE_ID && p.birth_txg <= holds.get(&tree_id).copied().unwrap_or(0)

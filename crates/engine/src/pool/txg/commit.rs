@@ -29,7 +29,7 @@ pub(crate) async fn build_and_publish(
     let (mut updates, mut meta_segment) = segments.pack_data(set).await?;
     // The maps, their pages written into the meta segment.
     let mut maps = MapChanges::load(inner);
-    maps.apply(inner, set, &pending, &mut meta_segment, &mut updates).await?;
+    maps.apply(inner, txg, set, &pending, &mut meta_segment, &mut updates).await?;
     maps.write_pages(inner, txg, &mut meta_segment, cfg.compression).await?;
     let time_ms = inner.env.clock.wall_ms();
     snapshot_space::capture_snapshots(&pending, txg, time_ms, &maps.volumes, &mut maps.snaps);
@@ -43,6 +43,7 @@ pub(crate) async fn build_and_publish(
     root.time_ms = time_ms;
     root.snapshots = maps.snaps.values().cloned().collect();
     root.free_queue = std::mem::take(&mut maps.queue);
+    root.destroying = std::mem::take(&mut maps.destroying);
     // Every segment in the store, and only then the root. The previous root's head hint goes
     // out beside the last upload, so no sync request waits a round trip for it.
     let (meta_counter, ()) = tokio::join!(
@@ -51,7 +52,7 @@ pub(crate) async fn build_and_publish(
     );
     let root = Root { next_segment_counter: meta_counter? + 1, ..root };
     publish_until_done(inner, &root).await?;
-    let frees_queued = !root.free_queue.is_empty();
+    let frees_queued = !root.free_queue.is_empty() || !root.destroying.is_empty();
     install(inner, root, maps);
     inner.txg.publish_with_frees(txg, frees_queued);
     inner.txg.head_hint_due(txg);

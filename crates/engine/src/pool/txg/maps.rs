@@ -9,11 +9,12 @@
 use super::frees::{self, FreeBudget};
 use super::pack::BlockUpdate;
 use super::retry::CommitReads;
-use super::snapshot_space::{self, OpsOutcome};
+use super::snapshot_space::{self, Holds, OpsContext, OpsOutcome};
 use super::space::SpaceDelta;
 use super::{PageMove, PendingMeta, Relocation};
 use crate::blkptr::BlockPtr;
 use crate::compress::Compression;
+use crate::destroying::DestroyingTree;
 use crate::dirty::{DirtySet, BLOCK_BYTES};
 use crate::error::Result;
 use crate::frees::FreeEntry;
@@ -21,7 +22,7 @@ use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use crate::segment::{BlockOwner, SegmentBuilder};
 use crate::space::SPACE_TREE_ID;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The maps as this txg leaves them.
@@ -32,10 +33,12 @@ pub(super) struct MapChanges {
     pub delta: SpaceDelta,
     /// What the snapshot changes did (rolled back volumes, destroyed snapshots).
     pub ops: OpsOutcome,
-    /// Hold txg per volume after the snapshot changes (snapshot_space.rs).
-    holds: HashMap<u32, u64>,
+    /// Holds after the snapshot changes and this txg's destroy walks (snapshot_space.rs).
+    holds: Holds,
     /// The free queue as this txg leaves it (the root's `free_queue`).
     pub queue: Vec<FreeEntry>,
+    /// The trees being destroyed as this txg leaves them (the root's `destroying`).
+    pub destroying: Vec<DestroyingTree>,
     /// Cut subtrees, (tree id, level, index): their cached pages are dropped again once the
     /// root is published (commit.rs `install`), after readers of the old tree are done.
     pub cuts: Vec<(u32, u8, u64)>,
@@ -50,38 +53,48 @@ impl MapChanges {
             snaps: meta.snapshots.clone(),
             delta: SpaceDelta::default(),
             ops: OpsOutcome::default(),
-            holds: HashMap::new(),
+            holds: Holds::default(),
             queue: meta.root.free_queue.clone(),
+            destroying: meta.root.destroying.clone(),
             cuts: Vec::new(),
         }
     }
 
     /// Applies everything this txg changes in the maps but the page writes, in this order:
     /// compaction's moves (into the meta segment `builder`, adding to `updates`), the snapshot
-    /// changes, trims, the new pointers `updates`, destroyed volumes, moved pages.
+    /// changes, destroyed volumes, a slice of each destroy walk, trims, the new pointers
+    /// `updates`, moved pages, and the free queue's share of this txg.
     pub async fn apply(
         &mut self,
         inner: &Arc<Inner>,
+        txg: u64,
         set: &DirtySet,
         pending: &PendingMeta,
         builder: &mut SegmentBuilder,
         updates: &mut Vec<BlockUpdate>,
     ) -> Result<()> {
-        let holds_before = snapshot_space::holds(&self.volumes, &self.snaps);
+        let holds_before = snapshot_space::holds(&self.volumes, &self.snaps, &self.destroying);
         relocate(inner, set, &pending.relocations, builder, updates, &holds_before).await?;
         // Destroyed volumes keep their origin's hold, taken before this txg's snapshot changes.
         let destroyed_holds: Vec<u64> =
             pending.destroyed.iter().map(|v| snapshot_space::origin_txg(v, &self.snaps)).collect();
-        self.ops = snapshot_space::apply_ops(
-            inner,
-            pending,
-            &mut self.volumes,
-            &mut self.snaps,
-            &mut self.queue,
-        )
-        .await?;
-        for p in &self.ops.freed {
-            self.delta.free(p);
+        {
+            let mut fresh_tree_id = || {
+                let mut meta = inner.meta.write();
+                meta.root.next_volume_id += 1;
+                meta.root.next_volume_id - 1
+            };
+            let mut cx = OpsContext {
+                txg,
+                destroying: &mut self.destroying,
+                queue: &mut self.queue,
+                fresh_tree_id: &mut fresh_tree_id,
+            };
+            let (volumes, snaps) = (&mut self.volumes, &mut self.snaps);
+            snapshot_space::apply_ops(pending, volumes, snaps, &mut cx, &mut self.ops)?;
+        }
+        for id in &self.ops.rolled_back {
+            inner.cache.forget_tree(*id);
         }
         // Frees queued for a rolled-back volume's former map no longer change its count: the
         // count is the snapshot's now.
@@ -89,27 +102,60 @@ impl MapChanges {
             e.volume_id = 0;
         }
         self.discard_rolled_back(updates);
-        self.holds = snapshot_space::holds(&self.volumes, &self.snaps);
+        for (v, hold) in pending.destroyed.iter().zip(destroyed_holds) {
+            self.destroy_volume(inner, txg, v, hold);
+        }
+        // One budget of pages for the destroy walks and the free queue: half each while both
+        // have work.
+        let pages_max = inner.config.read().free_pages_per_txg_max;
+        let walk_pages_max = if self.queue.is_empty() { pages_max } else { pages_max / 2 };
+        let (volumes, snaps) = (&self.volumes, &self.snaps);
+        let (done, walk_pages) = super::destroy_walk::work_slices(
+            inner,
+            &mut self.destroying,
+            volumes,
+            snaps,
+            &mut self.delta,
+            walk_pages_max,
+        )
+        .await?;
+        for id in done {
+            inner.cache.forget_tree(id);
+            self.ops.destroyed.push(id);
+        }
+        self.holds = Holds::new(&self.volumes, &self.snaps, &self.destroying);
         self.apply_trims_and_grows(inner, set).await?;
         self.apply_updates(inner, updates).await?;
-        for (v, hold) in pending.destroyed.iter().zip(destroyed_holds) {
-            frees::queue_subtree(&mut self.queue, FreeEntry::whole_tree(&v.tree, hold, 0));
-            inner.cache.forget_tree(v.id);
-        }
-        for id in &self.ops.destroyed {
-            inner.cache.forget_tree(*id);
-        }
         self.move_pages(inner, &pending.page_moves).await?;
         let budget = {
             let c = inner.config.read();
             FreeBudget {
-                pages_max: c.free_pages_per_txg_max,
+                pages_max: c.free_pages_per_txg_max.saturating_sub(walk_pages),
                 entries_max: c.free_queue_entries_max.try_into().unwrap_or(usize::MAX),
             }
         };
         frees::work_down(inner, &mut self.queue, &mut self.delta, &mut self.volumes, budget)
             .await?;
         Ok(())
+    }
+
+    /// A destroyed volume's map is freed through the free queue, by what its origin does not
+    /// hold; while trees of the volume are being destroyed (whose walks compare with it) it
+    /// joins them instead, as the newest.
+    fn destroy_volume(&mut self, inner: &Inner, txg: u64, v: &VolumeEntry, origin_hold: u64) {
+        if self.destroying.iter().any(|d| d.volume_id == v.id) {
+            self.destroying.push(DestroyingTree {
+                volume_id: v.id,
+                txg,
+                tree: v.tree,
+                floor_txg: origin_hold,
+                origin: v.origin,
+                cursor_block: 0,
+            });
+        } else {
+            frees::queue_subtree(&mut self.queue, FreeEntry::whole_tree(&v.tree, origin_hold, 0));
+        }
+        inner.cache.forget_tree(v.id);
     }
 
     /// A rolled-back volume's writes of this txg are discarded (and their new blocks are garbage).
@@ -124,10 +170,6 @@ impl MapChanges {
         });
     }
 
-    fn hold(&self, volume_id: u32) -> u64 {
-        self.holds.get(&volume_id).copied().unwrap_or(0)
-    }
-
     /// Trims first (blocks written after a trim in the same txg are applied after it), and trees
     /// grown to their volume's size.
     async fn apply_trims_and_grows(&mut self, inner: &Arc<Inner>, set: &DirtySet) -> Result<()> {
@@ -140,21 +182,33 @@ impl MapChanges {
             if self.ops.rolled_back.contains(&id) {
                 continue;
             }
-            let hold = self.hold(id);
-            let Some(v) = self.volumes.get_mut(&id) else { continue };
-            let reads = CommitReads(inner);
-            // Whole subtrees are cut at their parent and queued; only the edges' leaves here.
-            let cut = v.tree.cut_range(&inner.cache, &reads, start, end).await?;
-            for old in &cut.leaves {
-                self.delta.free_unless_held(old, hold);
-                v.allocated_blocks = v.allocated_blocks.saturating_sub(1);
+            // One cut per piece with one hold: a destroy walk's cursor may lie inside.
+            let mut bounds = vec![start];
+            bounds.extend(self.holds.splits(id, start, end));
+            bounds.push(end);
+            for piece in bounds.windows(2) {
+                self.cut(inner, id, piece[0], piece[1]).await?;
             }
-            for (level, index, ptr) in cut.subtrees {
-                let (page_tag, volume_id, after_txg) = (v.tree.page_tag, v.id, hold);
-                let entry = FreeEntry { page_tag, level, index, ptr, after_txg, volume_id };
-                frees::queue_subtree(&mut self.queue, entry);
-                self.cuts.push((v.tree.tree_id, level, index));
-            }
+        }
+        Ok(())
+    }
+
+    /// Trims blocks `start..end` of volume `id`, all of one hold.
+    async fn cut(&mut self, inner: &Arc<Inner>, id: u32, start: u64, end: u64) -> Result<()> {
+        let hold = self.holds.at(id, start);
+        let Some(v) = self.volumes.get_mut(&id) else { return Ok(()) };
+        let reads = CommitReads(inner);
+        // Whole subtrees are cut at their parent and queued; only the edges' leaves here.
+        let cut = v.tree.cut_range(&inner.cache, &reads, start, end).await?;
+        for old in &cut.leaves {
+            self.delta.free_unless_held(old, hold);
+            v.allocated_blocks = v.allocated_blocks.saturating_sub(1);
+        }
+        for (level, index, ptr) in cut.subtrees {
+            let (page_tag, volume_id, after_txg) = (v.tree.page_tag, v.id, hold);
+            let entry = FreeEntry { page_tag, level, index, ptr, after_txg, volume_id };
+            frees::queue_subtree(&mut self.queue, entry);
+            self.cuts.push((v.tree.tree_id, level, index));
         }
         Ok(())
     }
@@ -162,7 +216,7 @@ impl MapChanges {
     /// Points each updated block at its new location.
     async fn apply_updates(&mut self, inner: &Arc<Inner>, updates: &[BlockUpdate]) -> Result<()> {
         for &BlockUpdate { volume_id, block, ptr: new } in updates {
-            let hold = self.hold(volume_id);
+            let hold = self.holds.at(volume_id, block);
             let Some(v) = self.volumes.get_mut(&volume_id) else { continue }; // Destroyed meanwhile.
             if block >= v.size_bytes / BLOCK_BYTES {
                 continue; // Shrunk meanwhile.
@@ -212,10 +266,11 @@ impl MapChanges {
         algo: Compression,
     ) -> Result<()> {
         for v in self.volumes.values_mut() {
-            let hold = self.holds.get(&v.id).copied().unwrap_or(0);
             let reads = CommitReads(inner);
-            for old in v.tree.write_dirty(&inner.cache, &reads, builder, txg, algo).await? {
-                self.delta.free_unless_held(&old, hold);
+            for (level, index, old) in
+                v.tree.write_dirty(&inner.cache, &reads, builder, txg, algo).await?
+            {
+                self.delta.free_unless_held(&old, self.holds.of_page(v.id, level, index));
             }
         }
         Ok(())
@@ -229,7 +284,7 @@ async fn relocate(
     relocations: &[Relocation],
     builder: &mut SegmentBuilder,
     updates: &mut Vec<BlockUpdate>,
-    holds: &HashMap<u32, u64>,
+    holds: &std::collections::HashMap<u32, u64>,
 ) -> Result<()> {
     for Relocation { tree_id, block, old, physical } in relocations {
         if set.get(*tree_id, *block).is_some() {

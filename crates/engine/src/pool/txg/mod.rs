@@ -8,6 +8,7 @@
 //! commit freed to reclaim).
 
 mod commit;
+mod destroy_walk;
 mod frees;
 mod maps;
 mod pack;

@@ -14,6 +14,7 @@ use super::retry::CommitReads;
 use super::PendingMeta;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
+use crate::destroying::DestroyingTree;
 use crate::error::{Error, Result};
 use crate::frees::FreeEntry;
 use crate::pool::Inner;
@@ -46,55 +47,118 @@ pub(crate) enum SnapshotOp {
     },
 }
 
-/// Hold txg per volume (0: nothing else sees it).
+/// Hold txg per volume (0: nothing else sees it), counting every tree being destroyed as a
+/// snapshot over the whole volume: compaction and its relocations never move what any tree may
+/// still hold.
 pub(crate) fn holds(
     volumes: &BTreeMap<u32, VolumeEntry>,
     snaps: &BTreeMap<u32, SnapshotEntry>,
+    destroying: &[DestroyingTree],
 ) -> HashMap<u32, u64> {
     let mut h: HashMap<u32, u64> = HashMap::new();
     for v in volumes.values() {
         h.insert(v.id, origin_txg(v, snaps));
     }
-    for s in snaps.values() {
-        let e = h.entry(s.volume_id).or_default();
-        *e = (*e).max(s.txg);
+    for (volume_id, txg) in snaps.values().map(|s| (s.volume_id, s.txg)) {
+        let e = h.entry(volume_id).or_default();
+        *e = (*e).max(txg);
+    }
+    for d in destroying {
+        let e = h.entry(d.volume_id).or_default();
+        *e = (*e).max(d.txg);
     }
     h
+}
+
+/// The holds that decide what a live map's change frees, per block address: a tree being
+/// destroyed holds what it references at and above its cursor and nothing below it (its walk
+/// has freed what it alone held there and left the rest to the trees that share it).
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    /// Per volume, from its origin and snapshots.
+    whole: HashMap<u32, u64>,
+    /// Per volume, its trees being destroyed: (cursor block, txg).
+    partial: HashMap<u32, Vec<(u64, u64)>>,
+}
+
+impl Holds {
+    pub fn new(
+        volumes: &BTreeMap<u32, VolumeEntry>,
+        snaps: &BTreeMap<u32, SnapshotEntry>,
+        destroying: &[DestroyingTree],
+    ) -> Holds {
+        let mut partial: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        for d in destroying {
+            partial.entry(d.volume_id).or_default().push((d.cursor_block, d.txg));
+        }
+        Holds { whole: holds(volumes, snaps, &[]), partial }
+    }
+
+    /// The hold of block `block` of volume `volume_id`'s live map.
+    pub fn at(&self, volume_id: u32, block: u64) -> u64 {
+        let whole = self.whole.get(&volume_id).copied().unwrap_or(0);
+        let partial = self.partial.get(&volume_id).into_iter().flatten();
+        partial.filter(|(cursor, _)| block >= *cursor).fold(whole, |h, (_, txg)| h.max(*txg))
+    }
+
+    /// The hold of map page (`level`, `index`): that of its first block. A page a tree being
+    /// destroyed still shares never straddles that tree's cursor: its walk skips a shared page
+    /// whole, so the cursor jumps past it.
+    pub fn of_page(&self, volume_id: u32, level: u8, index: u64) -> u64 {
+        self.at(volume_id, index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX))
+    }
+
+    /// The blocks inside `start..end` of volume `volume_id` where the hold changes: a trim is
+    /// cut there, so each piece's subtrees are queued with one hold.
+    pub fn splits(&self, volume_id: u32, start: u64, end: u64) -> Vec<u64> {
+        let mut at: Vec<u64> = (self.partial.get(&volume_id).into_iter().flatten())
+            .map(|(cursor, _)| *cursor)
+            .filter(|c| *c > start && *c < end)
+            .collect();
+        at.sort_unstable();
+        at.dedup();
+        at
+    }
 }
 
 pub(crate) fn origin_txg(v: &VolumeEntry, snaps: &BTreeMap<u32, SnapshotEntry>) -> u64 {
     v.origin.and_then(|o| snaps.get(&o)).map(|s| s.txg).unwrap_or(0)
 }
 
-/// The txg before which snapshot `s` shares everything with an older tree: the previous snapshot
-/// of its volume, or the volume's origin.
+/// The txg before which the version of volume `volume_id` at `txg` shares everything with an
+/// older tree: the volume's previous snapshot or tree being destroyed, or `floor_txg` (its
+/// origin's).
 pub(crate) fn prev_txg(
-    s: &SnapshotEntry,
-    volumes: &BTreeMap<u32, VolumeEntry>,
+    volume_id: u32,
+    txg: u64,
+    floor_txg: u64,
     snaps: &BTreeMap<u32, SnapshotEntry>,
+    destroying: &[DestroyingTree],
 ) -> u64 {
-    let older = snaps
-        .values()
-        .filter(|o| o.volume_id == s.volume_id && o.txg < s.txg)
-        .map(|o| o.txg)
-        .max()
-        .unwrap_or(0);
-    let origin = volumes.get(&s.volume_id).map(|v| origin_txg(v, snaps)).unwrap_or(0);
-    older.max(origin)
+    let snaps = snaps.values().map(|s| (s.volume_id, s.txg));
+    let trees = destroying.iter().map(|d| (d.volume_id, d.txg));
+    (snaps.chain(trees))
+        .filter(|(v, t)| *v == volume_id && *t < txg)
+        .map(|(_, t)| t)
+        .fold(floor_txg, u64::max)
 }
 
-/// The tree after snapshot `s`: the next snapshot of its volume, else the volume's live map.
+/// The tree after the version of volume `volume_id` at `txg`: its next snapshot or tree being
+/// destroyed, else the volume's live map (None once the volume is destroyed).
 pub(crate) fn next_tree(
-    s: &SnapshotEntry,
+    volume_id: u32,
+    txg: u64,
     volumes: &BTreeMap<u32, VolumeEntry>,
     snaps: &BTreeMap<u32, SnapshotEntry>,
+    destroying: &[DestroyingTree],
 ) -> Option<TreeRef> {
-    snaps
-        .values()
-        .filter(|o| o.volume_id == s.volume_id && o.txg > s.txg)
-        .min_by_key(|o| o.txg)
-        .map(|o| o.tree)
-        .or_else(|| volumes.get(&s.volume_id).map(|v| v.tree))
+    let snaps = snaps.values().map(|s| (s.volume_id, s.txg, s.tree));
+    let trees = destroying.iter().map(|d| (d.volume_id, d.txg, d.tree));
+    (snaps.chain(trees))
+        .filter(|(v, t, _)| *v == volume_id && *t > txg)
+        .min_by_key(|(_, t, _)| *t)
+        .map(|(_, _, tree)| tree)
+        .or_else(|| volumes.get(&volume_id).map(|v| v.tree))
 }
 
 /// Every page and block of `tree` born after `after_txg` that `next` does not reference at the
@@ -168,26 +232,19 @@ async fn visit(
     Ok((freed, children))
 }
 
-/// What snapshot `s` alone holds among `volumes` and `snaps`: what destroying it frees.
-async fn held_only_by(
-    inner: &Arc<Inner>,
-    s: &SnapshotEntry,
-    volumes: &BTreeMap<u32, VolumeEntry>,
-    snaps: &BTreeMap<u32, SnapshotEntry>,
-) -> Result<Vec<BlockPtr>> {
-    let next = next_tree(s, volumes, snaps);
-    unique_blocks(inner, &s.tree, prev_txg(s, volumes, snaps), next.as_ref()).await
-}
-
-/// Physical bytes a snapshot alone holds: what destroying it would free now.
+/// Physical bytes a snapshot alone holds: what destroying it would free now. Collects them in
+/// memory: `list -o used` asks it of one snapshot at a time.
 pub(crate) async fn snapshot_unique_bytes(inner: &Arc<Inner>, id: u32) -> Result<u64> {
     let _guard = inner.txg.sync_lock.lock().await;
-    let (volumes, snaps) = {
+    let (volumes, snaps, destroying) = {
         let meta = inner.meta.read();
-        (meta.volumes.clone(), meta.snapshots.clone())
+        (meta.volumes.clone(), meta.snapshots.clone(), meta.root.destroying.clone())
     };
     let s = snaps.get(&id).ok_or_else(|| Error::BadInput(format!("no snapshot with id {id}")))?;
-    let blocks = held_only_by(inner, s, &volumes, &snaps).await?;
+    let floor = volumes.get(&s.volume_id).map(|v| origin_txg(v, &snaps)).unwrap_or(0);
+    let prev = prev_txg(s.volume_id, s.txg, floor, &snaps, &destroying);
+    let next = next_tree(s.volume_id, s.txg, &volumes, &snaps, &destroying);
+    let blocks = unique_blocks(inner, &s.tree, prev, next.as_ref()).await?;
     Ok(blocks.iter().map(|p| p.physical_bytes as u64).sum())
 }
 
@@ -197,63 +254,80 @@ pub(crate) struct OpsOutcome {
     /// Volumes rolled back in this txg: their updates of this txg are dropped, their cached pages
     /// forgotten.
     pub rolled_back: Vec<u32>,
-    /// Snapshots destroyed in this txg: their cached pages are forgotten.
+    /// Trees whose destroy ended in this txg (destroy_walk.rs): their cached pages are
+    /// forgotten.
     pub destroyed: Vec<u32>,
-    /// Pointers that became garbage.
-    pub freed: Vec<BlockPtr>,
+}
+
+/// What a snapshot change needs besides the maps: the txg being committed, and where a tree
+/// that leaves a volume with trees being destroyed goes.
+pub(crate) struct OpsContext<'a> {
+    pub txg: u64,
+    pub destroying: &'a mut Vec<DestroyingTree>,
+    pub queue: &'a mut Vec<FreeEntry>,
+    /// A fresh page-cache namespace for a rolled-back volume's former map.
+    pub fresh_tree_id: &'a mut dyn FnMut() -> u32,
 }
 
 /// Applies the queued destroys, rollbacks and promotes (creates come after the maps are written:
 /// `capture_snapshots`).
-pub(crate) async fn apply_ops(
-    inner: &Arc<Inner>,
+pub(crate) fn apply_ops(
     pending: &PendingMeta,
     volumes: &mut BTreeMap<u32, VolumeEntry>,
     snaps: &mut BTreeMap<u32, SnapshotEntry>,
-    queue: &mut Vec<FreeEntry>,
-) -> Result<OpsOutcome> {
-    let mut out = OpsOutcome::default();
+    cx: &mut OpsContext,
+    out: &mut OpsOutcome,
+) -> Result<()> {
     for op in &pending.snapshot_ops {
         match *op {
             SnapshotOp::Create { .. } => {}
-            SnapshotOp::Destroy { id } => destroy(inner, id, volumes, snaps, &mut out).await?,
+            SnapshotOp::Destroy { id } => destroy(id, volumes, snaps, cx.destroying)?,
             SnapshotOp::Rollback { volume_id, snapshot_id } => {
-                rollback(inner, volume_id, snapshot_id, volumes, snaps, queue, &mut out)?
+                rollback(volume_id, snapshot_id, volumes, snaps, cx, out)?
             }
             SnapshotOp::Promote { clone_id } => promote(clone_id, volumes, snaps),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-/// Destroys snapshot `id`: what it alone held is freed.
-async fn destroy(
-    inner: &Arc<Inner>,
+/// Destroys snapshot `id`: it leaves the snapshots at once and joins the trees being destroyed,
+/// whose walk frees what it alone held a bounded slice per txg (destroy_walk.rs).
+fn destroy(
     id: u32,
     volumes: &BTreeMap<u32, VolumeEntry>,
     snaps: &mut BTreeMap<u32, SnapshotEntry>,
-    out: &mut OpsOutcome,
+    destroying: &mut Vec<DestroyingTree>,
 ) -> Result<()> {
     let Some(s) = snaps.get(&id).cloned() else { return Ok(()) };
-    if volumes.values().any(|v| v.origin == Some(id)) {
+    if volumes.values().any(|v| v.origin == Some(id))
+        || destroying.iter().any(|d| d.origin == Some(id))
+    {
         return Err(Error::Bug(format!("snapshot {id} destroyed while a clone needs it")));
     }
-    out.freed.extend(held_only_by(inner, &s, volumes, snaps).await?);
+    let volume = volumes.get(&s.volume_id);
+    destroying.push(DestroyingTree {
+        volume_id: s.volume_id,
+        txg: s.txg,
+        tree: s.tree,
+        floor_txg: volume.map(|v| origin_txg(v, snaps)).unwrap_or(0),
+        origin: volume.and_then(|v| v.origin),
+        cursor_block: 0,
+    });
     snaps.remove(&id);
-    out.destroyed.push(id);
     Ok(())
 }
 
 /// Points volume `volume_id`'s map back at snapshot `snapshot_id`'s (its newest): what the
 /// volume wrote since (born after the snapshot) is queued for freeing with its former map
-/// (frees.rs), not collected here.
+/// (frees.rs), not collected here. While the volume has trees being destroyed, whose walks
+/// compare with the trees after them, the former map joins them instead.
 fn rollback(
-    inner: &Arc<Inner>,
     volume_id: u32,
     snapshot_id: u32,
     volumes: &mut BTreeMap<u32, VolumeEntry>,
     snaps: &BTreeMap<u32, SnapshotEntry>,
-    queue: &mut Vec<FreeEntry>,
+    cx: &mut OpsContext,
     out: &mut OpsOutcome,
 ) -> Result<()> {
     let (Some(s), Some(v)) = (snaps.get(&snapshot_id).cloned(), volumes.get(&volume_id).cloned())
@@ -263,7 +337,19 @@ fn rollback(
     if snaps.values().any(|o| o.volume_id == volume_id && o.txg > s.txg) {
         return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
     }
-    super::frees::queue_subtree(queue, FreeEntry::whole_tree(&v.tree, s.txg, 0));
+    if cx.destroying.iter().any(|d| d.volume_id == volume_id) {
+        let tree = TreeRef { tree_id: (cx.fresh_tree_id)(), ..v.tree };
+        cx.destroying.push(DestroyingTree {
+            volume_id,
+            txg: cx.txg,
+            tree,
+            floor_txg: origin_txg(&v, snaps),
+            origin: v.origin,
+            cursor_block: 0,
+        });
+    } else {
+        super::frees::queue_subtree(cx.queue, FreeEntry::whole_tree(&v.tree, s.txg, 0));
+    }
     let v = volumes.get_mut(&volume_id).expect("checked above");
     v.tree = TreeRef {
         tree_id: v.id,
@@ -273,7 +359,6 @@ fn rollback(
     };
     v.size_bytes = s.size_bytes;
     v.allocated_blocks = s.allocated_blocks;
-    inner.cache.forget_tree(v.id);
     out.rolled_back.push(volume_id);
     Ok(())
 }

@@ -173,7 +173,9 @@ impl Table<'_> {
         let before = builder.block_count();
         let mut carry: Vec<(u64, i64)> = Vec::new();
         let reads = CommitReads(inner);
-        for old in self.space.write_dirty(&inner.cache, &reads, builder, self.txg, algo).await? {
+        for (_, _, old) in
+            self.space.write_dirty(&inner.cache, &reads, builder, self.txg, algo).await?
+        {
             carry.push((old.segment_id, -(old.physical_bytes as i64)));
         }
         let added =

@@ -8,6 +8,7 @@ use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::blockmap::{encode_page, Slot, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::codec::Writer;
 use fardisk_engine::compress::Compression;
+use fardisk_engine::destroying::DestroyingTree;
 use fardisk_engine::frees::FreeEntry;
 use fardisk_engine::objstore::{seal_with_nonces, EncryptionKey};
 use fardisk_engine::pool::{
@@ -131,6 +132,7 @@ pub fn root() -> Root {
             allocated_blocks: 1000,
         }],
         free_queue: Vec::new(),
+        destroying: Vec::new(),
     }
 }
 
@@ -166,6 +168,51 @@ pub fn free_queue() -> Vec<FreeEntry> {
 /// `root()` with frees pending: a version 3 root.
 pub fn root_v3() -> Root {
     Root { free_queue: free_queue(), ..root() }
+}
+
+/// What the version 4 fixture destroys: snapshot 2 of volume 1 half-way (its cursor past the
+/// first 65,536 blocks), and behind it the former map of volume 1, rolled back meanwhile, at 0.
+pub fn destroying() -> Vec<DestroyingTree> {
+    vec![
+        DestroyingTree {
+            volume_id: 1,
+            txg: TXG,
+            tree: tree(2, 3, 1, 29_000),
+            floor_txg: 0,
+            origin: None,
+            cursor_block: 65_536,
+        },
+        DestroyingTree {
+            volume_id: 1,
+            txg: TXG,
+            tree: tree(5, 3, 1, 34_000),
+            floor_txg: 12,
+            origin: Some(4),
+            cursor_block: 0,
+        },
+    ]
+}
+
+/// `root_v3()` with trees being destroyed: a version 4 root.
+pub fn root_v4() -> Root {
+    Root { destroying: destroying(), snapshots: Vec::new(), ..root_v3() }
+}
+
+/// The root's body ends in the trees being destroyed (`u32 count`, 81-byte entries) before the
+/// checksum.
+fn root_v4_damaged() -> Vec<Fixture> {
+    let v3 = Root { destroying: Vec::new(), ..root_v4() }.encode();
+    let mut empty = put_u32(v3[..v3.len() - 8].to_vec(), 8, 4);
+    empty.extend_from_slice(&0u32.to_le_bytes());
+    empty.extend_from_slice(&[0u8; 8]);
+    // The last tree's cursor (the last 8 bytes before the checksum) past its 2^24 blocks.
+    let mut past_end = root_v4().encode();
+    let at = past_end.len() - 8 - 8;
+    past_end[at..at + 8].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    vec![
+        Fixture::new("root-v4.no-trees.bin", reseal_tail(empty)),
+        Fixture::new("root-v4.cursor-past-end.bin", reseal_tail(past_end)),
+    ]
 }
 
 /// The root's body ends in the free queue (`u32 count`, 65-byte entries) before the checksum.
@@ -441,6 +488,8 @@ pub fn all() -> Vec<Fixture> {
     out.push(Fixture::new("root-v1.bin", root_v1_bytes()));
     out.extend(sealed_family("root-v3", root_v3().encode(), 30, 8));
     out.extend(root_v3_damaged());
+    out.extend(sealed_family("root-v4", root_v4().encode(), 30, 8));
+    out.extend(root_v4_damaged());
     out.extend(sealed_family("head", encode_head(TXG), 17, 8));
     let seg = segment();
     let footer_at = seg.len() - 32 - 4 * 40;

@@ -91,6 +91,8 @@ pub struct Report {
     pub orphans_collected_late: u64,
     /// Big trims (big_frees.rs), and how many of them a crash cut with frees still queued.
     pub big_frees: u64,
+    /// Snapshot destroys the same step made (big_frees.rs).
+    pub snapshot_destroys: u64,
     pub crashes_mid_frees: u64,
     pub mutations: u64,
     pub mutation_trace: u64,

@@ -38,7 +38,7 @@ impl World {
         }
     }
 
-    fn bytes(&self, len: u64) -> Vec<u8> {
+    pub(super) fn bytes(&self, len: u64) -> Vec<u8> {
         match self.rng.below(10) {
             0 => vec![0u8; len as usize],
             1..=3 => vec![(1 + self.rng.below(255)) as u8; len as usize],
@@ -56,7 +56,7 @@ impl World {
         }
     }
 
-    async fn write(&mut self, vol: usize, offset: u64, data: Vec<u8>) {
+    pub(super) async fn write(&mut self, vol: usize, offset: u64, data: Vec<u8>) {
         match self.pool().write(self.vol(vol), offset, Bytes::from(data.clone())).await {
             Ok(_) => {
                 self.history.record(Op::Write { vol, offset, data });
