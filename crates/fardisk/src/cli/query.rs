@@ -577,6 +577,21 @@ mod tests {
     }
 
     #[test]
+    fn space_still_being_freed_gets_a_line() {
+        let mut v = status_fixture();
+        let mut quiet = String::new();
+        render_status(&mut quiet, &v, false, now_ms(&v));
+        assert!(!quiet.contains("freeing:"), "nothing to free, no line: {quiet}");
+        v["freeing"] = serde_json::json!({"queued_subtrees": 3, "trees_being_destroyed": 2, "destroy_done_percent": 41.6});
+        let mut out = String::new();
+        render_status(&mut out, &v, false, now_ms(&v));
+        assert!(
+            out.contains(" freeing: 2 destroyed snapshot(s) being walked (the first 42 % through its volume), 3 map subtree(s) queued; space comes back over the next txgs\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn block_devices_get_a_device_column() {
         let mut v = status_fixture();
         v["block_devices"] = serde_json::json!(true);

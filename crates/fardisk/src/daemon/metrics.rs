@@ -127,6 +127,22 @@ const POOL_FIELDS: &[Field] = &[
     ("map_cache_bytes", "map_cache_bytes", G, "Block-map pages held in memory"),
 ];
 
+/// The status's `freeing` object: space later txgs still free (#21).
+const FREEING_FIELDS: &[Field] = &[
+    (
+        "queued_subtrees",
+        "free_queue_subtrees",
+        G,
+        "Map subtrees cut off by trims, rollbacks and destroyed volumes, still to be freed",
+    ),
+    (
+        "trees_being_destroyed",
+        "trees_being_destroyed",
+        G,
+        "Destroyed snapshots (and former maps) whose space is still being freed",
+    ),
+];
+
 const LOG_FIELDS: &[Field] = &[
     ("sync_requests", "log_sync_requests", C, "Sync requests (fsync, FUA, flush) served"),
     (
@@ -259,6 +275,7 @@ impl Scrape {
             vec![(self.labels(&[("state", state)]), Some(1.0))],
         )?;
         self.fields(enc, s, POOL_FIELDS)?;
+        self.fields(enc, &s["freeing"], FREEING_FIELDS)?;
         let age_s =
             s["published_time_ms"].as_u64().map(|t| self.now_ms.saturating_sub(t) as f64 / 1000.0);
         family(
