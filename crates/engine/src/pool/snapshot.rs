@@ -4,7 +4,8 @@
 //! (txg/snapshot_space.rs), and the call returns once that txg's root is published.
 
 use super::names::check_volume_name;
-use super::txg::snapshot_space::{self, SnapshotOp};
+use super::txg::snapshot_space::SnapshotOp;
+use super::txg::unique_bytes;
 use super::volume::no_volume;
 use super::{bad, syncer, Pool};
 use crate::blockmap::TreeRef;
@@ -55,7 +56,7 @@ impl Pool {
 
     /// Physical bytes only this snapshot holds: what destroying it would free.
     pub async fn snapshot_unique_bytes(&self, id: u32) -> Result<u64> {
-        snapshot_space::snapshot_unique_bytes(&self.inner, id).await
+        unique_bytes::snapshot_unique_bytes(&self.inner, id).await
     }
 
     /// Takes `VOLUME@NAME`: the volume as of now, which includes every write acknowledged before

@@ -15,6 +15,7 @@ mod pack;
 mod retry;
 pub(super) mod snapshot_space;
 mod space;
+pub(super) mod unique_bytes;
 
 pub(super) use commit::{build_and_publish, publish_export, write_due_head_hint};
 

@@ -5,22 +5,20 @@
 //! (overwrite, trim, page rewrite), the block is garbage only if it was born after the hold;
 //! otherwise a snapshot (or the origin) still references it and it stays live. Destroying a
 //! snapshot frees what it alone held: the pages and blocks born after the previous snapshot (or
-//! the origin) that the next snapshot (or the live map) does not reference at the same place. The
-//! walk skips every subtree the two trees share or that is older than the previous snapshot, so it
-//! costs what changed, not the volume's size. Compaction never moves a held block
-//! (reclaim/compact.rs): it would have to rewrite every snapshot that shares it.
+//! the origin) that the next snapshot (or the live map) does not reference at the same place, a
+//! bounded slice per txg (destroy_walk.rs): until its walk passes an address the destroyed
+//! snapshot still holds there (`Holds`). The walk skips every subtree the two trees share or that
+//! is older than the previous snapshot, so it costs what changed, not the volume's size.
+//! Compaction never moves a held block (reclaim/compact.rs): it would have to rewrite every
+//! snapshot that shares it.
 
-use super::retry::CommitReads;
 use super::PendingMeta;
-use crate::blkptr::BlockPtr;
-use crate::blockmap::{decode_page, BlockSource, TreeRef, FANOUT};
+use crate::blockmap::TreeRef;
 use crate::destroying::DestroyingTree;
 use crate::error::{Error, Result};
 use crate::frees::FreeEntry;
-use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 /// A change to the snapshot structure, applied by the next txg sync (space moves with it).
 #[derive(Debug, Clone)]
@@ -159,93 +157,6 @@ pub(crate) fn next_tree(
         .min_by_key(|(_, t, _)| *t)
         .map(|(_, _, tree)| tree)
         .or_else(|| volumes.get(&volume_id).map(|v| v.tree))
-}
-
-/// Every page and block of `tree` born after `after_txg` that `next` does not reference at the
-/// same place (with `next` None: everything born after `after_txg`). Pages are visited
-/// `read_concurrency` at a time: a snapshot destroy walks a whole volume's unique pages inside
-/// one txg, one store round trip per page when they were read one by one (`big_volume.rs`).
-pub(crate) async fn unique_blocks(
-    inner: &Arc<Inner>,
-    tree: &TreeRef,
-    after_txg: u64,
-    next: Option<&TreeRef>,
-) -> Result<Vec<BlockPtr>> {
-    let width = inner.config.read().read_concurrency.max(1);
-    let mut out = Vec::new();
-    // Depth first (a stack), so it holds at most levels x FANOUT x width entries.
-    let mut frontier = vec![(tree.levels - 1, 0u64, tree.top)];
-    while !frontier.is_empty() {
-        let batch = frontier.split_off(frontier.len().saturating_sub(width));
-        let visits = batch.into_iter().map(|page| visit(inner, tree, after_txg, next, page));
-        // Results in batch order: the same walk, and the same output, every time.
-        for (freed, children) in futures::future::try_join_all(visits).await? {
-            out.extend(freed);
-            frontier.extend(children);
-        }
-    }
-    Ok(out)
-}
-
-/// A page of the walk at (`level`, `index`): what of it is unique (the page and, at the leaves,
-/// its blocks) and the child pages to visit.
-type Visit = (Vec<BlockPtr>, Vec<(u8, u64, BlockPtr)>);
-
-async fn visit(
-    inner: &Arc<Inner>,
-    tree: &TreeRef,
-    after_txg: u64,
-    next: Option<&TreeRef>,
-    (level, index, ptr): (u8, u64, BlockPtr),
-) -> Result<Visit> {
-    let (mut freed, mut children) = (Vec::new(), Vec::new());
-    if ptr.is_hole() || ptr.birth_txg <= after_txg {
-        return Ok((freed, children));
-    }
-    let next_slots = match next {
-        Some(n) => {
-            if n.page_location(&inner.cache, &CommitReads(inner), level, index).await? == ptr {
-                return Ok((freed, children)); // The whole subtree is shared.
-            }
-            n.page_slots(&inner.cache, &CommitReads(inner), level, index).await?
-        }
-        None => None,
-    };
-    freed.push(ptr);
-    let slots =
-        decode_page(&CommitReads(inner).read_block(&ptr).await?, tree.page_tag, level, index)?;
-    for (pos, s) in slots.iter().enumerate() {
-        let child = BlockPtr::from_bytes(s)?;
-        if child.is_hole() || child.birth_txg <= after_txg {
-            continue;
-        }
-        if next_slots.as_ref().is_some_and(|n| n[pos] == *s) {
-            continue;
-        }
-        let child_index = index * FANOUT as u64 + pos as u64;
-        if level == 0 {
-            freed.push(child);
-        } else {
-            children.push((level - 1, child_index, child));
-        }
-    }
-    Ok((freed, children))
-}
-
-/// Physical bytes a snapshot alone holds: what destroying it would free now. Collects them in
-/// memory: `list -o used` asks it of one snapshot at a time.
-pub(crate) async fn snapshot_unique_bytes(inner: &Arc<Inner>, id: u32) -> Result<u64> {
-    let _guard = inner.txg.sync_lock.lock().await;
-    let (volumes, snaps, destroying) = {
-        let meta = inner.meta.read();
-        (meta.volumes.clone(), meta.snapshots.clone(), meta.root.destroying.clone())
-    };
-    let s = snaps.get(&id).ok_or_else(|| Error::BadInput(format!("no snapshot with id {id}")))?;
-    let floor = volumes.get(&s.volume_id).map(|v| origin_txg(v, &snaps)).unwrap_or(0);
-    let prev = prev_txg(s.volume_id, s.txg, floor, &snaps, &destroying);
-    let next = next_tree(s.volume_id, s.txg, &volumes, &snaps, &destroying);
-    let blocks = unique_blocks(inner, &s.tree, prev, next.as_ref()).await?;
-    Ok(blocks.iter().map(|p| p.physical_bytes as u64).sum())
 }
 
 /// What `apply_ops` changed that the rest of the sync must know.
