@@ -7,6 +7,7 @@ use fardisk_arc::BlockKey;
 use fardisk_engine::blkptr::BlockPtr;
 use fardisk_engine::blockmap::{encode_page, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::compress::{compress, Compression};
+use fardisk_engine::destroying::DestroyingTree;
 use fardisk_engine::objstore::{EncryptedStore, EncryptionKey, PutMode, Store};
 use fardisk_engine::root::{encode_head, Holder, Root, SnapshotEntry, VdevEntry, VolumeEntry};
 use fardisk_engine::segment::{BlockOwner, SegmentBuilder};
@@ -108,14 +109,26 @@ pub fn sample_root(seed: u64, volumes: u32, snapshots: u32) -> Root {
             })
             .collect(),
         free_queue: Vec::new(),
+        destroying: Vec::new(),
     }
 }
 
 pub fn roots() -> Vec<Vec<u8>> {
-    [(1, 0, 0), (2, 1, 0), (3, 2, 2), (4, 3, 1)]
+    let mut out: Vec<Vec<u8>> = [(1, 0, 0), (2, 1, 0), (3, 2, 2), (4, 3, 1)]
         .iter()
         .map(|&(s, v, n)| sample_root(s, v, n).encode())
-        .collect()
+        .collect();
+    // A version 4 root: a snapshot destroy half-way (its tree, floor, origin and cursor).
+    let destroying = vec![DestroyingTree {
+        volume_id: 1,
+        txg: 900,
+        tree: TreeRef { page_tag: 1, ..tree(60, 5) },
+        floor_txg: 3,
+        origin: Some(50),
+        cursor_block: 65_536,
+    }];
+    out.push(Root { destroying, ..sample_root(5, 2, 1) }.encode());
+    out
 }
 
 pub fn heads() -> Vec<Vec<u8>> {
