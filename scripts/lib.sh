@@ -100,6 +100,19 @@ fd_pid_alive() {
 # fd_start_daemon PIDFILE LOGFILE CMD...: start CMD in the background, detached
 # from our stdin, and record its PID. No setsid: it may fork, and then $! would not
 # be the daemon. Non-interactive bash already makes background jobs ignore SIGINT.
+# fd_fardisk_bin: prints the fardisk binary a benchmark measures: $FARDISK_BIN when set, else a
+# fresh release build (its messages on stderr). Use as B="$(fd_fardisk_bin)" under `set -e`.
+fd_fardisk_bin() {
+    if [ -n "${FARDISK_BIN:-}" ]; then
+        fd_log "using $FARDISK_BIN (FARDISK_BIN), not a fresh build" >&2
+        echo "$FARDISK_BIN"
+        return
+    fi
+    fd_log "building fardisk (release)" >&2
+    (cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk) >&2 || fd_die "cargo build failed"
+    echo "${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
+}
+
 fd_start_daemon() {
     local pidfile="$1" logfile="$2"
     shift 2

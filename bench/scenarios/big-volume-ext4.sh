@@ -20,7 +20,7 @@ FD_NAME=big-volume-ext4
 GIB="${FARDISK_BIG_GIB:-256}"
 WORK="$FARDISK_RUN_DIR/bench/big-volume-ext4"
 export FARDISK_HOME="$WORK/home" FARDISK_RUN_DIR="$WORK/run"
-B="${FARDISK_BIN:-${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk}"
+B="$(fd_fardisk_bin)"
 LOOP="" PROBE_PID="" SAMPLER_PID=""
 
 cleanup() {
@@ -37,13 +37,6 @@ cleanup || true
 rm -rf "$WORK"
 mkdir -p "$WORK/fs" "$WORK/mnt"
 trap "cleanup || true" EXIT
-
-if [ -n "${FARDISK_BIN:-}" ]; then
-    fd_log "using $B (FARDISK_BIN), not a fresh build"
-else
-    fd_log "building fardisk (release)"
-    (cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk) || fd_die "cargo build failed"
-fi
 
 status_json() { "$B" status bigpool --json; }
 freeing() { # prints "TREES SUBTREES"

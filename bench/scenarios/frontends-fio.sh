@@ -28,7 +28,7 @@ VOL_SIZE=2G
 WORK="$FARDISK_RUN_DIR/bench/frontends-fio"
 RESULTS="$FARDISK_BENCH_RESULTS"
 export FARDISK_HOME="$WORK/home" FARDISK_RUN_DIR="$WORK/run"
-B="${FARDISK_BIN:-${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk}"
+B="$(fd_fardisk_bin)"
 LOOPS=()
 NBDFUSE_PID=""
 
@@ -49,13 +49,6 @@ cleanup || true  # set -e does not apply inside a function called in a || list
 rm -rf "$WORK"
 mkdir -p "$WORK/series" "$WORK/fs-local" "$WORK/fs-fuse" "$WORK/fs-fuseahead" "$WORK/fs-uring" "$WORK/fs-nbd" "$WORK/nbdfuse"
 trap "cleanup || true" EXIT
-
-if [ -n "${FARDISK_BIN:-}" ]; then
-    fd_log "using $B (FARDISK_BIN), not a fresh build"
-else
-    fd_log "building fardisk (release)"
-    (cd "$FARDISK_ROOT" && cargo build --release -q -p fardisk) || fd_die "cargo build failed"
-fi
 
 # ext4_on FILE MOUNTPOINT: loop device over FILE, plain mkfs.ext4, mount. Prints mkfs seconds.
 ext4_on() {

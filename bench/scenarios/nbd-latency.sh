@@ -41,14 +41,7 @@ RESULTS="$FARDISK_BENCH_RESULTS"
 STAMP="$(date -u +%Y%m%dT%H%M%S)"
 export FARDISK_BENCH_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-if [ -n "${FARDISK_BIN:-}" ]; then
-    BIN="$FARDISK_BIN"
-    fd_log "using $BIN (FARDISK_BIN), not a fresh build"
-else
-    fd_log "building fardisk (release)"
-    cargo build --release -q -p fardisk || fd_die "cargo build failed"
-    BIN="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
-fi
+BIN="$(fd_fardisk_bin)"
 
 rm -rf "$WORK"
 mkdir -p "$WORK"

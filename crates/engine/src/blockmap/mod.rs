@@ -11,4 +11,4 @@ mod tree;
 pub use cache::{CachedPage, PageCache, PageKey};
 pub use cut::Cut;
 pub use page::{decode_page, encode_page, Slot, FANOUT, PAGE_BYTES, SLOT_BYTES};
-pub use tree::{levels_for_slots, BlockSource, TreeRef, TreeWalk};
+pub use tree::{levels_for_slots, page_span, BlockSource, TreeRef, TreeWalk};

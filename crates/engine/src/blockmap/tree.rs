@@ -65,6 +65,13 @@ fn page_index(slot_index: u64, level: u8) -> u64 {
     shr(slot_index, 8 * (level as u32 + 1))
 }
 
+/// Slots under page (`level`, `index`): [first, end), saturating at `u64::MAX`.
+pub fn page_span(level: u8, index: u64) -> (u64, u64) {
+    let shift = 8 * (level as u32 + 1);
+    let first = index.checked_shl(shift).unwrap_or(u64::MAX);
+    (first, (index + 1).checked_shl(shift).unwrap_or(u64::MAX))
+}
+
 impl TreeRef {
     pub fn empty(tree_id: u32, slots: u64) -> TreeRef {
         TreeRef { tree_id, levels: levels_for_slots(slots), top: BlockPtr::HOLE, page_tag: tree_id }

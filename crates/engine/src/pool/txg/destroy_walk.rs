@@ -17,7 +17,9 @@ use super::retry::CommitReads;
 use super::snapshot_space::{next_tree, prev_txg};
 use super::space::SpaceDelta;
 use crate::blkptr::BlockPtr;
-use crate::blockmap::{decode_page, BlockSource, PageKey, Slot, TreeRef, FANOUT, SLOT_BYTES};
+use crate::blockmap::{
+    decode_page, page_span, BlockSource, PageKey, Slot, TreeRef, FANOUT, SLOT_BYTES,
+};
 use crate::destroying::DestroyingTree;
 use crate::error::Result;
 use crate::pool::Inner;
@@ -52,7 +54,9 @@ pub(super) async fn work_slices(
         let next = next_tree(d.volume_id, d.txg, volumes, snaps, destroying);
         // Enough for the path to one leaf, this tree's pages and the next tree's.
         let budget = (pages_max - pages).max(2 * (d.tree.levels as u64 + 1));
-        let walk = Walk { inner, tree: d.tree, prev, next, budget, reads: AtomicU64::new(0) };
+        let width = inner.config.read().read_concurrency.max(1) as u64;
+        let reads = AtomicU64::new(0);
+        let walk = Walk { inner, tree: d.tree, prev, next, budget, width, reads };
         let cursor = walk.slice(d.cursor_block, delta).await?;
         pages += cursor.1;
         match cursor.0 {
@@ -78,6 +82,8 @@ struct Walk<'a> {
     /// The tree after it (None: nothing comes after, everything unique is freed).
     next: Option<TreeRef>,
     budget: u64,
+    /// Leaf pages read at once (`read_concurrency`).
+    width: u64,
     /// Pages read so far in this txg: this tree's, and the next tree's the page cache did not
     /// have (`CountedReads`).
     reads: AtomicU64,
@@ -101,13 +107,6 @@ struct Frame {
     ptr: BlockPtr,
     slots: Vec<Slot>,
     next_slots: Option<Vec<Slot>>,
-}
-
-/// Blocks under page (`level`, `index`): [lo, hi).
-fn page_range(level: u8, index: u64) -> (u64, u64) {
-    let shift = 8 * (level as u32 + 1);
-    let lo = index.checked_shl(shift).unwrap_or(u64::MAX);
-    (lo, (index + 1).checked_shl(shift).unwrap_or(u64::MAX))
 }
 
 impl Walk<'_> {
@@ -137,12 +136,11 @@ impl Walk<'_> {
             let mut leaves: Vec<(u64, BlockPtr, Option<BlockPtr>)> = Vec::new();
             let mut descend = None;
             let mut out_of_budget = false;
-            let width = self.inner.config.read().read_concurrency.max(1) as u64;
             let leaves_max =
-                width.min(self.budget.saturating_sub(self.pages()) / self.pages_per_pair());
+                self.width.min(self.budget.saturating_sub(self.pages()) / self.pages_per_pair());
             for pos in 0..FANOUT {
                 let child_index = f_index * FANOUT as u64 + pos as u64;
-                let (_, hi) = page_range(f_level - 1, child_index);
+                let (_, hi) = page_span(f_level - 1, child_index);
                 if hi <= cursor {
                     continue;
                 }
@@ -171,7 +169,7 @@ impl Walk<'_> {
             if !leaves.is_empty() {
                 self.free_leaves(&leaves, delta).await?;
                 let last = leaves.last().expect("not empty").0;
-                cursor = cursor.max(page_range(0, last).1);
+                cursor = cursor.max(page_span(0, last).1);
             } else if let Some((child_index, child)) = descend {
                 if self.pages() >= self.budget {
                     return Ok((Some(cursor), self.pages()));
@@ -184,7 +182,7 @@ impl Walk<'_> {
                 // Every child done: the page itself was this tree's alone.
                 let f = stack.pop().expect("not empty");
                 delta.free(&f.ptr);
-                cursor = cursor.max(page_range(f.level, f.index).1);
+                cursor = cursor.max(page_span(f.level, f.index).1);
             }
         }
         Ok((None, self.pages()))

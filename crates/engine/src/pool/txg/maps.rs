@@ -9,7 +9,7 @@
 use super::frees::{self, FreeBudget};
 use super::pack::BlockUpdate;
 use super::retry::CommitReads;
-use super::snapshot_space::{self, Holds, OpsContext, OpsOutcome};
+use super::snapshot_space::{self, FormerMap, Holds, OpsContext, OpsOutcome};
 use super::space::SpaceDelta;
 use super::{PageMove, PendingMeta, Relocation};
 use crate::blkptr::BlockPtr;
@@ -22,7 +22,7 @@ use crate::pool::Inner;
 use crate::root::{SnapshotEntry, VolumeEntry};
 use crate::segment::{BlockOwner, SegmentBuilder};
 use crate::space::SPACE_TREE_ID;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The maps as this txg leaves them.
@@ -102,8 +102,11 @@ impl MapChanges {
             e.volume_id = 0;
         }
         self.discard_rolled_back(updates);
+        // A destroyed volume's map keeps its origin's hold; its id is nobody's any more.
         for (v, hold) in pending.destroyed.iter().zip(destroyed_holds) {
-            self.destroy_volume(inner, txg, v, hold);
+            let former = FormerMap { volume: v, txg, floor_txg: hold, after_txg: hold };
+            former.free(&mut self.destroying, &mut self.queue, || v.id);
+            inner.cache.forget_tree(v.id);
         }
         // One budget of pages for the destroy walks and the free queue: half each while both
         // have work.
@@ -137,25 +140,6 @@ impl MapChanges {
         frees::work_down(inner, &mut self.queue, &mut self.delta, &mut self.volumes, budget)
             .await?;
         Ok(())
-    }
-
-    /// A destroyed volume's map is freed through the free queue, by what its origin does not
-    /// hold; while trees of the volume are being destroyed (whose walks compare with it) it
-    /// joins them instead, as the newest.
-    fn destroy_volume(&mut self, inner: &Inner, txg: u64, v: &VolumeEntry, origin_hold: u64) {
-        if self.destroying.iter().any(|d| d.volume_id == v.id) {
-            self.destroying.push(DestroyingTree {
-                volume_id: v.id,
-                txg,
-                tree: v.tree,
-                floor_txg: origin_hold,
-                origin: v.origin,
-                cursor_block: 0,
-            });
-        } else {
-            frees::queue_subtree(&mut self.queue, FreeEntry::whole_tree(&v.tree, origin_hold, 0));
-        }
-        inner.cache.forget_tree(v.id);
     }
 
     /// A rolled-back volume's writes of this txg are discarded (and their new blocks are garbage).
@@ -284,7 +268,7 @@ async fn relocate(
     relocations: &[Relocation],
     builder: &mut SegmentBuilder,
     updates: &mut Vec<BlockUpdate>,
-    holds: &std::collections::HashMap<u32, u64>,
+    holds: &HashMap<u32, u64>,
 ) -> Result<()> {
     for Relocation { tree_id, block, old, physical } in relocations {
         if set.get(*tree_id, *block).is_some() {

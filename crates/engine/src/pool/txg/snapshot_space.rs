@@ -13,7 +13,7 @@
 //! snapshot that shares it.
 
 use super::PendingMeta;
-use crate::blockmap::TreeRef;
+use crate::blockmap::{page_span, TreeRef};
 use crate::destroying::DestroyingTree;
 use crate::error::{Error, Result};
 use crate::frees::FreeEntry;
@@ -57,13 +57,10 @@ pub(crate) fn holds(
     for v in volumes.values() {
         h.insert(v.id, origin_txg(v, snaps));
     }
-    for (volume_id, txg) in snaps.values().map(|s| (s.volume_id, s.txg)) {
+    let snaps = snaps.values().map(|s| (s.volume_id, s.txg));
+    for (volume_id, txg) in snaps.chain(destroying.iter().map(|d| (d.volume_id, d.txg))) {
         let e = h.entry(volume_id).or_default();
         *e = (*e).max(txg);
-    }
-    for d in destroying {
-        let e = h.entry(d.volume_id).or_default();
-        *e = (*e).max(d.txg);
     }
     h
 }
@@ -103,7 +100,7 @@ impl Holds {
     /// destroyed still shares never straddles that tree's cursor: its walk skips a shared page
     /// whole, so the cursor jumps past it.
     pub fn of_page(&self, volume_id: u32, level: u8, index: u64) -> u64 {
-        self.at(volume_id, index.checked_shl(8 * (level as u32 + 1)).unwrap_or(u64::MAX))
+        self.at(volume_id, page_span(level, index).0)
     }
 
     /// The blocks inside `start..end` of volume `volume_id` where the hold changes: a trim is
@@ -248,19 +245,9 @@ fn rollback(
     if snaps.values().any(|o| o.volume_id == volume_id && o.txg > s.txg) {
         return Err(Error::Bug(format!("rollback of volume {volume_id} past a newer snapshot")));
     }
-    if cx.destroying.iter().any(|d| d.volume_id == volume_id) {
-        let tree = TreeRef { tree_id: (cx.fresh_tree_id)(), ..v.tree };
-        cx.destroying.push(DestroyingTree {
-            volume_id,
-            txg: cx.txg,
-            tree,
-            floor_txg: origin_txg(&v, snaps),
-            origin: v.origin,
-            cursor_block: 0,
-        });
-    } else {
-        super::frees::queue_subtree(cx.queue, FreeEntry::whole_tree(&v.tree, s.txg, 0));
-    }
+    let (txg, floor_txg) = (cx.txg, origin_txg(&v, snaps));
+    let former = FormerMap { volume: &v, txg, floor_txg, after_txg: s.txg };
+    former.free(cx.destroying, cx.queue, || (cx.fresh_tree_id)());
     let v = volumes.get_mut(&volume_id).expect("checked above");
     v.tree = TreeRef {
         tree_id: v.id,
@@ -272,6 +259,42 @@ fn rollback(
     v.allocated_blocks = s.allocated_blocks;
     out.rolled_back.push(volume_id);
     Ok(())
+}
+
+/// A volume's map that leaves it (rolled back, or the volume destroyed) in txg `txg`.
+pub(crate) struct FormerMap<'a> {
+    pub volume: &'a VolumeEntry,
+    pub txg: u64,
+    /// The volume's origin hold.
+    pub floor_txg: u64,
+    /// What is born at or before it stays: the rollback's snapshot, or the origin.
+    pub after_txg: u64,
+}
+
+impl FormerMap<'_> {
+    /// Freed through the free queue by what `after_txg` does not hold; while trees of the
+    /// volume are being destroyed, whose walks compare with the trees after them, it joins
+    /// them instead, as the newest, under the page-cache id `tree_id` gives.
+    pub fn free(
+        self,
+        destroying: &mut Vec<DestroyingTree>,
+        queue: &mut Vec<FreeEntry>,
+        tree_id: impl FnOnce() -> u32,
+    ) {
+        let v = self.volume;
+        if !destroying.iter().any(|d| d.volume_id == v.id) {
+            super::frees::queue_subtree(queue, FreeEntry::whole_tree(&v.tree, self.after_txg, 0));
+            return;
+        }
+        destroying.push(DestroyingTree {
+            volume_id: v.id,
+            txg: self.txg,
+            tree: TreeRef { tree_id: tree_id(), ..v.tree },
+            floor_txg: self.floor_txg,
+            origin: v.origin,
+            cursor_block: 0,
+        });
+    }
 }
 
 /// Clone `clone_id` takes over its origin's snapshots up to the origin; the former parent
