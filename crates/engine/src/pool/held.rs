@@ -92,6 +92,9 @@ pub struct HeldSummary {
     pub txg_last: u64,
     /// Why it could not be written, when it could not.
     pub error: Option<String>,
+    /// True from the moment the writer is fenced until the records are counted and written
+    /// (the other fields are 0 and null meanwhile): a fenced pool's status never lacks `held`.
+    pub writing: bool,
 }
 
 impl HeldRecords {
@@ -103,6 +106,7 @@ impl HeldRecords {
             txg_first: self.records.iter().map(|r| r.record.txg).min().unwrap_or(0),
             txg_last: self.records.iter().map(|r| r.record.txg).max().unwrap_or(0),
             error: None,
+            writing: false,
         }
     }
 
@@ -262,14 +266,34 @@ impl OwnerOnly for std::fs::OpenOptions {
     }
 }
 
-/// Called once the writer knows it was fenced: collects the log records newer than its last
-/// published txg, writes them to a held records file, and says so. Runs once per pool; later
-/// calls return the first summary. Never fails: what cannot be written is reported instead.
-pub(crate) async fn hold_on_fenced(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> {
-    if let Some(s) = inner.held.lock().clone() {
-        return Some(s);
+/// Called once the writer knows it was fenced (`why` says by whom): marks the pool
+/// FENCED, collects the log records newer than its last published txg, writes them to a held
+/// records file, and says so. Runs once per pool: the renewal loop and the syncer may both get
+/// here, and a later call returns the first one's summary (while it is still `writing`, too)
+/// instead of writing the same file a second time. Never fails: what cannot be written is
+/// reported instead.
+pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> {
+    // `held` says "being written" before the health says FENCED, and status reads the health
+    // first, so no status shows a fenced pool without `held` while the records are written
+    // (which takes seconds for a log of hundreds of MiB).
+    let log = inner.intent.log();
+    let first = {
+        let mut held = inner.held.lock();
+        match held.as_ref() {
+            Some(s) => Some(s.clone()),
+            None => {
+                if log.is_some() {
+                    *held = Some(writing());
+                }
+                None
+            }
+        }
+    };
+    inner.health.lock().fault(&Error::Fenced(why.to_string()));
+    if first.is_some() {
+        return first;
     }
-    let log = inner.intent.log()?;
+    let log = log?;
     let published = inner.txg.published_txg();
     let open_txg = inner.txg.open_txg();
     let replay =
@@ -344,13 +368,18 @@ pub(crate) async fn hold_on_fenced(inner: &Arc<Inner>, why: &str) -> Option<Held
 }
 
 fn failed(error: String) -> HeldSummary {
+    HeldSummary { error: Some(error), writing: false, ..writing() }
+}
+
+fn writing() -> HeldSummary {
     HeldSummary {
         path: None,
         records: 0,
         data_bytes: 0,
         txg_first: 0,
         txg_last: 0,
-        error: Some(error),
+        error: None,
+        writing: true,
     }
 }
 

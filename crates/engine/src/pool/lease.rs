@@ -318,8 +318,7 @@ pub(crate) async fn renew_loop(inner: Arc<Inner>, lease: Arc<Lease>) {
         match lease.renew(inner.store.as_ref(), &inner.env).await {
             Ok(()) => {}
             Err(Error::Fenced(why)) => {
-                inner.health.lock().fault(&Error::Fenced(why.clone()));
-                super::held::hold_on_fenced(&inner, &why).await;
+                super::held::fence(&inner, &why).await;
                 return;
             }
             Err(e) => tracing::warn!(error = %e, "could not renew the multihost lease; will retry"),

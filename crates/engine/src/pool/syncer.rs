@@ -114,9 +114,9 @@ async fn sync_locked(
         }
         Err(e) => {
             // The in-memory map already points at this txg's segments: the pool cannot go on.
-            inner.health.lock().fault(e);
-            if let Error::Fenced(why) = e {
-                super::held::hold_on_fenced(inner, why).await;
+            match e {
+                Error::Fenced(why) => drop(super::held::fence(inner, why).await),
+                _ => inner.health.lock().fault(e),
             }
             Err(Error::Unavailable(format!("txg {} could not be committed: {e}", frozen.txg)))
         }

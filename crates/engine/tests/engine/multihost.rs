@@ -269,8 +269,16 @@ async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
     assert!(!o.acked_writes.is_empty(), "the test needs flushes acknowledged after the cut");
     // A learns it was fenced at its next lease renewal (the network is back by now).
     let mut held = None;
+    let mut seen_writing = 0;
     for _ in 0..STEPS_MAX {
-        held = o.a.status().held;
+        let status = o.a.status();
+        held = status.held;
+        // Writing the held records takes a while (seconds for a big log): a status that says
+        // FENCED in the meantime must already say what is held is being written.
+        if matches!(status.health, fardisk_engine::pool::PoolHealth::Fenced(_)) {
+            let h = held.as_ref().expect("status says FENCED and has no `held`");
+            seen_writing += usize::from(h.writing);
+        }
         if held.as_ref().is_some_and(|s| s.path.is_some()) {
             break;
         }
@@ -278,6 +286,7 @@ async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let held = held.expect("status names what the fenced writer held");
+    assert!(!held.writing, "a written held file still says `writing`");
     let path = PathBuf::from(held.path.clone().expect("a held records file was written"));
     assert!(
         path.starts_with(&o.held_dir),
@@ -301,7 +310,7 @@ async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
         );
     }
     eprintln!(
-        "held: {} records, {} bytes, txgs {}..={} in {}",
+        "held: {} records, {} bytes, txgs {}..={} in {} ({seen_writing} statuses said `writing`)",
         held.records,
         held.data_bytes,
         held.txg_first,

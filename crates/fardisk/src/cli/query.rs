@@ -244,6 +244,10 @@ fn block_device_text(d: &Value) -> String {
 
 /// The `held:` line of a fenced pool: what it acknowledged and never published, and where.
 fn held_text(h: &Value) -> String {
+    if h["writing"].as_bool() == Some(true) {
+        return "being counted and written to a held records file (the log keeps them meanwhile)"
+            .into();
+    }
     let n = h["records"].as_u64().unwrap_or(0);
     if n == 0 {
         return match h["error"].as_str() {
@@ -589,6 +593,16 @@ mod tests {
             out.contains(" freeing: 2 destroyed snapshot(s) being walked (the first 42 % through its volume), 3 map subtree(s) queued; space comes back over the next txgs\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn held_records_being_written_get_their_own_words() {
+        let mut v = status_fixture();
+        v["held"] = serde_json::json!({"path": null, "records": 0, "data_bytes": 0,
+            "txg_first": 0, "txg_last": 0, "error": null, "writing": true});
+        let mut out = String::new();
+        render_status(&mut out, &v, false, now_ms(&v));
+        assert!(out.contains("  held: being counted and written to a held records file"), "{out}");
     }
 
     #[test]
