@@ -77,8 +77,19 @@ pub struct FaultyStore {
     counters: Counters,
     /// The newest mutations as "OP key len" lines, for finding where two replays diverged.
     recent: Mutex<std::collections::VecDeque<String>>,
+    /// Every request with its clock time and outcome, and the notes, when asked for
+    /// (`with_request_trace`): the first line two replays of a seed differ on.
+    requests: Mutex<Option<RequestTrace>>,
     clock: Option<Arc<dyn Clock>>,
     seed: u64,
+}
+
+/// The first `max` lines of a request trace, and how many more there were.
+#[derive(Debug, Default)]
+struct RequestTrace {
+    lines: Vec<String>,
+    max: usize,
+    dropped: u64,
 }
 
 impl FaultyStore {
@@ -90,9 +101,40 @@ impl FaultyStore {
             asked: Default::default(),
             counters: Counters::default(),
             recent: Default::default(),
+            requests: Mutex::new(None),
             clock: None,
             seed,
         }
+    }
+
+    /// Records the first `max` requests (operation, key, injected-clock time, outcome) and
+    /// notes, for comparing two replays of a seed (`request_trace`).
+    pub fn with_request_trace(self, max: usize) -> Self {
+        *self.requests.lock() = Some(RequestTrace { lines: Vec::new(), max, dropped: 0 });
+        self
+    }
+
+    /// The recorded requests and notes in order, and how many more were left out (see
+    /// `with_request_trace`; empty without it).
+    pub fn request_trace(&self) -> (Vec<String>, u64) {
+        match &*self.requests.lock() {
+            Some(t) => (t.lines.clone(), t.dropped),
+            None => (Vec::new(), 0),
+        }
+    }
+
+    fn trace(&self, line: impl FnOnce() -> String) {
+        if let Some(t) = &mut *self.requests.lock() {
+            if t.lines.len() < t.max {
+                t.lines.push(line());
+            } else {
+                t.dropped += 1;
+            }
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.clock.as_ref().map_or(0, |c| c.mono_us())
     }
 
     /// Latency in the plan is slept on this clock (a `ManualClock` makes it cost no real time).
@@ -129,6 +171,7 @@ impl FaultyStore {
 
     /// Adds a marker line to the recent mutations (a simulation step), outside the trace hash.
     pub fn note(&self, line: String) {
+        self.trace(|| format!("# {line}"));
         let mut recent = self.recent.lock();
         if recent.len() == RECENT_MAX {
             recent.pop_front();
@@ -155,6 +198,18 @@ impl FaultyStore {
     }
 
     async fn before(&self, op: &'static str, key: &str, mutation: bool) -> StoreResult<()> {
+        let r = self.decide(op, key, mutation).await;
+        self.trace(|| {
+            let outcome = match &r {
+                Ok(()) => "ok".to_string(),
+                Err(e) => e.message.clone(),
+            };
+            format!("{op} {key} @{} {outcome}", self.now_us())
+        });
+        r
+    }
+
+    async fn decide(&self, op: &'static str, key: &str, mutation: bool) -> StoreResult<()> {
         let plan = self.plan.lock().clone();
         if let Some(clock) = &self.clock {
             let jitter_us = (plan.jitter.as_micros() as f64 * self.roll(op, key, 0x7177)) as u64;
@@ -204,6 +259,7 @@ impl FaultyStore {
         }
         let rate = self.plan.lock().lost_response_rate;
         if rate > 0.0 && self.roll(op, key, 0x1055) < rate {
+            self.trace(|| format!("{op} {key} applied, response lost"));
             self.counters.lost_responses.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::new(
                 StoreErrorKind::Transient,

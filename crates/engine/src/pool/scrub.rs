@@ -163,8 +163,13 @@ impl Pool {
         let inner = self.inner.clone();
         self.spawn(async move {
             let outcome = run(&inner).await;
-            let event = finish(&inner, outcome);
+            let (state, finished_ms, event) = finish(&inner, outcome);
+            // The end is reported once its history event is written: whoever waits for it
+            // (`scrub --wait`, tests, the simulation) finds none of the scrub's store requests
+            // still to come, racing what it does next.
             super::history::record(&inner, &event).await;
+            let mut p = inner.scrub.progress.lock();
+            (p.state, p.finished_ms) = (state, finished_ms);
         });
         Ok(())
     }
@@ -196,11 +201,12 @@ impl Pool {
     }
 }
 
-/// Records how a scrub ended; returns the line for the pool's history.
-fn finish(inner: &Inner, outcome: Result<bool>) -> String {
+/// Records how a scrub ended, all but its state and end time (set once the history has them);
+/// returns those and the line for the pool's history.
+fn finish(inner: &Inner, outcome: Result<bool>) -> (ScrubState, u64, String) {
     let mut p = inner.scrub.progress.lock();
-    p.finished_ms = inner.env.clock.wall_ms();
-    p.state = match outcome {
+    let finished_ms = inner.env.clock.wall_ms();
+    let state = match outcome {
         Ok(true) => ScrubState::Finished,
         Ok(false) => ScrubState::Canceled,
         Err(e) => {
@@ -208,17 +214,24 @@ fn finish(inner: &Inner, outcome: Result<bool>) -> String {
             ScrubState::Failed
         }
     };
-    tracing::info!(state = ?p.state, examined_bytes = p.examined_bytes, errors = p.errors_total(), repaired = p.repaired_blocks, "scrub ended");
-    format!(
+    tracing::info!(
+        ?state,
+        examined_bytes = p.examined_bytes,
+        errors = p.errors_total(),
+        repaired = p.repaired_blocks,
+        "scrub ended"
+    );
+    let event = format!(
         "scrub {}: examined {} blocks ({} bytes) in {} s, {} errors, {} repaired{}",
-        format!("{:?}", p.state).to_ascii_lowercase(),
+        format!("{state:?}").to_ascii_lowercase(),
         p.examined_blocks,
         p.examined_bytes,
-        p.finished_ms.saturating_sub(p.started_ms) / 1000,
+        finished_ms.saturating_sub(p.started_ms) / 1000,
         p.errors_total(),
         p.repaired_blocks,
         p.failure.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
-    )
+    );
+    (state, finished_ms, event)
 }
 
 fn rate_max(inner: &Inner) -> u64 {

@@ -84,14 +84,40 @@ fn ci_seeds() {
 #[test]
 fn a_seed_replays_exactly() {
     let seed = env_u64("FARDISK_SIM_SEED").unwrap_or(7);
-    let runs: Vec<_> = (0..2)
-        .map(|_| std::thread::spawn(move || run_seed(SimOptions::for_seed(seed, CI_STEPS / 2))))
-        .collect();
+    let opts = SimOptions { trace: true, ..SimOptions::for_seed(seed, CI_STEPS / 2) };
+    let runs: Vec<_> =
+        (0..2).map(|_| std::thread::spawn(move || sim::run_seed_traced(opts))).collect();
     let mut results = runs.into_iter().map(|r| r.join().expect("simulation thread"));
     let (a, b) = (results.next().expect("first run"), results.next().expect("second run"));
     eprintln!("sim {:?}\nsim {:?}", a.0, b.0);
+    if let Some(diverged) = first_difference(&a.2, &b.2) {
+        eprintln!("seed {seed}: the two runs' store requests diverged\n{diverged}");
+    }
     assert_eq!(a.0, b.0, "seed {seed} did not replay exactly");
     assert_eq!(a.1, b.1, "seed {seed} replayed with different store faults");
+    assert!(a.2 == b.2, "seed {seed} replayed with different store requests");
+}
+
+/// Where two traces of the same seed part: the lines before (from the last step note) and the
+/// first few of each after.
+fn first_difference(a: &[String], b: &[String]) -> Option<String> {
+    let at = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
+    let step = a[..at].iter().rposition(|l| l.starts_with("# step")).unwrap_or(0);
+    let from = step.max(at.saturating_sub(40));
+    let mut out = format!("line {at} of {} and {}:\n", a.len(), b.len());
+    if from > step {
+        out += &format!("    {}\n    ...\n", a[step]);
+    }
+    for l in &a[from..at] {
+        out += &format!("    {l}\n");
+    }
+    for (name, t) in [("first", a), ("second", b)] {
+        out += &format!("  {name} run:\n");
+        for l in t.iter().skip(at).take(12) {
+            out += &format!("    {l}\n");
+        }
+    }
+    Some(out)
 }
 
 #[test]

@@ -42,6 +42,8 @@ pub struct SimOptions {
     pub cache: bool,
     /// The store is a `file://` directory on this host: a crash is a power cut for it too.
     pub file_host: bool,
+    /// Record every store request and step (`run_seed_traced`), to compare two replays.
+    pub trace: bool,
 }
 
 impl SimOptions {
@@ -50,7 +52,7 @@ impl SimOptions {
     pub fn for_seed(seed: u64, steps: usize) -> SimOptions {
         let r = Rng::new(seed ^ 0xc0ff_ee00);
         let (log, cache) = (!r.chance(0.2), !r.chance(0.2));
-        SimOptions { seed, steps, log, cache, file_host: r.chance(0.5) }
+        SimOptions { seed, steps, log, cache, file_host: r.chance(0.5), trace: false }
     }
 }
 
@@ -129,6 +131,9 @@ pub struct World {
     pub bad_legs: Vec<usize>,
 }
 
+/// Store requests and notes a traced run records (`SimOptions::trace`).
+const TRACE_LINES_MAX: usize = 2_000_000;
+
 /// Polls of an import that is to die before it is given up on (it normally dies or finishes
 /// within a few thousand).
 const IMPORT_POLLS_MAX: u64 = 2_000_000;
@@ -165,10 +170,12 @@ impl World {
             Some(h) => h.clone(),
             None => disk,
         };
-        let faulty = Arc::new(
-            FaultyStore::new(base.clone(), FaultPlan::default(), opts.seed)
-                .with_clock(clock.clone()),
-        );
+        let mut faulty = FaultyStore::new(base.clone(), FaultPlan::default(), opts.seed)
+            .with_clock(clock.clone());
+        if opts.trace {
+            faulty = faulty.with_request_trace(TRACE_LINES_MAX);
+        }
+        let faulty = Arc::new(faulty);
         let dir = std::env::temp_dir().join(format!(
             "fardisk-sim-{}-{run}-{}",
             opts.seed,
@@ -558,6 +565,13 @@ impl World {
 /// Runs one seed to the end on a current-thread runtime (one thread: the same seed, the same
 /// interleaving) and returns what it did.
 pub fn run_seed(opts: SimOptions) -> (Report, FaultCounts) {
+    let (report, counts, _) = run_seed_traced(opts);
+    (report, counts)
+}
+
+/// `run_seed`, and with `opts.trace` every store request and step it made, in order (see
+/// `FaultyStore::request_trace`).
+pub fn run_seed_traced(opts: SimOptions) -> (Report, FaultCounts, Vec<String>) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async move {
         let mut world = World::new(opts).await;
@@ -574,6 +588,10 @@ pub fn run_seed(opts: SimOptions) -> (Report, FaultCounts) {
                 faulty.recent_mutations().join("\n"),
             );
         }
-        (report, counts)
+        let (mut trace, dropped) = faulty.request_trace();
+        if dropped > 0 {
+            trace.push(format!("... {dropped} more not recorded"));
+        }
+        (report, counts, trace)
     })
 }
