@@ -67,7 +67,7 @@ fn base() -> &'static Base {
             let key = BlockKey::new(1000 + i / 8, (i % 8) as u32 * 65536);
             let data = block(i);
             blocks.push((key, data.clone(), xxhash_rust::xxh3::xxh3_64(&data)));
-            feed.push(FeedItem { key, data });
+            feed.push(FeedItem::new(key, data));
             if i % 8 == 7 {
                 clock.advance_ms(10);
                 l2.write_tick(&feed);

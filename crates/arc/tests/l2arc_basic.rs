@@ -23,7 +23,7 @@ fn evicted_blocks_come_back_from_l2_after_the_arc_is_gone() {
     let arc = AdaptiveCache::new(arc_config);
     let blocks: Vec<_> = (0..40).map(|i| (key(i), payload(key(i), 0, 4096))).collect();
     for (k, data) in &blocks {
-        arc.insert(*k, data.clone(), InsertKind::Demand);
+        arc.insert(*k, data.clone(), xxhash_rust::xxh3::xxh3_64(data), InsertKind::Demand);
     }
     let feed = arc.feed();
     assert_eq!(feed.len(), 32, "everything beyond 8 blocks was evicted to the feed");
@@ -189,7 +189,7 @@ fn write_rate_is_capped_on_the_injected_clock() {
     let feed = EvictionFeed::new(10_000, 1 << 30);
     let entry_bytes = 4096u64;
     for i in 0..1000 {
-        feed.push(FeedItem { key: key(i), data: payload(key(i), 0, entry_bytes as usize) });
+        feed.push(FeedItem::new(key(i), payload(key(i), 0, entry_bytes as usize)));
     }
     let seconds = 10u64;
     let mut taken = 0u64;
@@ -223,7 +223,7 @@ fn background_writer_fills_the_l2() {
     l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16))).expect("add device");
     let feed = Arc::new(EvictionFeed::new(100, 1 << 20));
     let data = payload(key(1), 0, 2000);
-    feed.push(FeedItem { key: key(1), data: data.clone() });
+    feed.push(FeedItem::new(key(1), data.clone()));
     let writer = l2.spawn_writer(Arc::clone(&feed), std::time::Duration::from_millis(5));
     assert!(writer.is_running());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -7,6 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use fardisk_arc::{AdaptiveCache, ArcConfig, BlockKey, InsertKind};
 
+/// These tests are about the replacement policy: every block is inserted and read with one
+/// checksum (the checksum check has its own test in policy_tests.rs).
+const SUM: u64 = 0;
+
 const BLOCK_BYTES: usize = 4096;
 const CACHE_BLOCKS: u64 = 1000;
 const SCAN_BLOCKS: u64 = 4 * CACHE_BLOCKS;
@@ -69,13 +73,13 @@ impl Cache for PlainLru {
 
 impl Cache for AdaptiveCache {
     fn read(&mut self, key: BlockKey) {
-        if self.get(&key).is_none() {
-            self.insert(key, Bytes::from(vec![0u8; BLOCK_BYTES]), InsertKind::Demand);
+        if self.get(&key, SUM).is_none() {
+            self.insert(key, Bytes::from(vec![0u8; BLOCK_BYTES]), SUM, InsertKind::Demand);
         }
     }
     fn prefetch(&mut self, key: BlockKey) {
-        if self.get_prefetch(&key).is_none() {
-            self.insert(key, Bytes::from(vec![0u8; BLOCK_BYTES]), InsertKind::Prefetch);
+        if self.get_prefetch(&key, SUM).is_none() {
+            self.insert(key, Bytes::from(vec![0u8; BLOCK_BYTES]), SUM, InsertKind::Prefetch);
         }
     }
     fn resident(&self, key: &BlockKey) -> bool {

@@ -93,10 +93,10 @@ fn measure(
     while pushed < blocks {
         let batch = BATCH_BLOCKS.min(blocks - pushed);
         for i in pushed..pushed + batch {
-            feed.push(FeedItem {
-                key: BlockKey::new(i / 4096 + 1, (i % 4096) as u32 * 4096),
-                data: block(i, seed),
-            });
+            feed.push(FeedItem::new(
+                BlockKey::new(i / 4096 + 1, (i % 4096) as u32 * 4096),
+                block(i, seed),
+            ));
         }
         pushed += batch;
         // Bounded: each round takes what the (huge) rate allows, all of it.

@@ -271,9 +271,9 @@ impl BlockCache for ArcBlockCache {
     fn get_ram(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         let k = key(ptr);
         if prefetch {
-            self.arc.get_prefetch(&k)
+            self.arc.get_prefetch(&k, ptr.checksum)
         } else {
-            self.arc.get(&k)
+            self.arc.get(&k, ptr.checksum)
         }
     }
 
@@ -281,7 +281,7 @@ impl BlockCache for ArcBlockCache {
         let k = key(ptr);
         let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.physical_bytes, ptr.checksum)?;
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-        self.arc.insert(k, from_l2.clone(), kind);
+        self.arc.insert(k, from_l2.clone(), ptr.checksum, kind);
         Some(from_l2)
     }
 
@@ -301,7 +301,7 @@ impl BlockCache for ArcBlockCache {
             let k = key(&ptr);
             let from_l2 = Self::read_l2_async(&l2, &reads, k, &ptr).await?;
             let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-            self.arc.insert(k, from_l2.clone(), kind);
+            self.arc.insert(k, from_l2.clone(), ptr.checksum, kind);
             Some(from_l2)
         })
     }
@@ -311,8 +311,21 @@ impl BlockCache for ArcBlockCache {
     }
 
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool) {
+        // The caller verified (or computed) the checksum for exactly these bytes; hits are
+        // answered on it without hashing again, so a caller that did not is a bug to catch.
+        debug_assert_eq!(
+            crate::codec::checksum64(&physical),
+            ptr.checksum,
+            "a block entered the ARC unverified"
+        );
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-        self.arc.insert(key(ptr), physical, kind);
+        self.arc.insert(key(ptr), physical, ptr.checksum, kind);
+    }
+
+    fn hits_verified(&self) -> bool {
+        // RAM: every entry was verified against its checksum on the way in and is answered only
+        // to a pointer with that checksum. Device: `L2Arc` reads verify against `ptr.checksum`.
+        true
     }
 
     fn invalidate(&self, ptr: &BlockPtr) {

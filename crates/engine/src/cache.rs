@@ -1,6 +1,7 @@
 //! The engine's view of its read caches (ARC in RAM, L2ARC on local SSD): blocks by immutable
 //! location. A block's pointer never changes meaning, so an overwrite can never make the cache
-//! stale; the caller verifies every cached block against the pointer's checksum before use.
+//! stale. The caller verifies every cached block against the pointer's checksum before use,
+//! unless the cache says its hits are verified already ([`BlockCache::hits_verified`]).
 
 use crate::blkptr::BlockPtr;
 use crate::pool::Env;
@@ -41,7 +42,14 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug + 'static {
                 .flatten()
         })
     }
+    /// Caches `physical`, which the caller verified against `ptr.checksum` (or computed it from).
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool);
+    /// True when every block `get`, `get_ram`, `get_device` and `read_device` return is known
+    /// to hash to the asking pointer's checksum (the ARC compares the checksum it was inserted
+    /// with; the L2ARC hashes what it read): the caller then skips hashing it again.
+    fn hits_verified(&self) -> bool {
+        false
+    }
     /// A cached copy failed verification: drop it.
     fn invalidate(&self, ptr: &BlockPtr);
     /// True when nothing is ever cached (readahead would only waste requests).

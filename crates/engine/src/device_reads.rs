@@ -293,7 +293,7 @@ mod tests {
         l2.add_device(&dir.join("cache0"), Some(4 << 20)).expect("device");
         let feed = EvictionFeed::new(4096, 64 << 20);
         for i in 0..n {
-            feed.push(FeedItem { key: BlockKey::new(i + 1, 0), data: block(i) });
+            feed.push(FeedItem::new(BlockKey::new(i + 1, 0), block(i)));
         }
         for _ in 0..100 {
             if feed.is_empty() {

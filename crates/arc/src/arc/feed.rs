@@ -14,6 +14,18 @@ use crate::key::BlockKey;
 pub struct FeedItem {
     pub key: BlockKey,
     pub data: Bytes,
+    /// `xxh3_64(data)`, as verified when the block entered the ARC: the L2ARC writer records it
+    /// without hashing the block again (every L2ARC read checks the bytes against the caller's
+    /// checksum, so a wrong value here could only make a miss, never wrong bytes).
+    pub checksum: u64,
+}
+
+impl FeedItem {
+    /// An item whose checksum is computed here (for blocks that did not come from the ARC).
+    pub fn new(key: BlockKey, data: Bytes) -> FeedItem {
+        let checksum = xxhash_rust::xxh3::xxh3_64(&data);
+        FeedItem { key, data, checksum }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -91,7 +103,7 @@ mod tests {
     use super::*;
 
     fn item(i: u64, len: usize) -> FeedItem {
-        FeedItem { key: BlockKey::new(i, 0), data: Bytes::from(vec![i as u8; len]) }
+        FeedItem::new(BlockKey::new(i, 0), Bytes::from(vec![i as u8; len]))
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub(crate) struct Node {
     pub(crate) key: BlockKey,
     /// `Some` for resident lists, `None` for ghosts.
     pub(crate) value: Option<Bytes>,
+    /// The checksum `value` was verified against when it was inserted (0 for ghosts): a read
+    /// asks with its pointer's checksum and gets the bytes only when the two are equal.
+    pub(crate) checksum: u64,
     /// Bytes charged against the cache (value length plus per-entry overhead).
     pub(crate) charge_bytes: u64,
     /// The entry was brought in by prefetch and never read on demand (kept on ghosts too).
@@ -117,13 +120,24 @@ impl Lists {
         &mut self,
         key: BlockKey,
         value: Option<Bytes>,
+        checksum: u64,
         charge_bytes: u64,
         prefetch: bool,
         list: ListId,
     ) -> u32 {
         debug_assert!(!self.index.contains_key(&key), "key already present");
         debug_assert_eq!(value.is_none(), list.is_ghost());
-        let node = Node { key, value, charge_bytes, prefetch, list, tick: 0, prev: NIL, next: NIL };
+        let node = Node {
+            key,
+            value,
+            checksum,
+            charge_bytes,
+            prefetch,
+            list,
+            tick: 0,
+            prev: NIL,
+            next: NIL,
+        };
         let id = match self.free.pop() {
             Some(id) => {
                 self.nodes[id as usize] = Some(node);
@@ -270,8 +284,10 @@ mod tests {
     #[test]
     fn insert_move_remove_keep_totals() {
         let mut lists = Lists::new();
-        let a = lists.insert_front(key(1), Some(Bytes::from_static(b"a")), 10, false, ListId::Mru);
-        let b = lists.insert_front(key(2), Some(Bytes::from_static(b"b")), 20, false, ListId::Mru);
+        let a =
+            lists.insert_front(key(1), Some(Bytes::from_static(b"a")), 0, 10, false, ListId::Mru);
+        let b =
+            lists.insert_front(key(2), Some(Bytes::from_static(b"b")), 0, 20, false, ListId::Mru);
         assert_eq!(lists.bytes(ListId::Mru), 30);
         assert_eq!(lists.tail(ListId::Mru), Some(a));
         lists.move_front(a, ListId::Mfu);
@@ -291,9 +307,9 @@ mod tests {
     #[test]
     fn freed_slots_are_reused() {
         let mut lists = Lists::new();
-        let a = lists.insert_front(key(1), None, 1, false, ListId::MruGhost);
+        let a = lists.insert_front(key(1), None, 0, 1, false, ListId::MruGhost);
         lists.remove(a);
-        let b = lists.insert_front(key(2), None, 1, false, ListId::MfuGhost);
+        let b = lists.insert_front(key(2), None, 0, 1, false, ListId::MfuGhost);
         assert_eq!(a, b);
         assert_eq!(lists.iter_from_head(ListId::MfuGhost, 10), vec![b]);
         lists.check_consistency().expect("consistent");

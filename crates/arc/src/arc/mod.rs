@@ -45,14 +45,16 @@ impl AdaptiveCache {
         Self { state: Mutex::new(ArcState::new(&config)), feed: Arc::new(feed) }
     }
 
-    /// A demand read. `None` is a miss: the caller reads the block elsewhere and inserts it.
-    pub fn get(&self, key: &BlockKey) -> Option<Bytes> {
-        self.state.lock().get_demand(key)
+    /// A demand read of the block whose bytes hash to `checksum`. `None` is a miss: the caller
+    /// reads the block elsewhere and inserts it. A hit is the bytes that were inserted with that
+    /// checksum, so the caller need not hash them again.
+    pub fn get(&self, key: &BlockKey, checksum: u64) -> Option<Bytes> {
+        self.state.lock().get_demand(key, checksum)
     }
 
     /// A read-ahead probe: returns the block if resident without touching its recency.
-    pub fn get_prefetch(&self, key: &BlockKey) -> Option<Bytes> {
-        self.state.lock().get_prefetch(key)
+    pub fn get_prefetch(&self, key: &BlockKey, checksum: u64) -> Option<Bytes> {
+        self.state.lock().get_prefetch(key, checksum)
     }
 
     /// Whether the block is resident; counts nothing, changes nothing.
@@ -60,10 +62,12 @@ impl AdaptiveCache {
         self.state.lock().contains(key)
     }
 
-    /// Caches a block read from elsewhere. A value larger than the size target is refused.
-    pub fn insert(&self, key: BlockKey, value: Bytes, kind: InsertKind) {
+    /// Caches a block read from elsewhere. `checksum` is `xxh3_64(value)`, which the caller has
+    /// verified (or computed) for exactly these bytes: reads are answered by comparing it, not
+    /// by hashing the block again. A value larger than the size target is refused.
+    pub fn insert(&self, key: BlockKey, value: Bytes, checksum: u64, kind: InsertKind) {
         let mut evicted = Vec::new();
-        self.state.lock().insert(key, value, kind, &mut evicted);
+        self.state.lock().insert(key, value, checksum, kind, &mut evicted);
         self.feed_all(evicted);
     }
 

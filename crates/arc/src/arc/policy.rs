@@ -78,10 +78,23 @@ impl ArcState {
         self.lists.find(key).filter(|id| !self.lists.node(*id).list.is_ghost())
     }
 
+    /// The resident entry of `key` if it holds the bytes `checksum` names. One that holds other
+    /// bytes (a stale copy: the caller's pointer names different contents at this key) is
+    /// dropped, so it can neither be returned nor fed to the L2ARC.
+    fn resident_with(&mut self, key: &BlockKey, checksum: u64) -> Option<u32> {
+        let id = self.resident_id(key)?;
+        if self.lists.node(id).checksum == checksum {
+            return Some(id);
+        }
+        self.counters.stale_dropped += 1;
+        self.remove(key);
+        None
+    }
+
     /// A demand read: counts, and promotes as ARC does (MRU -> MFU on the second read; a
     /// prefetched block's first demand read only clears its prefetch flag).
-    pub(crate) fn get_demand(&mut self, key: &BlockKey) -> Option<Bytes> {
-        let Some(id) = self.resident_id(key) else {
+    pub(crate) fn get_demand(&mut self, key: &BlockKey, checksum: u64) -> Option<Bytes> {
+        let Some(id) = self.resident_with(key, checksum) else {
             self.counters.demand_misses += 1;
             return None;
         };
@@ -103,8 +116,8 @@ impl ArcState {
 
     /// A prefetch probe: counts but never changes recency or promotes, so read-ahead cannot
     /// make data look hot.
-    pub(crate) fn get_prefetch(&mut self, key: &BlockKey) -> Option<Bytes> {
-        match self.resident_id(key) {
+    pub(crate) fn get_prefetch(&mut self, key: &BlockKey, checksum: u64) -> Option<Bytes> {
+        match self.resident_with(key, checksum) {
             Some(id) => {
                 self.counters.prefetch_hits += 1;
                 self.lists.node(id).value.clone()
@@ -124,6 +137,7 @@ impl ArcState {
         &mut self,
         key: BlockKey,
         value: Bytes,
+        checksum: u64,
         kind: InsertKind,
         evicted: &mut Vec<FeedItem>,
     ) {
@@ -137,7 +151,7 @@ impl ArcState {
         }
         let existing = self.lists.find(&key);
         if let Some(id) = existing.filter(|id| !self.lists.node(*id).list.is_ghost()) {
-            self.replace_value(id, value, charge_bytes, evicted);
+            self.replace_value(id, value, checksum, charge_bytes, evicted);
             return;
         }
         let target = match existing {
@@ -147,7 +161,8 @@ impl ArcState {
         };
         self.grow_target(charge_bytes);
         let prefetch = kind == InsertKind::Prefetch;
-        let id = self.lists.insert_front(key, Some(value), charge_bytes, prefetch, target);
+        let id =
+            self.lists.insert_front(key, Some(value), checksum, charge_bytes, prefetch, target);
         self.lists.node_mut(id).tick = self.next_tick();
         self.evict_to_target(Some(id), evicted);
         self.trim_ghosts();
@@ -155,9 +170,18 @@ impl ArcState {
 
     /// The same key inserted again (two readers raced on a miss): keep the position, take the
     /// newest value so that what is returned is what was last inserted.
-    fn replace_value(&mut self, id: u32, value: Bytes, charge_bytes: u64, out: &mut Vec<FeedItem>) {
+    fn replace_value(
+        &mut self,
+        id: u32,
+        value: Bytes,
+        checksum: u64,
+        charge_bytes: u64,
+        out: &mut Vec<FeedItem>,
+    ) {
         self.lists.set_charge(id, charge_bytes);
-        self.lists.node_mut(id).value = Some(value);
+        let node = self.lists.node_mut(id);
+        node.value = Some(value);
+        node.checksum = checksum;
         self.evict_to_target(Some(id), out);
         self.trim_ghosts();
     }
@@ -256,13 +280,13 @@ impl ArcState {
         };
         let node = self.lists.node_mut(id);
         let value = node.value.take().expect("resident node has a value");
-        let key = node.key;
+        let (key, checksum) = (node.key, node.checksum);
         let prefetch = node.prefetch;
         self.counters.evictions += 1;
         self.counters.evicted_bytes += self.lists.node(id).charge_bytes;
         self.lists.move_front(id, ghost_list);
         if !prefetch || self.feed_prefetched {
-            out.push(FeedItem { key, data: value });
+            out.push(FeedItem { key, data: value, checksum });
         }
     }
 
@@ -371,6 +395,7 @@ impl ArcState {
             inserts_rejected: c.inserts_rejected,
             evictions: c.evictions,
             evicted_bytes: c.evicted_bytes,
+            stale_dropped: c.stale_dropped,
             feed_dropped: 0,
             feed_bytes: 0,
         }

@@ -5,6 +5,10 @@ use bytes::Bytes;
 use super::{AdaptiveCache, ArcConfig, InsertKind};
 use crate::key::BlockKey;
 
+/// Most tests here are about the replacement policy: every block is inserted and read with one
+/// checksum (`a_read_naming_other_bytes_misses_and_drops_the_stale_copy` is about the check).
+const SUM: u64 = 0;
+
 const BLOCK_BYTES: usize = 100;
 
 /// A cache holding exactly `blocks` blocks of `BLOCK_BYTES` (no per-entry overhead, so the
@@ -24,8 +28,8 @@ fn block(i: u64) -> Bytes {
 }
 
 fn demand(cache: &AdaptiveCache, i: u64) {
-    if cache.get(&key(i)).is_none() {
-        cache.insert(key(i), block(i), InsertKind::Demand);
+    if cache.get(&key(i), SUM).is_none() {
+        cache.insert(key(i), block(i), SUM, InsertKind::Demand);
     }
 }
 
@@ -33,16 +37,41 @@ fn check(cache: &AdaptiveCache) {
     cache.check_invariants().expect("ARC invariants hold");
 }
 
+/// A hit is answered by comparing checksums, not by hashing the block: a read whose pointer
+/// names other bytes at the same key (a stale copy) must miss, and the copy must go, so that
+/// neither a later read nor the L2ARC feed can see it.
+#[test]
+fn a_read_naming_other_bytes_misses_and_drops_the_stale_copy() {
+    let cache = cache_of(10);
+    cache.insert(key(1), block(1), 111, InsertKind::Demand);
+    cache.insert(key(2), block(2), 222, InsertKind::Prefetch);
+    assert_eq!(cache.get(&key(1), 111), Some(block(1)));
+    assert_eq!(cache.get(&key(1), 999), None, "another checksum: a miss");
+    assert_eq!(cache.get(&key(1), 111), None, "the stale copy is gone");
+    assert_eq!(cache.get_prefetch(&key(2), 999), None);
+    assert!(!cache.contains(&key(2)));
+    let stats = cache.stats();
+    assert_eq!(stats.stale_dropped, 2);
+    assert_eq!((stats.demand_hits, stats.demand_misses), (1, 2));
+    // Re-inserted with the new checksum, it is a hit again, and eviction feeds that checksum.
+    cache.insert(key(1), block(7), 999, InsertKind::Demand);
+    assert_eq!(cache.get(&key(1), 999), Some(block(7)));
+    cache.set_max_bytes(0);
+    let fed: Vec<_> = std::iter::from_fn(|| cache.feed().pop()).collect();
+    assert_eq!(fed.iter().map(|f| (f.key, f.checksum)).collect::<Vec<_>>(), vec![(key(1), 999)]);
+    check(&cache);
+}
+
 #[test]
 fn second_demand_read_promotes_to_mfu() {
     let cache = cache_of(10);
-    cache.insert(key(1), block(1), InsertKind::Demand);
+    cache.insert(key(1), block(1), SUM, InsertKind::Demand);
     assert_eq!(cache.stats().mru_bytes, 100);
-    assert_eq!(cache.get(&key(1)), Some(block(1)));
+    assert_eq!(cache.get(&key(1), SUM), Some(block(1)));
     let stats = cache.stats();
     assert_eq!((stats.mru_bytes, stats.mfu_bytes), (0, 100));
     assert_eq!((stats.demand_hits, stats.demand_misses), (1, 0));
-    assert_eq!(cache.get(&key(2)), None);
+    assert_eq!(cache.get(&key(2), SUM), None);
     assert_eq!(cache.stats().demand_misses, 1);
     check(&cache);
 }
@@ -50,15 +79,15 @@ fn second_demand_read_promotes_to_mfu() {
 #[test]
 fn first_demand_hit_on_prefetched_block_does_not_promote() {
     let cache = cache_of(10);
-    cache.insert(key(1), block(1), InsertKind::Prefetch);
+    cache.insert(key(1), block(1), SUM, InsertKind::Prefetch);
     assert_eq!(cache.stats().mru_prefetch_bytes, 100);
-    assert_eq!(cache.get_prefetch(&key(1)), Some(block(1)));
-    assert_eq!(cache.get(&key(1)), Some(block(1)));
+    assert_eq!(cache.get_prefetch(&key(1), SUM), Some(block(1)));
+    assert_eq!(cache.get(&key(1), SUM), Some(block(1)));
     let stats = cache.stats();
     assert_eq!((stats.mru_bytes, stats.mru_prefetch_bytes, stats.mfu_bytes), (100, 0, 0));
     assert_eq!(stats.demand_hits_on_prefetched, 1);
     assert_eq!(stats.prefetch_hits, 1);
-    assert_eq!(cache.get(&key(1)), Some(block(1)));
+    assert_eq!(cache.get(&key(1), SUM), Some(block(1)));
     assert_eq!(cache.stats().mfu_bytes, 100);
     check(&cache);
 }
@@ -73,7 +102,7 @@ fn unread_prefetch_is_evicted_before_the_mfu_even_below_p() {
     // MFU holds 6 blocks (more than c - p = 5): plain ARC would evict MFU once the MRU side
     // stays below p. Unread prefetches must go first instead.
     for i in 100..120 {
-        cache.insert(key(i), block(i), InsertKind::Prefetch);
+        cache.insert(key(i), block(i), SUM, InsertKind::Prefetch);
         check(&cache);
     }
     for i in 0..6 {
@@ -95,12 +124,12 @@ fn read_ahead_window_survives_a_full_cache() {
     demand(&cache, 999);
     let window = 4;
     for i in 1000..1000 + window {
-        cache.insert(key(i), block(i), InsertKind::Prefetch);
+        cache.insert(key(i), block(i), SUM, InsertKind::Prefetch);
     }
     let stream_len = 200;
     for i in 1000..1000 + stream_len {
-        cache.insert(key(i + window), block(i + window), InsertKind::Prefetch);
-        assert_eq!(cache.get(&key(i)), Some(block(i)), "read-ahead block {i} was evicted");
+        cache.insert(key(i + window), block(i + window), SUM, InsertKind::Prefetch);
+        assert_eq!(cache.get(&key(i), SUM), Some(block(i)), "read-ahead block {i} was evicted");
         check(&cache);
     }
     assert_eq!(cache.stats().demand_hits_on_prefetched, stream_len);
@@ -110,15 +139,15 @@ fn read_ahead_window_survives_a_full_cache() {
 fn prefetched_never_read_blocks_are_not_fed_to_l2arc() {
     let cache = cache_of(4);
     for i in 0..4 {
-        cache.insert(key(i), block(i), InsertKind::Prefetch);
+        cache.insert(key(i), block(i), SUM, InsertKind::Prefetch);
     }
     for i in 10..14 {
-        cache.insert(key(i), block(i), InsertKind::Demand);
+        cache.insert(key(i), block(i), SUM, InsertKind::Demand);
     }
     assert_eq!(cache.stats().evictions, 4);
     assert!(cache.feed().is_empty());
     for i in 20..22 {
-        cache.insert(key(i), block(i), InsertKind::Demand);
+        cache.insert(key(i), block(i), SUM, InsertKind::Demand);
     }
     let feed = cache.feed();
     assert_eq!(feed.len(), 2);
@@ -162,8 +191,8 @@ fn demand_read_of_prefetch_evicted_unread_adapts_but_stays_mru() {
         demand(&cache, i);
         demand(&cache, i);
     }
-    cache.insert(key(50), block(50), InsertKind::Prefetch);
-    cache.insert(key(51), block(51), InsertKind::Prefetch);
+    cache.insert(key(50), block(50), SUM, InsertKind::Prefetch);
+    cache.insert(key(51), block(51), SUM, InsertKind::Prefetch);
     assert!(!cache.contains(&key(50)), "the older unread prefetch goes first");
     let p_before = cache.stats().p_bytes;
     demand(&cache, 50);
@@ -216,9 +245,9 @@ fn shrink_target_stops_at_min() {
 #[test]
 fn oversized_insert_is_refused_and_forgets_the_old_copy() {
     let cache = cache_of(2);
-    cache.insert(key(1), block(1), InsertKind::Demand);
-    cache.insert(key(1), Bytes::from(vec![9u8; 201]), InsertKind::Demand);
-    assert_eq!(cache.get(&key(1)), None);
+    cache.insert(key(1), block(1), SUM, InsertKind::Demand);
+    cache.insert(key(1), Bytes::from(vec![9u8; 201]), SUM, InsertKind::Demand);
+    assert_eq!(cache.get(&key(1), SUM), None);
     assert_eq!(cache.stats().inserts_rejected, 1);
     check(&cache);
 }
@@ -226,11 +255,11 @@ fn oversized_insert_is_refused_and_forgets_the_old_copy() {
 #[test]
 fn reinsert_replaces_value_and_charge() {
     let cache = cache_of(10);
-    cache.insert(key(1), block(1), InsertKind::Demand);
+    cache.insert(key(1), block(1), SUM, InsertKind::Demand);
     let other = Bytes::from(vec![7u8; 40]);
-    cache.insert(key(1), other.clone(), InsertKind::Demand);
+    cache.insert(key(1), other.clone(), SUM, InsertKind::Demand);
     assert_eq!(cache.stats().size_bytes, 40);
-    assert_eq!(cache.get(&key(1)), Some(other));
+    assert_eq!(cache.get(&key(1), SUM), Some(other));
     check(&cache);
 }
 
@@ -240,7 +269,7 @@ fn per_entry_overhead_is_charged() {
     config.entry_overhead_bytes = 50;
     let cache = AdaptiveCache::new(config);
     for i in 0..1000 {
-        cache.insert(key(i), Bytes::new(), InsertKind::Demand);
+        cache.insert(key(i), Bytes::new(), SUM, InsertKind::Demand);
     }
     let stats = cache.stats();
     assert_eq!(stats.entries, 200, "empty values still cost their overhead");
@@ -258,7 +287,7 @@ fn hot_set_lists_mfu_then_mru_most_recent_first() {
     for i in [4, 5] {
         demand(&cache, i);
     }
-    cache.insert(key(6), block(6), InsertKind::Prefetch);
+    cache.insert(key(6), block(6), SUM, InsertKind::Prefetch);
     let hot = cache.hot_set(10);
     assert_eq!(hot, vec![key(3), key(2), key(1), key(5), key(4)]);
     assert_eq!(cache.hot_set(2), vec![key(3), key(2)]);
@@ -291,7 +320,7 @@ fn ghost_entry_count_is_bounded() {
     config.ghost_entries_max = 50;
     let cache = AdaptiveCache::new(config);
     for i in 0..20_000 {
-        cache.insert(key(i), Bytes::from(vec![0u8; 100]), InsertKind::Demand);
+        cache.insert(key(i), Bytes::from(vec![0u8; 100]), SUM, InsertKind::Demand);
     }
     assert!(cache.stats().ghost_entries <= 50);
     check(&cache);
@@ -306,9 +335,9 @@ fn concurrent_readers_and_writers_keep_invariants() {
             std::thread::spawn(move || {
                 for n in 0..5_000u64 {
                     let i = (n * 7 + t * 13) % 200;
-                    match cache.get(&key(i)) {
+                    match cache.get(&key(i), SUM) {
                         Some(v) => assert_eq!(v, block(i)),
-                        None => cache.insert(key(i), block(i), InsertKind::Demand),
+                        None => cache.insert(key(i), block(i), SUM, InsertKind::Demand),
                     }
                 }
             })

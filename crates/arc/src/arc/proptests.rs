@@ -10,6 +10,10 @@ use proptest::prelude::*;
 use super::{AdaptiveCache, ArcConfig, InsertKind};
 use crate::key::BlockKey;
 
+/// These tests are about the replacement policy: every block is inserted and read with one
+/// checksum (the checksum check has its own test in policy_tests.rs).
+const SUM: u64 = 0;
+
 #[derive(Clone, Debug)]
 enum Op {
     Get(u64),
@@ -59,8 +63,8 @@ fn run(ops: &[Op], overhead_bytes: u64) -> Result<(), TestCaseError> {
             Op::Get(k) | Op::GetPrefetch(k) => {
                 gets += 1;
                 let got = match op {
-                    Op::Get(_) => cache.get(&block_key(*k)),
-                    _ => cache.get_prefetch(&block_key(*k)),
+                    Op::Get(_) => cache.get(&block_key(*k), SUM),
+                    _ => cache.get_prefetch(&block_key(*k), SUM),
                 };
                 if let Some(got) = got {
                     prop_assert_eq!(Some(&got), model.get(k), "wrong value for key {}", k);
@@ -69,7 +73,7 @@ fn run(ops: &[Op], overhead_bytes: u64) -> Result<(), TestCaseError> {
             Op::Insert { key, len_bytes, prefetch } => {
                 let v = value(*key, version, *len_bytes);
                 let kind = if *prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-                cache.insert(block_key(*key), v.clone(), kind);
+                cache.insert(block_key(*key), v.clone(), SUM, kind);
                 model.insert(*key, v);
             }
             Op::Remove(k) => {

@@ -14,6 +14,7 @@ pub(crate) struct Counters {
     pub(crate) inserts_rejected: u64,
     pub(crate) evictions: u64,
     pub(crate) evicted_bytes: u64,
+    pub(crate) stale_dropped: u64,
 }
 
 /// A point-in-time view of the ARC. Byte figures are charges (value length plus per-entry
@@ -49,6 +50,9 @@ pub struct ArcStats {
     pub inserts_rejected: u64,
     pub evictions: u64,
     pub evicted_bytes: u64,
+    /// Entries dropped because a read's checksum named other bytes at their key: a stale copy
+    /// that was never returned (expected to stay 0).
+    pub stale_dropped: u64,
     /// Evicted entries the L2ARC feed had to drop because its writer fell behind.
     pub feed_dropped: u64,
     pub feed_bytes: u64,

@@ -65,8 +65,14 @@ impl LogBlockBuilder {
 
     /// Places `data` for `key`; `None` when neither candidate bucket has room (the caller keeps
     /// the block for the next log block). The caller checked the length against
-    /// [`Geometry::largest_entry_bytes`].
-    pub(crate) fn try_append(&mut self, key: BlockKey, data: &[u8]) -> Option<LogEntry> {
+    /// [`Geometry::largest_entry_bytes`]; `checksum` is `xxh3_64(data)` (the ARC's, not
+    /// recomputed: every read verifies the bytes against its own pointer's checksum anyway).
+    pub(crate) fn try_append(
+        &mut self,
+        key: BlockKey,
+        data: &[u8],
+        checksum: u64,
+    ) -> Option<LogEntry> {
         let len_bytes = u32::try_from(data.len()).ok()?;
         let units = Geometry::units_for(len_bytes);
         if units > BUCKET_UNITS || units > self.free_units {
@@ -87,7 +93,7 @@ impl LogBlockBuilder {
         let end = from + (units * UNIT_BYTES) as usize;
         self.data[from..from + data.len()].copy_from_slice(data);
         self.data[from + data.len()..end].fill(0);
-        let entry = LogEntry { key, len_bytes, checksum: xxhash_rust::xxh3::xxh3_64(data), unit };
+        let entry = LogEntry { key, len_bytes, checksum, unit };
         self.entries.push(entry);
         self.places.push(encode_place(choice, start));
         Some(entry)
@@ -145,7 +151,7 @@ mod tests {
         let mut placed = 0;
         for i in 0..400u64 {
             let len = 100 + (i as usize * 997) % 9000;
-            if b.try_append(BlockKey::new(i, 0), &vec![i as u8; len]).is_some() {
+            if b.try_append(BlockKey::new(i, 0), &vec![i as u8; len], 0).is_some() {
                 placed += 1;
             }
         }
@@ -168,7 +174,7 @@ mod tests {
         let mut b = LogBlockBuilder::new(g, 0);
         let mut misses = 0;
         for i in 0..10_000u64 {
-            if b.try_append(BlockKey::new(i, 0), &[1u8; 4096]).is_none() {
+            if b.try_append(BlockKey::new(i, 0), &[1u8; 4096], 0).is_none() {
                 misses += 1;
                 if misses > 64 {
                     break;
@@ -183,7 +189,7 @@ mod tests {
         let g = Geometry::new(1 << 20);
         let mut b = LogBlockBuilder::new(g, 0);
         for i in 0..40u64 {
-            b.try_append(BlockKey::new(i, 0), &[1u8; 4096]);
+            b.try_append(BlockKey::new(i, 0), &[1u8; 4096], 0);
         }
         let runs = b.runs_since(10);
         for e in &b.entries()[10..] {

@@ -130,7 +130,11 @@ pub fn sample_log_block(place: &L2Place, sequence: u64, blocks: &[(u64, u32, &[u
     let mut b = LogBlockBuilder::new(geometry, place.0.slot_index);
     for (segment_id, offset_bytes, data) in blocks {
         if data.len() <= geometry.largest_entry_bytes() as usize {
-            b.try_append(BlockKey::new(*segment_id, *offset_bytes), data);
+            b.try_append(
+                BlockKey::new(*segment_id, *offset_bytes),
+                data,
+                xxhash_rust::xxh3::xxh3_64(data),
+            );
         }
     }
     let meta = encode_meta(&place.0, sequence, b.entries());

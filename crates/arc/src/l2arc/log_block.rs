@@ -212,8 +212,14 @@ mod tests {
 
     fn built() -> LogBlockBuilder {
         let mut b = LogBlockBuilder::new(place().geometry(), 3);
-        b.try_append(BlockKey::new(1, 0), &[1u8; 1000]).expect("room");
-        b.try_append(BlockKey::new(1, 4096), &[2u8; 5000]).expect("room");
+        b.try_append(BlockKey::new(1, 0), &[1u8; 1000], xxhash_rust::xxh3::xxh3_64(&[1u8; 1000]))
+            .expect("room");
+        b.try_append(
+            BlockKey::new(1, 4096),
+            &[2u8; 5000],
+            xxhash_rust::xxh3::xxh3_64(&[2u8; 5000]),
+        )
+        .expect("room");
         b
     }
 
@@ -308,7 +314,12 @@ mod tests {
         let place =
             BlockPlace { pool_guid: 7, device_guid: 9, slot_index: 3, block_bytes: 1 << 20 };
         let mut b = LogBlockBuilder::new(place.geometry(), 3);
-        b.try_append(BlockKey::new(0x1122_3344, 8192), b"golden").expect("room");
+        b.try_append(
+            BlockKey::new(0x1122_3344, 8192),
+            b"golden",
+            xxhash_rust::xxh3::xxh3_64(b"golden"),
+        )
+        .expect("room");
         let meta = encode_meta(&place, 42, b.entries());
         assert_eq!(hex(&meta), GOLDEN_META_V2);
     }

@@ -107,7 +107,7 @@ pub(crate) fn place(
 }
 
 fn append(open: &mut OpenBlock, item: &FeedItem, now_ms: u64) -> bool {
-    if open.builder.try_append(item.key, &item.data).is_none() {
+    if open.builder.try_append(item.key, &item.data, item.checksum).is_none() {
         return false;
     }
     open.keys.insert(item.key);

@@ -79,7 +79,7 @@ impl Rig {
     }
 
     pub fn push(&self, k: BlockKey, data: &Bytes) {
-        self.feed.push(FeedItem { key: k, data: data.clone() });
+        self.feed.push(FeedItem::new(k, data.clone()));
     }
 
     /// Ticks with one second of clock per round until the feed is empty, then writes out the

@@ -203,6 +203,12 @@ const ARC_FIELDS: &[Field] = &[
     ("inserts", "arc_inserts", C, "Blocks inserted"),
     ("evictions", "arc_evictions", C, "Blocks evicted"),
     ("evicted_bytes", "arc_evicted_bytes", C, "Bytes evicted"),
+    (
+        "stale_dropped",
+        "arc_stale_dropped",
+        C,
+        "Entries dropped because a read named other bytes at their key",
+    ),
     ("feed_dropped", "arc_l2_feed_dropped", C, "Evicted blocks the L2ARC feed dropped"),
     ("size_bytes", "arc_size_bytes", G, "ARC size"),
     ("c_bytes", "arc_target_bytes", G, "ARC target size (c)"),
