@@ -251,6 +251,12 @@ impl ArcBlockCache {
         None
     }
 
+    /// Keeps `physical`, verified against `ptr.checksum`, in RAM under that checksum.
+    fn arc_insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool) {
+        let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
+        self.arc.insert(key(ptr), physical, ptr.checksum, kind);
+    }
+
     pub fn stats_json(&self) -> serde_json::Value {
         serde_json::json!({
             "arc": self.arc.stats(),
@@ -280,8 +286,7 @@ impl BlockCache for ArcBlockCache {
     fn get_device(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         let k = key(ptr);
         let from_l2 = self.l2.read().as_ref()?.get(&k, ptr.physical_bytes, ptr.checksum)?;
-        let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-        self.arc.insert(k, from_l2.clone(), ptr.checksum, kind);
+        self.arc_insert(ptr, from_l2.clone(), prefetch);
         Some(from_l2)
     }
 
@@ -300,8 +305,7 @@ impl BlockCache for ArcBlockCache {
             };
             let k = key(&ptr);
             let from_l2 = Self::read_l2_async(&l2, &reads, k, &ptr).await?;
-            let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-            self.arc.insert(k, from_l2.clone(), ptr.checksum, kind);
+            self.arc_insert(&ptr, from_l2.clone(), prefetch);
             Some(from_l2)
         })
     }
@@ -318,8 +322,7 @@ impl BlockCache for ArcBlockCache {
             ptr.checksum,
             "a block entered the ARC unverified"
         );
-        let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
-        self.arc.insert(key(ptr), physical, ptr.checksum, kind);
+        self.arc_insert(ptr, physical, prefetch);
     }
 
     fn hits_verified(&self) -> bool {

@@ -25,7 +25,7 @@ pub(crate) const DIRECT_ALIGN_BYTES: u64 = 4096;
 const SPARE_UNIT_BUFFERS_MAX: usize = 1024;
 
 /// A spare buffer's address (only ever touched again by the one `AlignedBuf` that takes it).
-struct Spare(std::ptr::NonNull<u8>);
+struct Spare(*mut u8);
 // SAFETY: a spare buffer is owned by the list alone until popped; nothing else points into it.
 unsafe impl Send for Spare {}
 
@@ -64,7 +64,7 @@ impl AlignedBuf {
         if layout == unit_layout() {
             if let Some(spare) = SPARE_UNIT_BUFFERS.lock().pop() {
                 // Its old bytes are never read: the read fills the buffer first.
-                return Self { ptr: spare.0.as_ptr(), layout };
+                return Self { ptr: spare.0, layout };
             }
         }
         // SAFETY: the layout has a non-zero size.
@@ -113,10 +113,8 @@ impl Drop for AlignedBuf {
         if self.layout == unit_layout() {
             let mut spare = SPARE_UNIT_BUFFERS.lock();
             if spare.len() < SPARE_UNIT_BUFFERS_MAX {
-                if let Some(ptr) = std::ptr::NonNull::new(self.ptr) {
-                    spare.push(Spare(ptr));
-                    return;
-                }
+                spare.push(Spare(self.ptr));
+                return;
             }
         }
         // SAFETY: allocated by `for_raw_read` or `zeroed` (or taken from the spares, which only

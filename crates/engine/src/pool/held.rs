@@ -42,7 +42,7 @@ use super::Inner;
 use crate::codec::{checksum64, Reader, Writer};
 use crate::error::{Error, Result};
 use bytes::Bytes;
-use fardisk_slog::{LogRecord, RecordKind};
+use fardisk_slog::{IntentLog, LogRecord, RecordKind};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -266,43 +266,40 @@ impl OwnerOnly for std::fs::OpenOptions {
     }
 }
 
-/// Called once the writer knows it was fenced (`why` says by whom): marks the pool
-/// FENCED, collects the log records newer than its last published txg, writes them to a held
-/// records file, and says so. Runs once per pool: the renewal loop and the syncer may both get
-/// here, and a later call returns the first one's summary (while it is still `writing`, too)
-/// instead of writing the same file a second time. Never fails: what cannot be written is
-/// reported instead.
-pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> {
+/// Called once the writer knows it was fenced (`why` says by whom): marks the pool FENCED,
+/// collects the log records newer than its last published txg, writes them to a held records
+/// file, and says so in `status` (`Inner::held`). Runs once per pool: the renewal loop and the
+/// syncer may both get here, and only the first writes the file. Never fails: what cannot be
+/// written is reported instead.
+pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) {
     // `held` says "being written" before the health says FENCED, and status reads the health
     // first, so no status shows a fenced pool without `held` while the records are written
     // (which takes seconds for a log of hundreds of MiB).
     let log = inner.intent.log();
     let first = {
         let mut held = inner.held.lock();
-        match held.as_ref() {
-            Some(s) => Some(s.clone()),
-            None => {
-                if log.is_some() {
-                    *held = Some(writing());
-                }
-                None
-            }
+        let first = held.is_none();
+        if first && log.is_some() {
+            *held = Some(writing());
         }
+        first
     };
     inner.health.lock().fault(&Error::Fenced(why.to_string()));
-    if first.is_some() {
-        return first;
+    if let (true, Some(log)) = (first, log) {
+        let summary = hold(inner, why, log).await;
+        *inner.held.lock() = Some(summary);
     }
-    let log = log?;
+}
+
+/// Writes the log records newer than the last published txg to a held records file.
+async fn hold(inner: &Arc<Inner>, why: &str, log: Arc<IntentLog>) -> HeldSummary {
     let published = inner.txg.published_txg();
     let open_txg = inner.txg.open_txg();
     let replay =
         match inner.env.blocking("reading held log records", move || log.replay(published)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                return Some(record_summary(inner, failed(format!("reading the log: {e}"))))
-            }
-            Err(e) => return Some(record_summary(inner, failed(e.to_string()))),
+            Ok(Err(e)) => return failed(format!("reading the log: {e}")),
+            Err(e) => return failed(e.to_string()),
         };
     let held = HeldRecords {
         pool_guid: inner.guid,
@@ -327,7 +324,7 @@ pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> 
         tracing::error!(
             "{why}; this writer stops. Every write it acknowledged was in a published txg (newest {published}): nothing is held"
         );
-        return Some(record_summary(inner, summary));
+        return summary;
     }
     let Some(dir) = dir else {
         summary.error = Some("no held records directory configured".into());
@@ -335,7 +332,7 @@ pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> 
             "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends (no held records directory is configured)",
             summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
         );
-        return Some(record_summary(inner, summary));
+        return summary;
     };
     let path = dir.join(format!(
         "{}-{:032x}-epoch{}-txg{}-{}{HELD_FILE_SUFFIX}",
@@ -364,7 +361,7 @@ pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) -> Option<HeldSummary> 
             summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
         );
     }
-    Some(record_summary(inner, summary))
+    summary
 }
 
 fn failed(error: String) -> HeldSummary {
@@ -381,11 +378,6 @@ fn writing() -> HeldSummary {
         error: None,
         writing: true,
     }
-}
-
-fn record_summary(inner: &Inner, summary: HeldSummary) -> HeldSummary {
-    *inner.held.lock() = Some(summary.clone());
-    summary
 }
 
 /// Where a held records file from `import_dir` lists for an operator (`fardisk held list`).

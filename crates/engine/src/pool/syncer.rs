@@ -115,7 +115,7 @@ async fn sync_locked(
         Err(e) => {
             // The in-memory map already points at this txg's segments: the pool cannot go on.
             match e {
-                Error::Fenced(why) => drop(super::held::fence(inner, why).await),
+                Error::Fenced(why) => super::held::fence(inner, why).await,
                 _ => inner.health.lock().fault(e),
             }
             Err(Error::Unavailable(format!("txg {} could not be committed: {e}", frozen.txg)))
