@@ -310,6 +310,10 @@ impl BlockCache for ArcBlockCache {
         })
     }
 
+    fn in_ram(&self, ptr: &BlockPtr) -> bool {
+        self.arc.contains(&key(ptr))
+    }
+
     fn on_device(&self, ptr: &BlockPtr) -> bool {
         self.l2.read().as_ref().is_some_and(|l2| l2.contains(&key(ptr)))
     }

@@ -20,6 +20,11 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug + 'static {
     fn get_ram(&self, ptr: &BlockPtr, prefetch: bool) -> Option<Bytes> {
         self.get(ptr, prefetch)
     }
+    /// Whether the block is in memory, by index only: counts nothing, changes nothing. A cache
+    /// that cannot tell cheaply says false (the caller then fetches the block instead).
+    fn in_ram(&self, _ptr: &BlockPtr) -> bool {
+        false
+    }
     /// Whether a local cache device (L2ARC) holds the block, by index only (no I/O). Such blocks
     /// are read with `get` on a blocking thread, so device reads proceed in parallel instead of
     /// occupying the async runtime's few worker threads.

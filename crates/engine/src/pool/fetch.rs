@@ -1,7 +1,8 @@
 //! Verified block reads, below the read path and the commit: a block pointer's bytes from the
 //! ARC, the cache device (L2ARC) or the store by ranged GETs, checked against the pointer's
 //! checksum before decompression. Blocks adjacent in one segment coalesce into one GET,
-//! independent GETs run in parallel, and a prefetch in flight is joined rather than repeated.
+//! independent GETs run in parallel, and a GET in flight (a demand read's or a prefetch's) is
+//! joined rather than repeated.
 
 use super::Inner;
 use crate::blkptr::BlockPtr;
@@ -26,10 +27,40 @@ pub(crate) enum Source {
     Ptr(BlockPtr),
 }
 
-/// Blocks being prefetched, by location (segment, offset): a demand read of one waits for that
-/// prefetch instead of fetching the block a second time.
+/// Blocks being fetched from the store, by location (segment, offset), each with the signal its
+/// GET sends when it is done: a second reader of a block (a demand read or a prefetch) joins that
+/// GET instead of repeating it. Only store fetches are claimed here, so a cache hit never takes
+/// this lock.
 #[derive(Debug, Default)]
-pub(crate) struct Prefetching(Mutex<HashMap<(u64, u32), watch::Receiver<bool>>>);
+pub(crate) struct Fetching(Arc<Mutex<Claims>>);
+
+/// A block's location (segment, offset) and the signal of the GET that claimed it.
+type Claims = HashMap<(u64, u32), watch::Receiver<bool>>;
+
+/// The blocks one coalesced GET claimed in [`Fetching`]. Dropping it (the GET done, failed, or
+/// abandoned with its read) releases them and wakes whoever joined; the GET has put its blocks
+/// in the cache before, so a reader that finds a block unclaimed finds it cached or fetches it.
+struct Claim {
+    fetching: Arc<Mutex<Claims>>,
+    keys: Vec<(u64, u32)>,
+    done: watch::Sender<bool>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        {
+            let mut map = self.fetching.lock();
+            for k in &self.keys {
+                map.remove(k);
+            }
+        }
+        let _ = self.done.send(true);
+    }
+}
+
+fn location(p: &BlockPtr) -> (u64, u32) {
+    (p.segment_id, p.offset_bytes)
+}
 
 /// Brings the blocks of `sources` into the block cache as prefetches (warm-up).
 pub(super) async fn prefetch_sources(inner: &Arc<Inner>, sources: &[Source]) -> Result<()> {
@@ -85,22 +116,53 @@ pub(super) async fn fetch_blocks(
     if !on_device.is_empty() {
         wanted.extend(read_from_device(inner, on_device, prefetch, &mut out).await);
     }
-    if !prefetch && !wanted.is_empty() {
-        wanted = wait_for_prefetches(inner, wanted, &mut out).await;
+    if wanted.is_empty() {
+        return finish(out);
     }
-    let max_req = inner.config.read().read_request_bytes_max;
-    let concurrency = inner.config.read().read_concurrency;
-    let groups = coalesce(&wanted, max_req);
-    let results: Vec<Result<Vec<Fetched>>> = futures::stream::iter(groups)
-        .map(|g| fetch_group(inner, g, prefetch))
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
+    let (max_req, concurrency) = {
+        let c = inner.config.read();
+        (c.read_request_bytes_max, c.read_concurrency.max(1))
+    };
+    let (joined, groups) = claim(inner, wanted, prefetch, &mut out, max_req);
+    let own = futures::stream::iter(groups)
+        .map(|(g, claim)| async move {
+            let r = fetch_group(inner, g, prefetch).await;
+            drop(claim); // After the blocks went into the cache: see `Claim`.
+            r
+        })
+        .buffer_unordered(concurrency)
+        .collect::<Vec<Result<Vec<Fetched>>>>();
+    let mut left = Vec::new();
+    let results = if prefetch {
+        // Another GET is bringing these into the cache already: nothing left to do for them.
+        for (w, _) in &joined {
+            out[w.at] = Some(Bytes::new());
+        }
+        own.await
+    } else {
+        let (results, not_left) = futures::join!(own, wait_for_fetches(inner, joined));
+        for (at, b) in not_left.0 {
+            out[at] = Some(b);
+        }
+        left = not_left.1;
+        results
+    };
     for r in results {
         for Fetched { at, logical } in r? {
             out[at] = Some(logical);
         }
     }
+    // Blocks a joined GET did not leave in the cache (it failed, or they were evicted at once):
+    // fetched here without a claim, since waiting a second time could go on.
+    for g in coalesce(&left, max_req) {
+        for Fetched { at, logical } in fetch_group(inner, g, prefetch).await? {
+            out[at] = Some(logical);
+        }
+    }
+    finish(out)
+}
+
+fn finish(out: Vec<Option<Bytes>>) -> Result<Vec<Bytes>> {
     out.into_iter().map(|b| b.ok_or_else(|| Error::Bug("block left unread".into()))).collect()
 }
 
@@ -157,71 +219,79 @@ fn coalesce(wanted: &[Wanted], max_req: u64) -> Vec<Vec<Wanted>> {
     groups
 }
 
-/// Demand blocks that a prefetch is already fetching: wait for it (bounded), then take them from
-/// the cache. Returns the blocks still to fetch.
-async fn wait_for_prefetches(
+/// Splits the blocks no cache held into those another GET is fetching already (returned with its
+/// signal) and GETs of this read's own, each claimed before it starts.
+fn claim(
     inner: &Inner,
     wanted: Vec<Wanted>,
+    prefetch: bool,
     out: &mut [Option<Bytes>],
-) -> Vec<Wanted> {
-    let pending: Vec<watch::Receiver<bool>> = {
-        let map = inner.prefetching.0.lock();
-        wanted
-            .iter()
-            .filter_map(|w| map.get(&(w.ptr.segment_id, w.ptr.offset_bytes)).cloned())
-            .collect()
-    };
-    if pending.is_empty() {
-        return wanted;
+    max_req: u64,
+) -> (Vec<Joined>, Vec<(Vec<Wanted>, Claim)>) {
+    let mut map = inner.fetching.0.lock();
+    let mut joined = Vec::new();
+    let mut mine = Vec::new();
+    for w in wanted {
+        if let Some(rx) = map.get(&location(&w.ptr)) {
+            joined.push((w, rx.clone()));
+            continue;
+        }
+        // A GET that finished since this read missed the cache (the device reads above may
+        // have taken a while) put the block there before releasing its claim: look once more,
+        // under this lock, so the block is either cached now or ours to fetch.
+        if inner.blocks.in_ram(&w.ptr) {
+            let hit = inner.blocks.get_ram(&w.ptr, prefetch);
+            if let Some(b) = hit.and_then(|phys| decode_hit(inner, &w.ptr, &phys).ok()) {
+                out[w.at] = Some(b);
+                continue;
+            }
+        }
+        mine.push(w);
     }
-    for mut rx in pending {
-        let done = rx.wait_for(|done| *done);
-        let _ = crate::clock::timeout(&*inner.env.clock, std::time::Duration::from_secs(30), done)
-            .await;
+    let groups = coalesce(&mine, max_req)
+        .into_iter()
+        .map(|g| {
+            let (done, rx) = watch::channel(false);
+            let keys: Vec<(u64, u32)> = g.iter().map(|w| location(&w.ptr)).collect();
+            for k in &keys {
+                map.insert(*k, rx.clone());
+            }
+            (g, Claim { fetching: inner.fetching.0.clone(), keys, done })
+        })
+        .collect();
+    (joined, groups)
+}
+
+/// A block another GET is fetching, with that GET's signal.
+type Joined = (Wanted, watch::Receiver<bool>);
+
+/// Waits for the GETs that demand blocks joined, then takes the blocks from the cache. Returns
+/// the blocks found, by slot, and those still to fetch. No timer of its own: the wait is as
+/// bounded as the GET it joined (the store's request timeout and retry budget), whose claim is
+/// released when that GET ends, fails or is dropped. A timer on a manual clock would also skip
+/// the simulation's time ahead at every join.
+async fn wait_for_fetches(
+    inner: &Inner,
+    joined: Vec<Joined>,
+) -> (Vec<(usize, Bytes)>, Vec<Wanted>) {
+    let (mut found, mut still) = (Vec::new(), Vec::new());
+    for (_, rx) in &joined {
+        let mut rx = rx.clone();
+        // Err: the sender is gone, which `Claim` only lets happen after it sent.
+        let _ = rx.wait_for(|done| *done).await;
     }
-    let mut still = Vec::new();
-    for want in wanted {
+    for (want, _) in joined {
         let p = &want.ptr;
-        match inner.blocks.get(p, false).and_then(|phys| decode_hit(inner, p, &phys).ok()) {
-            Some(b) => out[want.at] = Some(b),
+        match inner.blocks.get_ram(p, false).and_then(|phys| decode_hit(inner, p, &phys).ok()) {
+            Some(b) => found.push((want.at, b)),
             None => still.push(want),
         }
     }
-    still
+    (found, still)
 }
 
-/// One coalesced GET; a prefetch registers its blocks first so that demand reads of them wait
-/// for it instead of repeating it.
+/// One coalesced GET; its blocks go into the cache verified.
 async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
-    if !prefetch {
-        return fetch_group_now(inner, g, false).await;
-    }
-    // Register the blocks so demand reads wait for this fetch instead of repeating it.
-    let (tx, rx) = watch::channel(false);
-    let keys: Vec<(u64, u32)> = {
-        let mut map = inner.prefetching.0.lock();
-        let mut mine = Vec::new();
-        for w in &g {
-            let k = (w.ptr.segment_id, w.ptr.offset_bytes);
-            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(k) {
-                e.insert(rx.clone());
-                mine.push(k);
-            }
-        }
-        mine
-    };
-    let r = fetch_group_now(inner, g, true).await;
-    {
-        let mut map = inner.prefetching.0.lock();
-        for k in keys {
-            map.remove(&k);
-        }
-    }
-    let _ = tx.send(true);
-    r
-}
-
-async fn fetch_group_now(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
     let start = g[0].ptr.range().start;
     let end = g[g.len() - 1].ptr.range().end;
     let bytes = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
@@ -308,17 +378,11 @@ fn verify(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// One block by pointer, through the cache (map pages, compaction).
+/// One block by pointer, through the caches (map pages, compaction), joining a GET of it in
+/// flight.
 pub(crate) async fn read_verified(inner: &Inner, p: &BlockPtr) -> Result<Bytes> {
-    if let Some(phys) = inner.blocks.get(p, false) {
-        if let Ok(b) = decode_hit(inner, p, &phys) {
-            return Ok(b);
-        }
-    }
-    let phys = get_segment_range(inner, p.segment_id, p.range()).await?;
-    let b = verify_decode(inner, p, &phys)?;
-    inner.blocks.insert(p, Bytes::copy_from_slice(&phys), false);
-    Ok(b)
+    let mut blocks = fetch_blocks(inner, &[Source::Ptr(*p)], false).await?;
+    blocks.pop().ok_or_else(|| Error::Bug("one block asked, none read".into()))
 }
 
 /// Reads blocks for the block map through the block cache.
@@ -334,3 +398,7 @@ impl BlockSource for Inner {
         fetch_blocks(self, &sources, false).await
     }
 }
+
+#[cfg(test)]
+#[path = "fetch_tests.rs"]
+mod tests;

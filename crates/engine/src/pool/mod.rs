@@ -101,8 +101,9 @@ use std::sync::Arc;
 /// 4. `txg.pending`, then `txg.state` (txg/mod.rs);
 /// 5. the intent log's `state`, then its `log` slot (intent/mod.rs);
 /// 6. leaves, under which nothing else is taken: `config`, `health`, reclaim's `roots` and
-///    `pending_deletes`, `scrub`'s progress, `prefetching`, `hot`, the lease's state, the page
-///    cache's and the block cache's own locks, and the test hooks.
+///    `pending_deletes`, `scrub`'s progress, `hot`, the lease's state, the page cache's and the
+///    block cache's own locks, and the test hooks; `fetching` takes only the block cache's own
+///    lock under it (fetch.rs's `claim`).
 ///
 /// Every lock from 2 on is a blocking lock held for in-memory work only, never across an await.
 pub(crate) struct Inner {
@@ -140,8 +141,8 @@ pub(crate) struct Inner {
     pub reclaim: reclaim::Reclaim,
     /// The open, syncing and published txgs and the work queued for the next (txg/).
     pub txg: txg::Txgs,
-    /// Prefetches in flight (fetch.rs).
-    pub prefetching: fetch::Prefetching,
+    /// Block GETs in flight, which a second reader of the same block joins (fetch.rs).
+    pub fetching: fetch::Fetching,
     /// The root the next txg records: volumes, snapshots, properties, vdevs (meta.rs).
     pub meta: RwLock<meta::Meta>,
     /// Set once the writer was fenced: what it held and where (held.rs). A leaf lock.
@@ -204,7 +205,7 @@ impl Inner {
             counters: Default::default(),
             readahead: Default::default(),
             intent: intent::Intent::new(log, log_devices),
-            prefetching: Default::default(),
+            fetching: Default::default(),
             hot: Default::default(),
             warmup: Default::default(),
             scrub: Default::default(),

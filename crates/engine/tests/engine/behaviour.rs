@@ -680,8 +680,10 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     let (fetched, readahead_blocks) =
         read_back_sequentially("memory://readahead", 256 << 20, 16).await;
     assert!(readahead_blocks > 0, "sequential reads started readahead");
-    // Data (incompressible) plus the map pages; a block fetched twice would push this far over.
-    assert!(fetched < (16 << 20) + (2 << 20), "fetched {fetched} bytes to read 16 MiB");
+    // Data (incompressible) plus the map pages (about 70 KB). The bound was 2 MiB over until
+    // CI of 77ae70a fetched 18.9 MB: under load a readahead window and a demand read fetched
+    // the same blocks at once (pool/fetch_tests.rs has the deterministic cases).
+    assert!(fetched < (16 << 20) + (512 << 10), "fetched {fetched} bytes to read 16 MiB");
 }
 
 /// Readahead windows stay inside an eighth of the ARC: with a 4 MiB ARC and the default 64 MiB
@@ -692,9 +694,10 @@ async fn readahead_in_a_small_arc_does_not_fetch_blocks_twice() {
     let (fetched, readahead_blocks) =
         read_back_sequentially("memory://readahead-small-arc", 4 << 20, 32).await;
     assert!(readahead_blocks > 0, "sequential reads started readahead");
-    // Without the bound: 55 MiB. With it: 38 MiB (a 1 MiB demand read that overtakes a 512 KiB
-    // window still being resolved fetches some of its blocks itself).
-    assert!(fetched < 46 << 20, "fetched {fetched} bytes to read 32 MiB");
+    // Without the bound: 55 MiB. With it: 38 MiB while a 1 MiB demand read that overtook a 512
+    // KiB window still being resolved fetched some of its blocks a second time; 32.1 MiB since
+    // a GET in flight is joined by any second reader.
+    assert!(fetched < 34 << 20, "fetched {fetched} bytes to read 32 MiB");
 }
 
 /// S3's 409 ConditionalRequestConflict (AlreadyExists to object_store) to a create-only PUT that
