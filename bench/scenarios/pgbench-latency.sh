@@ -102,22 +102,42 @@ store_jiffies() {
     echo "$total"
 }
 
+# loop_stat: the loop device's /sys/block/loopN/stat (the layer both rows share: what ext4
+# asks of its block device, and how long each kind took).
+loop_stat() { cat "/sys/block/$(basename "$LOOP")/stat"; }
+
+# loop_io_per_tx STAT0 STAT1 TX: "flushes-per-tx flush-ms-mean writes-per-tx write-KiB-per-tx
+# write-ms-mean" of the loop device between two loop_stat readings (fields 5, 7, 8: writes,
+# sectors, ms; 16, 17: flushes, ms).
+loop_io_per_tx() {
+    python3 -c 'import sys
+a, b = [int(x) for x in sys.argv[1].split()], [int(x) for x in sys.argv[2].split()]
+tx = max(int(sys.argv[3] or 0), 1)
+d = [y - x for x, y in zip(a, b)]
+flushes, flush_ms = (d[15], d[16]) if len(d) >= 17 else (0, 0)
+print(f"{flushes / tx:.2f} {flush_ms / max(flushes, 1):.3f} {d[4] / tx:.2f} {d[6] / 2 / tx:.1f} {d[7] / max(d[4], 1):.3f}")' "$1" "$2" "$3"
+}
+
 # tpcb CLIENTS SERIES: a TPC-B run of RUN_S seconds with CLIENTS clients; prints tps, latency,
-# transactions, and the CPU-seconds per 10,000 transactions of the machine (all of it: PostgreSQL,
+# transactions, the CPU-seconds per 10,000 transactions of the machine (all of it: PostgreSQL,
 # the kernel, fardisk, the store), of the fardisk daemon ($DAEMON_PID, 0 for the local row) and
-# of the store's processes; writes the per-second TPS of the run to SERIES.
+# of the store's processes, then the loop device's I/O per transaction (loop_io_per_tx); writes
+# the per-second TPS of the run to SERIES.
 tpcb() {
-    local clients="$1" series="$2" out m0 d0 s0 m1 d1 s1 tx
+    local clients="$1" series="$2" out m0 d0 s0 m1 d1 s1 tx io0 io1
     m0="$(machine_busy_jiffies)" d0="$(process_jiffies "$DAEMON_PID")" s0="$(store_jiffies)"
+    io0="$(loop_stat)"
     out="$("$PG" pgbench "$WORK/fs/data" -c "$clients" -j "$((clients < 2 ? 1 : 2))" -T "$RUN_S" -n --progress=1 postgres 2>&1)" \
         || { printf '%s\n' "$out" >&2; fd_die "pgbench -c $clients failed"; }
     m1="$(machine_busy_jiffies)" d1="$(process_jiffies "$DAEMON_PID")" s1="$(store_jiffies)"
+    io1="$(loop_stat)"
     { echo "# seconds, TPS"; sed -n 's/^progress: \([0-9.]*\) s, \([0-9.]*\) tps.*/\1 \2/p' <<<"$out"; } > "$series"
     tx="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")"
     echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out") $tx" \
         "$(python3 -c 'import os, sys
 hz = os.sysconf("SC_CLK_TCK"); tx = max(int(sys.argv[1] or 0), 1)
-print(" ".join(f"{10000 * int(j) / hz / tx:.2f}" for j in sys.argv[2:]))' "$tx" $((m1 - m0)) $((d1 - d0)) $((s1 - s0)))"
+print(" ".join(f"{10000 * int(j) / hz / tx:.2f}" for j in sys.argv[2:]))' "$tx" $((m1 - m0)) $((d1 - d0)) $((s1 - s0)))" \
+        "$(loop_io_per_tx "$io0" "$io1" "$tx")"
 }
 
 # run_row ORDER SETUP LATENCY_MS KIND [create args]: one configuration, one result file.
@@ -153,10 +173,20 @@ run_row() {
     init_s="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$t0" "$(date +%s.%N)")"
     DAEMON_PID=""
     [ -n "$POOL" ] && DAEMON_PID="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["pid"])')"
-    local tx1 cpu1 daemon1 store1 tx4 cpu4 daemon4 store4 tx8 cpu8 daemon8 store8
-    read -r tps1 lat1 tx1 cpu1 daemon1 store1 <<<"$(tpcb 1 "$WORK/series/c1")"
-    read -r tps4 lat4 tx4 cpu4 daemon4 store4 <<<"$(tpcb 4 "$WORK/series/c4")"
-    read -r tps8 lat8 tx8 cpu8 daemon8 store8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
+    local tx1 cpu1 daemon1 store1 tx4 cpu4 daemon4 store4 tx8 cpu8 daemon8 store8 io1 io4 io8
+    read -r tps1 lat1 tx1 cpu1 daemon1 store1 io1 <<<"$(tpcb 1 "$WORK/series/c1")"
+    read -r tps4 lat4 tx4 cpu4 daemon4 store4 io4 <<<"$(tpcb 4 "$WORK/series/c4")"
+    read -r tps8 lat8 tx8 cpu8 daemon8 store8 io8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
+    # In the table: the loop device's flush and write times with 4 and 8 clients, and its
+    # flushes and writes per transaction with 8 (the log line has all three runs).
+    local io_metrics=() c v fl flm wr wrk wrm
+    for c in 4 8; do
+        v="io$c"
+        read -r fl flm wr wrk wrm <<<"${!v}"
+        io_metrics+=(--metric "loop_flush_ms_mean_c$c=$flm" --metric "loop_write_ms_mean_c$c=$wrm")
+    done
+    io_metrics+=(--metric "loop_flushes_per_tx_c8=$fl" --metric "loop_writes_per_tx_c8=$wr")
+    fd_log "$setup: loop device per transaction (flushes, flush ms mean, writes, write KiB, write ms mean): 1 client $io1; 4 clients $io4; 8 clients $io8"
     "$PG" check "$WORK/fs/data" postgres || fd_die "$setup: TPC-B invariant broken"
     fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps4} tps (4 clients), ${tps8} tps (8 clients); CPU-s per 10k transactions with 8 clients: machine ${cpu8}, daemon ${daemon8}, store ${store8}"
     local puts=""
@@ -172,7 +202,7 @@ run_row() {
         --metric cpu_s_per_10k_tx_c1="$cpu1" --metric daemon_cpu_s_per_10k_tx_c1="$daemon1" \
         --metric store_cpu_s_per_10k_tx_c1="$store1" --metric cpu_s_per_10k_tx_c8="$cpu8" \
         --metric daemon_cpu_s_per_10k_tx_c8="$daemon8" --metric store_cpu_s_per_10k_tx_c8="$store8" \
-        --series "tps_8_clients=$WORK/series/tps-c8-$order" \
+        "${io_metrics[@]}" --series "tps_8_clients=$WORK/series/tps-c8-$order" \
         --notes "store: MinIO on loopback behind toxiproxy; load average $load_before at the start" >/dev/null
     teardown_row
 }
