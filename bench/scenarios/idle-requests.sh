@@ -31,7 +31,7 @@ else
     B="${CARGO_TARGET_DIR:-$FARDISK_ROOT/target}/release/fardisk"
 fi
 "$FARDISK_ROOT/scripts/minio.sh" start >/dev/null
-trap '"$B" export idle >/dev/null 2>&1; "$FARDISK_ROOT/scripts/minio.sh" stop >/dev/null' EXIT
+trap '"$B" export idle >/dev/null 2>&1 && "$B" destroy idle >/dev/null 2>&1; "$FARDISK_ROOT/scripts/minio.sh" stop >/dev/null' EXIT
 eval "$("$FARDISK_ROOT/scripts/minio.sh" env)"
 
 "$B" create idle "s3://$FARDISK_BUCKET/idle-$$" -o "multihost=$MULTIHOST" >/dev/null
