@@ -220,14 +220,19 @@ fn coalesce(wanted: &[Wanted], max_req: u64) -> Vec<Vec<Wanted>> {
 }
 
 /// Splits the blocks no cache held into those another GET is fetching already (returned with its
-/// signal) and GETs of this read's own, each claimed before it starts.
+/// signal) and GETs of this read's own, each claimed before it starts. Without a cache nothing
+/// is claimed: a joined GET's blocks would have nowhere to wait for the second reader, which
+/// would then fetch them after it instead of beside it.
 fn claim(
     inner: &Inner,
     wanted: Vec<Wanted>,
     prefetch: bool,
     out: &mut [Option<Bytes>],
     max_req: u64,
-) -> (Vec<Joined>, Vec<(Vec<Wanted>, Claim)>) {
+) -> (Vec<Joined>, Vec<OwnGet>) {
+    if inner.blocks.holds_nothing() {
+        return (Vec::new(), coalesce(&wanted, max_req).into_iter().map(|g| (g, None)).collect());
+    }
     let mut map = inner.fetching.0.lock();
     let mut joined = Vec::new();
     let mut mine = Vec::new();
@@ -256,7 +261,7 @@ fn claim(
             for k in &keys {
                 map.insert(*k, rx.clone());
             }
-            (g, Claim { fetching: inner.fetching.0.clone(), keys, done })
+            (g, Some(Claim { fetching: inner.fetching.0.clone(), keys, done }))
         })
         .collect();
     (joined, groups)
@@ -264,6 +269,9 @@ fn claim(
 
 /// A block another GET is fetching, with that GET's signal.
 type Joined = (Wanted, watch::Receiver<bool>);
+
+/// One coalesced GET of a read's own, with its claim (none without a cache).
+type OwnGet = (Vec<Wanted>, Option<Claim>);
 
 /// Waits for the GETs that demand blocks joined, then takes the blocks from the cache. Returns
 /// the blocks found, by slot, and those still to fetch. No timer of its own: the wait is as

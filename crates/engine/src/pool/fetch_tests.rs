@@ -91,19 +91,28 @@ fn data() -> Vec<u8> {
 
 /// A pool holding `data()` in volume "v", imported again behind a gated store with an empty ARC.
 async fn cold_pool(name: &str) -> (Pool, Arc<GatedStore>) {
+    cold_pool_with(name, true).await
+}
+
+/// `cold_pool`, with an ARC (`cached`) or with no block cache at all.
+async fn cold_pool_with(name: &str, cached: bool) -> (Pool, Arc<GatedStore>) {
     let store = open_store_url(&format!("memory://fetch-join-{name}"), true).expect("store");
     let env = Env { clock: Arc::new(ManualClock::default()), seed: 7, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
     Pool::create(store.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
-    let import = |store: DynStore| {
+    let import = |store: DynStore, cached: bool| {
         let (env, config) = (env.clone(), config.clone());
         async move {
             let options = ImportOptions { force: true, config, ..Default::default() };
-            let cache = Arc::new(ArcBlockCache::new(256 << 20, None));
+            let cache: Arc<dyn crate::cache::BlockCache> = if cached {
+                Arc::new(ArcBlockCache::new(256 << 20, None))
+            } else {
+                Arc::new(crate::cache::NoCache)
+            };
             Pool::import(store, "tank", options, env, cache).await.expect("import")
         }
     };
-    let pool = import(store.clone()).await;
+    let pool = import(store.clone(), true).await;
     let vol = pool.volume_create("v", 4 << 20).expect("volume");
     pool.write(vol, 0, Bytes::from(data())).await.expect("write");
     pool.sync_txg().await.expect("sync");
@@ -116,7 +125,7 @@ async fn cold_pool(name: &str) -> (Pool, Arc<GatedStore>) {
         range_gets: AtomicUsize::new(0),
         range_bytes: AtomicU64::new(0),
     });
-    let pool = import(gated.clone()).await;
+    let pool = import(gated.clone(), cached).await;
     (pool, gated)
 }
 
@@ -201,4 +210,22 @@ async fn a_prefetch_of_blocks_a_demand_read_is_fetching_does_not_get_them_again(
     assert!(prefetch_done_while_a_waits, "the prefetch waited for blocks it had nothing to do for");
     let gets = store.range_gets.load(Ordering::SeqCst) - before;
     assert_eq!(gets, by_a, "A's GETs and nothing more");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cache_a_second_reader_fetches_beside_the_first_not_after_it() {
+    // Nothing would keep the first GET's blocks for the second reader: joining it would only
+    // make the second wait for the first and then fetch the blocks again.
+    let (pool, store) = cold_pool_with("nocache", false).await;
+    let vol = pool.volume_id("v").expect("v");
+    store.gating.store(true, Ordering::SeqCst);
+    let read = |pool: Pool| tokio::spawn(async move { pool.read(vol, 0, DATA_BYTES as u32).await });
+    let a = read(pool.clone());
+    let by_a = gated_settled(&store).await;
+    let b = read(pool.clone());
+    let gated = gated_at_least(&store, 2 * by_a, Duration::from_secs(10)).await;
+    store.open();
+    let (a, b) = (a.await.expect("A").expect("read A"), b.await.expect("B").expect("read B"));
+    assert!(a[..] == data()[..] && b[..] == data()[..], "both reads return the data");
+    assert_eq!(gated, 2 * by_a, "B waited for A's GETs instead of making its own");
 }
