@@ -95,6 +95,8 @@ expect_error "bad size" "unknown unit" "$B" volume create tank/w 12Q
 expect_error "existing volume" "already exists" "$B" volume create tank/v 1G
 expect_error "second import" "already imported" "$B" import tank --mount "$W/mnt2"
 expect_error "unknown pool" "not imported" "$B" volume list nosuch
+# It says where it looked: an import made with another FARDISK_RUN_DIR is not found from here.
+expect_error "export of an unknown pool names the run directory" "no engine answers in the run directory" "$B" export nosuch
 expect_error "bad store URL" "store URL" "$B" create t2 "ftp://x"
 expect_error "bad property" "unknown property" "$B" set colour=blue tank
 expect_error "bad simulate spec" "simulate" "$B" create t3 "file://$W/s3" --simulate latency=fast

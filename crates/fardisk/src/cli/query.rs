@@ -23,7 +23,10 @@ use serde_json::{json, Value};
 pub async fn call(cfg: &Config, pool: &str, request: Request) -> Result<Value> {
     let socket = cfg.paths.control_socket(pool);
     if !socket.exists() {
-        bail!("pool '{pool}' is not imported on this host (import it with 'fardisk import {pool} STORE_URL')");
+        bail!(
+            "{}; to import it: fardisk import {pool} STORE_URL",
+            crate::cli::import::not_imported(pool, &socket)
+        );
     }
     control::call(&socket, request).await
 }
