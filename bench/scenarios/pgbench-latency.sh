@@ -184,13 +184,12 @@ run_row() {
     read -r tps8 lat8 tx8 cpu8 daemon8 store8 io8 <<<"$(tpcb 8 "$WORK/series/tps-c8-$order")"
     # In the table: the loop device's flush and data write times with 4 and 8 clients, and its
     # flushes and data writes per transaction with 8 (the log line has all three runs).
-    local io_metrics=() c v fl flm wr wrk wrm
-    for c in 4 8; do
-        v="io$c"
-        read -r fl flm wr wrk wrm <<<"${!v}"
-        io_metrics+=(--metric "loop_flush_ms_mean_c$c=$flm" --metric "loop_data_write_ms_mean_c$c=$wrm")
-    done
-    io_metrics+=(--metric "loop_flushes_per_tx_c8=$fl" --metric "loop_data_writes_per_tx_c8=$wr")
+    local io_metrics=() fl flm wr wrk wrm
+    read -r fl flm wr wrk wrm <<<"$io4"
+    io_metrics+=(--metric "loop_flush_ms_mean_c4=$flm" --metric "loop_data_write_ms_mean_c4=$wrm")
+    read -r fl flm wr wrk wrm <<<"$io8"
+    io_metrics+=(--metric "loop_flush_ms_mean_c8=$flm" --metric "loop_data_write_ms_mean_c8=$wrm"
+        --metric "loop_flushes_per_tx_c8=$fl" --metric "loop_data_writes_per_tx_c8=$wr")
     fd_log "$setup: loop device per transaction (flushes, flush ms mean, data writes, KiB written, data write ms mean): 1 client $io1; 4 clients $io4; 8 clients $io8"
     "$PG" check "$WORK/fs/data" postgres || fd_die "$setup: TPC-B invariant broken"
     fd_log "$setup: init ${init_s} s, TPC-B ${tps1} tps (1 client), ${tps4} tps (4 clients), ${tps8} tps (8 clients); CPU-s per 10k transactions with 8 clients: machine ${cpu8}, daemon ${daemon8}, store ${store8}"

@@ -5,6 +5,8 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 
 pub const BLOCK_BYTES: u64 = 4096;
+/// A block of zeros, for holes and trimmed blocks (`Bytes::from_static`: no allocation per read).
+pub static ZERO_BLOCK: [u8; BLOCK_BYTES as usize] = [0; BLOCK_BYTES as usize];
 /// What a hole (trim, all-zero write) costs in memory, for the dirty limit.
 const ZERO_ENTRY_BYTES: u64 = 64;
 

@@ -9,7 +9,7 @@ use crate::blkptr::BlockPtr;
 use crate::blockmap::BlockSource;
 use crate::codec::checksum64;
 use crate::compress::{decompress, Compression};
-use crate::dirty::BLOCK_BYTES;
+use crate::dirty::ZERO_BLOCK;
 use crate::error::{Error, Result};
 use crate::objstore::StoreErrorKind;
 use crate::segment::segment_key;
@@ -87,7 +87,7 @@ pub(super) async fn fetch_blocks(
     sources: &[Source],
     prefetch: bool,
 ) -> Result<Vec<Bytes>> {
-    let zero = Bytes::from(vec![0u8; BLOCK_BYTES as usize]);
+    let zero = Bytes::from_static(&ZERO_BLOCK);
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
     let mut wanted: Vec<Wanted> = Vec::new();
     let mut on_device: Vec<Wanted> = Vec::new();

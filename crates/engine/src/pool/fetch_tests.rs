@@ -154,6 +154,28 @@ async fn gated_at_least(store: &GatedStore, gated: usize, wait: Duration) -> usi
     store.gated.load(Ordering::SeqCst)
 }
 
+/// Reader A reads the data cold and its GETs wait at the gate; then B reads the same data, and
+/// the gate is watched until `b_target(by_a)` GETs arrived or `wait` passed. Opens the gate and
+/// checks both reads' bytes; returns (A's GETs, the GETs at the gate before it opened).
+async fn two_cold_reads(
+    pool: &Pool,
+    store: &GatedStore,
+    b_target: impl Fn(usize) -> usize,
+    wait: Duration,
+) -> (usize, usize) {
+    let vol = pool.volume_id("v").expect("v");
+    store.gating.store(true, Ordering::SeqCst);
+    let read = |pool: Pool| tokio::spawn(async move { pool.read(vol, 0, DATA_BYTES as u32).await });
+    let a = read(pool.clone());
+    let by_a = gated_settled(store).await;
+    let b = read(pool.clone());
+    let gated = gated_at_least(store, b_target(by_a), wait).await;
+    store.open();
+    let (a, b) = (a.await.expect("A").expect("read A"), b.await.expect("B").expect("read B"));
+    assert!(a[..] == data()[..] && b[..] == data()[..], "both reads return the data");
+    (by_a, gated)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_reader_of_blocks_in_flight_joins_the_get() {
     // The GETs one cold read makes alone, on its own copy of the pool.
@@ -163,17 +185,9 @@ async fn a_second_reader_of_blocks_in_flight_joins_the_get() {
     let alone_gets = alone_store.range_gets.load(Ordering::SeqCst);
 
     let (pool, store) = cold_pool("two").await;
-    let vol = pool.volume_id("v").expect("v");
-    store.gating.store(true, Ordering::SeqCst);
-    let read = |pool: Pool| tokio::spawn(async move { pool.read(vol, 0, DATA_BYTES as u32).await });
-    let a = read(pool.clone());
-    let by_a = gated_settled(&store).await;
-    let b = read(pool.clone());
     // B either joins A's GETs or makes its own; give it time to make its own.
-    let gated = gated_at_least(&store, by_a + 1, Duration::from_millis(300)).await;
-    store.open();
-    let (a, b) = (a.await.expect("A").expect("read A"), b.await.expect("B").expect("read B"));
-    assert!(a[..] == data()[..] && b[..] == data()[..], "both reads return the data");
+    let (by_a, gated) =
+        two_cold_reads(&pool, &store, |by_a| by_a + 1, Duration::from_millis(300)).await;
     assert_eq!(gated, by_a, "B asked the store again for what A was fetching");
     let gets = store.range_gets.load(Ordering::SeqCst);
     assert_eq!(gets, alone_gets, "two concurrent reads made {gets} GETs, one alone {alone_gets}");
@@ -217,15 +231,7 @@ async fn without_a_cache_a_second_reader_fetches_beside_the_first_not_after_it()
     // Nothing would keep the first GET's blocks for the second reader: joining it would only
     // make the second wait for the first and then fetch the blocks again.
     let (pool, store) = cold_pool_with("nocache", false).await;
-    let vol = pool.volume_id("v").expect("v");
-    store.gating.store(true, Ordering::SeqCst);
-    let read = |pool: Pool| tokio::spawn(async move { pool.read(vol, 0, DATA_BYTES as u32).await });
-    let a = read(pool.clone());
-    let by_a = gated_settled(&store).await;
-    let b = read(pool.clone());
-    let gated = gated_at_least(&store, 2 * by_a, Duration::from_secs(10)).await;
-    store.open();
-    let (a, b) = (a.await.expect("A").expect("read A"), b.await.expect("B").expect("read B"));
-    assert!(a[..] == data()[..] && b[..] == data()[..], "both reads return the data");
+    let (by_a, gated) =
+        two_cold_reads(&pool, &store, |by_a| 2 * by_a, Duration::from_secs(10)).await;
     assert_eq!(gated, 2 * by_a, "B waited for A's GETs instead of making its own");
 }

@@ -311,7 +311,7 @@ fn patch(
 ) -> Result<Dirty> {
     let base = match dirty {
         Some(Dirty::Data(b)) => b,
-        Some(Dirty::Zero) => Bytes::from(vec![0u8; BLOCK_BYTES as usize]),
+        Some(Dirty::Zero) => Bytes::from_static(&crate::dirty::ZERO_BLOCK),
         None => {
             let (read, which) = edge;
             read.clone().ok_or_else(|| crate::Error::Bug(format!("{which} block not read")))?

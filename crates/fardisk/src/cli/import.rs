@@ -395,17 +395,6 @@ fn daemon_log_message(line: &str) -> String {
     text.chars().take(100).collect()
 }
 
-/// Why a command found no engine for `pool`: it names the run directory it looked in, since an
-/// import made with another `FARDISK_RUN_DIR` (or `run_dir` in another config file) is not
-/// found from here.
-pub(crate) fn not_imported(pool: &str, socket: &std::path::Path) -> String {
-    let dir = socket.parent().unwrap_or(socket).display();
-    format!(
-        "pool '{pool}' is not imported on this host: no engine answers in the run directory {dir} \
-         (FARDISK_RUN_DIR or run_dir in the config file; the import may have used another)"
-    )
-}
-
 /// How long `export` waits for a holder to exit after its engine exported (it unmounts and
 /// removes its state first) or after it was asked to stop.
 const HOLDER_EXIT_WAIT: Duration = Duration::from_secs(30);
@@ -417,7 +406,7 @@ pub async fn export(pool: &str, cfg: &Config) -> Result<()> {
         if held {
             return stop_holder_without_engine(pool, cfg);
         }
-        bail!("{}", not_imported(pool, &socket));
+        bail!("{}", super::query::not_imported(pool, &socket));
     }
     // The daemon stops answering other requests while it drains; say up front how much there is.
     let dirty = call(&socket, Request::Status)

@@ -19,14 +19,22 @@ use anyhow::{bail, Context, Result};
 use fardisk_engine::{Env, Pool};
 use serde_json::{json, Value};
 
+/// Why a command found no engine for `pool`: it names the run directory it looked in, since an
+/// import made with another `FARDISK_RUN_DIR` (or `run_dir` in another config file) is not
+/// found from here.
+pub(crate) fn not_imported(pool: &str, socket: &std::path::Path) -> String {
+    let dir = socket.parent().unwrap_or(socket).display();
+    format!(
+        "pool '{pool}' is not imported on this host: no engine answers in the run directory {dir} \
+         (FARDISK_RUN_DIR or run_dir in the config file; the import may have used another)"
+    )
+}
+
 /// Sends `request` to the daemon of `pool` on this host.
 pub async fn call(cfg: &Config, pool: &str, request: Request) -> Result<Value> {
     let socket = cfg.paths.control_socket(pool);
     if !socket.exists() {
-        bail!(
-            "{}; to import it: fardisk import {pool} STORE_URL",
-            crate::cli::import::not_imported(pool, &socket)
-        );
+        bail!("{}; to import it: fardisk import {pool} STORE_URL", not_imported(pool, &socket));
     }
     control::call(&socket, request).await
 }
