@@ -183,11 +183,13 @@ pub const FREE_QUEUE_ENTRIES_MAX: Prop =
 /// trips, not bytes).
 pub const READ_CONCURRENCY: Prop = settable_number("read_concurrency", Unit::Count, 1, 1024, 32);
 /// How far ahead of a sequential reader blocks are fetched (0: no readahead), and never more than
-/// an eighth of `arc_max`. The window grows with the run (never more than the run has read), so a
-/// short sequential burst prefetches little; 64 MiB keeps about a bandwidth-delay product in
-/// flight to a store 20 ms away (8 MiB reached a fifth of raw GETs there, issue #21).
+/// an eighth of `arc_max`. The distance grows with the run (four times what it has read), so a
+/// short sequential burst prefetches little, and slides a GET at a time (pool/readahead.rs):
+/// 128 MiB keeps about 8 GETs of `read_request_bytes_max` in flight, as many as the raw 8-way
+/// reader of BENCHMARKS.md's engine-store (8 MiB reached a fifth of raw GETs at 20 ms, 64 MiB
+/// whole windows about half, issue #21).
 pub const READAHEAD_BYTES_MAX: Prop =
-    Prop { note: "0 = none", ..settable_size("readahead_bytes_max", Unit::Bytes, 0, 64 << 20) };
+    Prop { note: "0 = none", ..settable_size("readahead_bytes_max", Unit::Bytes, 0, 128 << 20) };
 /// Leaf map pages past the ones a read needs that come along in the same ranged GET when they
 /// sit right after them in one segment (pool/read.rs): bytes, not requests. A sequential reader
 /// then asks for one map GET per this many MiB of volume instead of one per MiB (issue #21).

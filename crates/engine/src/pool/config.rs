@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(c.map_cache_bytes, 128 << 20);
         assert_eq!(c.compression.name(), COMPRESSION.default_text());
         assert_eq!((c.roots_kept, c.root_retention_s), (8, 0));
-        assert_eq!((c.read_concurrency, c.readahead_bytes_max), (32, 64 << 20));
+        assert_eq!((c.read_concurrency, c.readahead_bytes_max), (32, 128 << 20));
         assert!(c.failmode_wait, "reads wait through an outage unless told otherwise");
     }
 

@@ -40,6 +40,7 @@ mod hotset;
 mod lease;
 mod open;
 mod read;
+mod readahead;
 mod scrub;
 mod snapshot;
 mod status;
@@ -134,7 +135,7 @@ pub(crate) struct Inner {
     pub hot: hotset::HotTracker,
     pub warmup: hotset::WarmupCounters,
     /// Sequential streams per volume (read.rs).
-    pub readahead: read::Readahead,
+    pub readahead: readahead::Readahead,
     /// The intent log and the records waiting for a sync request (intent/).
     pub intent: intent::Intent,
     /// Retained roots and freed segments waiting for deletion (reclaim/).

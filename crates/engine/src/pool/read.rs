@@ -12,20 +12,6 @@ use crate::dirty::{Dirty, BLOCK_BYTES};
 use crate::error::Result;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use parking_lot::Mutex;
-use std::collections::BTreeMap;
-
-/// Sequential streams per volume, which drive readahead.
-#[derive(Debug, Default)]
-pub(crate) struct Readahead(Mutex<BTreeMap<u32, SeqDetector>>);
-
-/// Detects a sequential stream on one volume.
-#[derive(Debug, Default, Clone, Copy)]
-struct SeqDetector {
-    next_block: u64,
-    run_blocks: u64,
-    prefetched_to: u64,
-}
 
 /// Longest pause between two attempts of a read waiting for the store (failmode=wait).
 const STORE_WAIT_MS_MAX: u64 = 5_000;
@@ -230,43 +216,43 @@ impl Pool {
         Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect())
     }
 
+    /// Brings the leaf pages mapping `blocks` into the page cache (errors are left to the read
+    /// that needs them).
+    async fn load_map(&self, tree: crate::blockmap::TreeRef, blocks: std::ops::Range<u64>) {
+        let leaves: Vec<u64> =
+            (blocks.start / FANOUT as u64..=(blocks.end - 1) / FANOUT as u64).collect();
+        let gen = self.inner.cache.generation();
+        let ahead = self.inner.config.read().map_readahead_pages_max;
+        let _ = tree.load_leaf_pages(&self.inner.cache, &*self.inner, &leaves, ahead, gen).await;
+    }
+
     fn maybe_readahead(&self, volume_id: u32, first: u64, last: u64) {
         if self.inner.blocks.holds_nothing() {
             return; // Prefetched blocks would have nowhere to go.
         }
-        let (window_blocks, tree) = {
-            // At most an eighth of the cache's RAM: a window the cache cannot hold until the
-            // reader gets there is fetched twice.
-            let max = self.inner.config.read().readahead_bytes_max;
+        let (ahead, tree) = {
+            // At most an eighth of the cache's RAM: blocks the cache cannot hold until the reader
+            // gets there are fetched twice.
+            let (max, step) = {
+                let c = self.inner.config.read();
+                (c.readahead_bytes_max, c.read_request_bytes_max)
+            };
             let max = max.min(self.inner.blocks.ram_bytes_max() / 8) / BLOCK_BYTES;
             let mut ra = self.inner.readahead.0.lock();
             let d = ra.entry(volume_id).or_default();
-            if first == d.next_block && first != 0 {
-                d.run_blocks += last - first + 1;
-            } else {
-                d.run_blocks = 0;
-                d.prefetched_to = 0;
-            }
-            d.next_block = last + 1;
-            // Two sequential reads in a row start a window that doubles up to the maximum. The
-            // next window goes out while a whole one is still ahead of the reader: a window
-            // costs a map round trip and then its data's, and from a far store the reader
-            // would otherwise drain half a window faster than the next one arrives.
-            if d.run_blocks < 2 * (last - first + 1)
-                || d.prefetched_to > last + d.run_blocks.min(max)
-            {
-                return;
-            }
-            let window = d.run_blocks.min(max).max(1);
-            let from = d.prefetched_to.max(last + 1);
-            d.prefetched_to = from + window;
+            let Some(ahead) = d.on_read(first, last, max, step / BLOCK_BYTES) else { return };
             let tree =
                 self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
-            ((from, window), tree)
+            (ahead, tree)
         };
         let Some((tree, size)) = tree else { return };
-        let (from, window) = window_blocks;
-        let end = (from + window).min(size / BLOCK_BYTES);
+        let end_block = size / BLOCK_BYTES;
+        let map = ahead.map.start..ahead.map.end.min(end_block);
+        if !map.is_empty() {
+            let pool = self.clone();
+            tokio::spawn(async move { pool.load_map(tree, map).await });
+        }
+        let (from, end) = (ahead.blocks.start, ahead.blocks.end.min(end_block));
         if from >= end {
             return;
         }

@@ -686,7 +686,7 @@ async fn sequential_reads_prefetch_without_fetching_anything_twice() {
     assert!(fetched < (16 << 20) + (512 << 10), "fetched {fetched} bytes to read 16 MiB");
 }
 
-/// Readahead windows stay inside an eighth of the ARC: with a 4 MiB ARC and the default 64 MiB
+/// Readahead stays inside an eighth of the ARC: with a 4 MiB ARC and the default 128 MiB
 /// `readahead_bytes_max`, windows as long as the run would be evicted before the reader got
 /// there and fetched again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
