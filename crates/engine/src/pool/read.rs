@@ -4,6 +4,7 @@
 //! is published.
 
 use super::fetch::{fetch_blocks, is_missing_segment, Source};
+use super::readahead::through_segment_end;
 use super::{bad, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::FANOUT;
@@ -230,17 +231,17 @@ impl Pool {
         if self.inner.blocks.holds_nothing() {
             return; // Prefetched blocks would have nowhere to go.
         }
+        // At most an eighth of the cache's RAM ahead: blocks the cache cannot hold until the
+        // reader gets there are fetched twice.
+        let (max, step) = {
+            let c = self.inner.config.read();
+            let max = c.readahead_bytes_max.min(self.inner.blocks.ram_bytes_max() / 8);
+            (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES)
+        };
         let (ahead, tree) = {
-            // At most an eighth of the cache's RAM: blocks the cache cannot hold until the reader
-            // gets there are fetched twice.
-            let (max, step) = {
-                let c = self.inner.config.read();
-                (c.readahead_bytes_max, c.read_request_bytes_max)
-            };
-            let max = max.min(self.inner.blocks.ram_bytes_max() / 8) / BLOCK_BYTES;
             let mut ra = self.inner.readahead.0.lock();
             let d = ra.entry(volume_id).or_default();
-            let Some(ahead) = d.on_read(first, last, max, step / BLOCK_BYTES) else { return };
+            let Some(ahead) = d.on_read(first, last, max, step) else { return };
             let tree =
                 self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
             (ahead, tree)
@@ -257,11 +258,28 @@ impl Pool {
             return;
         }
         let pool = self.clone();
-        self.inner.counters.add_readahead(end - from);
+        // Resolved a GET's worth further (the map pages are loaded a distance ahead), and at most
+        // a quarter of the distance's cap, so a small ARC still holds what goes out: the step
+        // runs on to the end of the segment its last block is in.
+        let resolve_end = (end + step.min(max / 4)).min(end_block);
         tokio::spawn(async move {
-            if let Ok(sources) = pool.resolve(volume_id, tree, from, end - 1).await {
-                let _ = fetch_blocks(&pool.inner, &sources, true).await;
+            let Ok(mut sources) = pool.resolve(volume_id, tree, from, resolve_end - 1).await else {
+                return;
+            };
+            let locations: Vec<Option<(u64, std::ops::Range<u64>)>> = sources
+                .iter()
+                .map(|s| match s {
+                    Source::Ptr(p) => Some((p.segment_id, p.range())),
+                    _ => None,
+                })
+                .collect();
+            let n = through_segment_end(&locations, (end - from) as usize);
+            sources.truncate(n);
+            if let Some(d) = pool.inner.readahead.0.lock().get_mut(&volume_id) {
+                d.extended(end, from + n as u64);
             }
+            pool.inner.counters.add_readahead(n as u64);
+            let _ = fetch_blocks(&pool.inner, &sources, true).await;
         });
     }
 }

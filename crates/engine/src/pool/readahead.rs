@@ -7,7 +7,9 @@
 //! time, as a reader with that many parallel GETs keeps. Whole windows, one at a time, left the
 //! store idle while the reader drained each one (BENCHMARKS.md, engine-store). The map pages of
 //! one distance further go out with each step, so a window finds its pages cached instead of
-//! waiting a map round trip before its data GETs can start.
+//! waiting a map round trip before its data GETs can start. A step runs on to the end of the
+//! segment its last block is in (`through_segment_end`, at most a GET or a quarter of the
+//! distance's cap further), so a segment read in order is one GET, not two halves.
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -63,6 +65,38 @@ impl SeqDetector {
         self.map_loaded_to = self.map_loaded_to.max(to + distance);
         Some(Ahead { blocks: from..to, map: map_from..self.map_loaded_to })
     }
+
+    /// A step that went out as `..end` was extended to `..new_end` (to the end of the segment
+    /// its last block is in): the next step starts there, unless one went out meanwhile (its
+    /// first GET then skips the blocks this one claimed).
+    pub(crate) fn extended(&mut self, end: u64, new_end: u64) {
+        if self.prefetched_to == end && new_end > end {
+            self.prefetched_to = new_end;
+        }
+    }
+}
+
+/// How many of `locations` (a step's blocks as (segment, byte range), `None` for blocks that need
+/// no GET, then blocks resolved past its end) a step fetches: its first `step_len`, then those
+/// that continue its last block's run in the same segment. A step that ends inside a segment
+/// would otherwise split it between two GETs, one per step, each paying a round trip for part of
+/// the bytes.
+pub(crate) fn through_segment_end(
+    locations: &[Option<(u64, Range<u64>)>],
+    step_len: usize,
+) -> usize {
+    let mut n = step_len.min(locations.len());
+    let Some(Some((segment, mut range))) = n.checked_sub(1).map(|i| locations[i].clone()) else {
+        return n;
+    };
+    while let Some(Some((s, r))) = locations.get(n) {
+        if *s != segment || r.start != range.end {
+            break;
+        }
+        range = r.clone();
+        n += 1;
+    }
+    n
 }
 
 #[cfg(test)]
@@ -73,6 +107,35 @@ mod tests {
     fn sequential(n: u64, distance_max: u64, step_max: u64) -> Vec<Option<Ahead>> {
         let mut d = SeqDetector::default();
         (0..n).map(|i| d.on_read(i * 256, i * 256 + 255, distance_max, step_max)).collect()
+    }
+
+    #[test]
+    fn a_step_runs_on_to_the_end_of_its_last_blocks_segment() {
+        let at = |seg: u64, i: u64| Some((seg, i * 4096..(i + 1) * 4096));
+        // Blocks 0-3 in segment 7 (offsets 10-13), then 4-5 in segment 7 (14-15), then segment 8.
+        let locs = vec![at(7, 10), at(7, 11), at(7, 12), at(7, 13), at(7, 14), at(7, 15), at(8, 0)];
+        assert_eq!(through_segment_end(&locs, 4), 6, "on through the rest of segment 7");
+        assert_eq!(through_segment_end(&locs, 6), 6, "a step ending at a segment's end stays");
+        assert_eq!(through_segment_end(&locs, 7), 7);
+        assert_eq!(through_segment_end(&locs, 9), 7, "never past what was resolved");
+        // A hole, or a block elsewhere in the segment, ends the run.
+        let gap = vec![at(7, 10), at(7, 11), None, at(7, 12)];
+        assert_eq!(through_segment_end(&gap, 2), 2);
+        let jump = vec![at(7, 10), at(7, 11), at(7, 20)];
+        assert_eq!(through_segment_end(&jump, 2), 2);
+        let hole_last = vec![at(7, 10), None, at(7, 11)];
+        assert_eq!(through_segment_end(&hole_last, 2), 2, "a step ending in a hole stays");
+    }
+
+    #[test]
+    fn an_extended_step_moves_the_next_one_unless_it_went_out_already() {
+        let mut d = SeqDetector::default();
+        let got = (0..40).filter_map(|i| d.on_read(i * 256, i * 256 + 255, 32768, 4096)).last();
+        let end = got.expect("ahead").blocks.end;
+        d.extended(end, end + 100);
+        assert_eq!(d.prefetched_to, end + 100);
+        d.extended(end, end + 300);
+        assert_eq!(d.prefetched_to, end + 100, "a later step went out from the old end");
     }
 
     #[test]
