@@ -187,8 +187,7 @@ impl Pool {
         // window or a sequential reader then waits about one map round trip per batch, and
         // asks the store for about one map GET per batch instead of one per MiB of volume.
         let leaves: Vec<u64> = runs.iter().map(|&(b, _)| b / FANOUT as u64).collect();
-        let ahead = self.inner.config.read().map_readahead_pages_max;
-        tree.load_leaf_pages(&self.inner.cache, &*self.inner, &leaves, ahead, gen).await?;
+        self.load_leaves(tree, &leaves, gen).await?;
         // Now mostly cache hits; a page the cache could not keep (the tree changed meanwhile,
         // or it was evicted) is read here, `read_concurrency` at a time.
         let lookup = |(b, run_end): (u64, u64)| async move {
@@ -217,14 +216,24 @@ impl Pool {
         Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect())
     }
 
+    /// Brings `leaves` of `tree` into the page cache in one batch, with the next few riding
+    /// along (`map_readahead_pages_max`).
+    async fn load_leaves(
+        &self,
+        tree: crate::blockmap::TreeRef,
+        leaves: &[u64],
+        gen: u64,
+    ) -> Result<()> {
+        let ahead = self.inner.config.read().map_readahead_pages_max;
+        tree.load_leaf_pages(&self.inner.cache, &*self.inner, leaves, ahead, gen).await
+    }
+
     /// Brings the leaf pages mapping `blocks` into the page cache (errors are left to the read
     /// that needs them).
     async fn load_map(&self, tree: crate::blockmap::TreeRef, blocks: std::ops::Range<u64>) {
         let leaves: Vec<u64> =
             (blocks.start / FANOUT as u64..=(blocks.end - 1) / FANOUT as u64).collect();
-        let gen = self.inner.cache.generation();
-        let ahead = self.inner.config.read().map_readahead_pages_max;
-        let _ = tree.load_leaf_pages(&self.inner.cache, &*self.inner, &leaves, ahead, gen).await;
+        let _ = self.load_leaves(tree, &leaves, self.inner.cache.generation()).await;
     }
 
     fn maybe_readahead(&self, volume_id: u32, first: u64, last: u64) {
