@@ -16,6 +16,7 @@ mod engine;
 mod far_store;
 mod l2arc_memory;
 mod log_bursts;
+mod log_replay;
 mod progress;
 mod raw;
 mod restart_warmup;
@@ -52,6 +53,8 @@ enum Command {
     CacheReads(CacheReadsArgs),
     /// Sync-write bursts of 60/95/270 % of the log: local fdatasync vs log on tmpfs vs log on disk.
     LogBursts(LogBurstsArgs),
+    /// Restart after a long log: import (scan, replay, sync) vs reading the log's bytes.
+    LogReplay(LogReplayArgs),
     /// The first minute after a restart: cold cache vs persistent L2ARC + hot-set warm-up.
     RestartWarmup(RestartWarmupArgs),
     /// Time to snapshot and to clone volumes of several sizes; objects and bytes per snapshot.
@@ -127,6 +130,25 @@ struct RestartWarmupArgs {
     after_seconds: u64,
     /// Simulated store round trip, ms.
     #[arg(long, default_value_t = 40)]
+    latency_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    note: String,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct LogReplayArgs {
+    /// Scratch directory on the local disk (store, log legs).
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    /// Log sizes to measure, in records (each a 4 KiB write and its sync request).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![20_000u64, 80_000])]
+    records: Vec<u64>,
+    /// Simulated store round trip, ms.
+    #[arg(long, default_value_t = 10)]
     latency_ms: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -501,6 +523,15 @@ async fn main() -> Result<()> {
                 seed: a.seed,
             };
             log_bursts::run(args, &a.out, &a.note).await
+        }
+        Command::LogReplay(a) => {
+            let args = log_replay::Args {
+                dir: a.dir,
+                records: a.records,
+                latency_ms: a.latency_ms,
+                seed: a.seed,
+            };
+            log_replay::run(args, &a.out, &a.note).await
         }
         Command::SyncWrites(a) => {
             if !a.writers.contains(&1) {

@@ -61,6 +61,7 @@ mod shared;
 mod stats;
 mod status;
 mod vdev;
+mod window;
 mod writer;
 
 pub use admin::RemoveOutcome;

@@ -44,6 +44,40 @@ impl BlockSummary {
     }
 }
 
+/// Where each writer epoch began handing out sequence numbers, as every head and block tells
+/// it: for "did a newer epoch start at or before this block's last record?", asked once per
+/// block. Asking it of every (epoch, first) pair instead made the merge quadratic in the
+/// number of blocks: 1.7 s of an 80,000-block log's open (`fardisk-bench log-replay`).
+struct EpochStarts {
+    /// (epoch, the lowest first sequence number any newer-or-equal epoch gave), by epoch.
+    min_first_from: Vec<(u64, u64)>,
+}
+
+impl EpochStarts {
+    fn new(pairs: impl Iterator<Item = (u64, u64)>) -> EpochStarts {
+        let mut by_epoch = std::collections::BTreeMap::<u64, u64>::new();
+        for (epoch, first) in pairs {
+            let min = by_epoch.entry(epoch).or_insert(first);
+            *min = (*min).min(first);
+        }
+        let mut min_first_from: Vec<(u64, u64)> = by_epoch.into_iter().collect();
+        for i in (0..min_first_from.len().saturating_sub(1)).rev() {
+            min_first_from[i].1 = min_first_from[i].1.min(min_first_from[i + 1].1);
+        }
+        EpochStarts { min_first_from }
+    }
+
+    fn max_epoch(&self) -> u64 {
+        self.min_first_from.last().map_or(0, |e| e.0)
+    }
+
+    /// The lowest first sequence number of any epoch newer than `epoch` (u64::MAX: none).
+    fn first_seq_after(&self, epoch: u64) -> u64 {
+        let i = self.min_first_from.partition_point(|e| e.0 <= epoch);
+        self.min_first_from.get(i).map_or(u64::MAX, |e| e.1)
+    }
+}
+
 /// Plans the merge of per-vdev chains (each in chain order).
 pub(crate) fn plan(chains: &[Vec<BlockSummary>], heads: &[HeadSummary]) -> MergePlan {
     let blocks = || chains.iter().flatten();
@@ -53,16 +87,15 @@ pub(crate) fn plan(chains: &[Vec<BlockSummary>], heads: &[HeadSummary]) -> Merge
         .chain(blocks().map(|b| b.release_seq))
         .max()
         .unwrap_or(0);
-    let epochs: Vec<(u64, u64)> = heads
-        .iter()
-        .map(|h| (h.writer_epoch, h.epoch_first_seq))
-        .chain(blocks().map(|b| (b.writer_epoch, b.epoch_first_seq)))
-        .collect();
-    let max_epoch = epochs.iter().map(|e| e.0).max().unwrap_or(0);
+    let epochs = EpochStarts::new(
+        heads
+            .iter()
+            .map(|h| (h.writer_epoch, h.epoch_first_seq))
+            .chain(blocks().map(|b| (b.writer_epoch, b.epoch_first_seq))),
+    );
+    let max_epoch = epochs.max_epoch();
     let superseded = |b: &BlockSummary| {
-        b.last_seq().is_some_and(|last| {
-            epochs.iter().any(|&(epoch, first)| epoch > b.writer_epoch && first <= last)
-        })
+        b.last_seq().is_some_and(|last| epochs.first_seq_after(b.writer_epoch) <= last)
     };
     let mut keep_blocks: Vec<usize> = chains
         .iter()
@@ -159,6 +192,27 @@ mod tests {
         assert_eq!(plan.keep_blocks, vec![1, 1]);
         assert_eq!(plan.next_seq, 11);
         assert_eq!(plan.max_epoch, 2);
+    }
+
+    #[test]
+    fn epoch_starts_answer_as_the_pairwise_definition() {
+        let rng = crate::rng::Rng::new(5);
+        for _ in 0..500 {
+            let pairs: Vec<(u64, u64)> =
+                (0..rng.below(12)).map(|_| (rng.below(6), rng.below(40))).collect();
+            let starts = EpochStarts::new(pairs.iter().copied());
+            assert_eq!(starts.max_epoch(), pairs.iter().map(|p| p.0).max().unwrap_or(0));
+            for epoch in 0..7 {
+                for last in 0..42 {
+                    let pairwise = pairs.iter().any(|&(e, first)| e > epoch && first <= last);
+                    assert_eq!(
+                        starts.first_seq_after(epoch) <= last,
+                        pairwise,
+                        "{pairs:?} {epoch} {last}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

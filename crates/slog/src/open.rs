@@ -143,24 +143,42 @@ pub(crate) fn open_vdev_legs(
         end_bytes: label.ring_end_bytes,
         vdev_guid: config.vdev_guid,
     };
-    for leg in &mut legs {
-        let Some(device) = leg.online().cloned() else { continue };
-        match read_heads(device.as_ref(), config.vdev_guid) {
-            Ok(read) => match read.head {
-                Some(head) => leg.scan = Some(scan_leg(device.as_ref(), bounds, head, read.slot)),
-                None => {
-                    tracing::warn!(path = %leg.path.display(), "no valid log head; leg FAULTED");
-                    leg.health.add_checksum_errors(1);
-                    leg.health.set_state(HealthState::Faulted);
-                }
-            },
-            Err(err) => {
-                tracing::warn!(path = %leg.path.display(), error = %err, "log head unreadable; leg FAULTED");
-                leg.health.fault(ErrorClass::Read);
+    // The legs are walked at the same time: each walk reads its whole chain and verifies every
+    // block, CPU as much as I/O (two legs of a 625 MiB log: about 1.5 s one after the other,
+    // 0.96 s together). Each thread touches only its own leg: the outcome does not depend on
+    // timing.
+    if legs.len() > 1 {
+        std::thread::scope(|scope| {
+            for leg in &mut legs {
+                scope.spawn(move || scan_opened_leg(leg, config.vdev_guid, bounds));
             }
+        });
+    } else {
+        for leg in &mut legs {
+            scan_opened_leg(leg, config.vdev_guid, bounds);
         }
     }
     Ok((legs, label))
+}
+
+/// Reads a leg's heads and walks its chain from the newest; a leg without a readable, valid
+/// head is faulted.
+fn scan_opened_leg(leg: &mut OpenedLeg, vdev_guid: u64, bounds: RingBounds) {
+    let Some(device) = leg.online().cloned() else { return };
+    match read_heads(device.as_ref(), vdev_guid) {
+        Ok(read) => match read.head {
+            Some(head) => leg.scan = Some(scan_leg(device.as_ref(), bounds, head, read.slot)),
+            None => {
+                tracing::warn!(path = %leg.path.display(), "no valid log head; leg FAULTED");
+                leg.health.add_checksum_errors(1);
+                leg.health.set_state(HealthState::Faulted);
+            }
+        },
+        Err(err) => {
+            tracing::warn!(path = %leg.path.display(), error = %err, "log head unreadable; leg FAULTED");
+            leg.health.fault(ErrorClass::Read);
+        }
+    }
 }
 
 /// The label every leg of the vdev agrees on (ring bounds must match across legs).

@@ -70,9 +70,10 @@ fn read_vdev(vdev: &Arc<Vdev>) -> Vec<ReplayedRecord> {
     let inner = vdev.inner.lock();
     let live: Vec<_> =
         vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).cloned().collect();
+    let mut windows = vdev.read_windows(&inner);
     let mut out = Vec::new();
     for extent in &live {
-        match vdev.read_extent(&inner, extent) {
+        match vdev.read_extent(&inner, &mut windows, extent) {
             Some(records) => out.extend(
                 records.into_iter().map(|r| ReplayedRecord { seq: r.seq, record: r.record }),
             ),

@@ -14,6 +14,7 @@ use crate::head::LogHead;
 use crate::layout::{BLOCK_SIZE_BYTES, SECTOR_SIZE_BYTES};
 use crate::record::DecodedRecord;
 use crate::ring::{ChainPoint, Extent};
+use crate::window::ReadWindow;
 
 /// Why a chain walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,9 +86,11 @@ pub(crate) enum ReadBlockError {
     Io(std::io::Error),
 }
 
-/// Reads the block expected at `at` (exactly at that offset) and verifies it.
+/// Reads the block expected at `at` (exactly at that offset) and verifies it. `window` holds
+/// what the walk read ahead: use one per device, for one walk at a time.
 pub(crate) fn read_block_at(
     device: &dyn LogDevice,
+    window: &mut ReadWindow,
     ring: RingBounds,
     at: ChainPoint,
 ) -> Result<ReadBlock, ReadBlockError> {
@@ -101,7 +104,7 @@ pub(crate) fn read_block_at(
     // left of the ring (version 2 blocks end on any sector).
     let first_len = BLOCK_SIZE_BYTES.min(ring.end_bytes - at.offset_bytes);
     let mut first = AlignedBuf::zeroed_sectors(first_len as usize);
-    device.read_at(at.offset_bytes, &mut first).map_err(ReadBlockError::Io)?;
+    window.read_at(device, at.offset_bytes, &mut first).map_err(ReadBlockError::Io)?;
     let header = decode_header(&first, ring.vdev_guid).map_err(ReadBlockError::Block)?;
     check_link(&header, &at).map_err(ReadBlockError::Block)?;
     let len = u64::from(header.block_len_bytes);
@@ -112,7 +115,7 @@ pub(crate) fn read_block_at(
         let mut whole = AlignedBuf::zeroed_sectors(len as usize);
         whole[..first_len as usize].copy_from_slice(&first);
         let rest = &mut whole[first_len as usize..];
-        device.read_at(at.offset_bytes + first_len, rest).map_err(ReadBlockError::Io)?;
+        window.read_at(device, at.offset_bytes + first_len, rest).map_err(ReadBlockError::Io)?;
         Bytes::copy_from_slice(&whole)
     } else {
         Bytes::copy_from_slice(&first)
@@ -124,14 +127,16 @@ pub(crate) fn read_block_at(
 /// Reads the next block of a chain: at the expected offset, else at the ring start.
 pub(crate) fn read_next_block(
     device: &dyn LogDevice,
+    window: &mut ReadWindow,
     ring: RingBounds,
     expect: ChainPoint,
 ) -> Result<ReadBlock, ReadBlockError> {
-    match read_block_at(device, ring, expect) {
+    match read_block_at(device, window, ring, expect) {
         Err(ReadBlockError::Block(BlockError::Garbage | BlockError::Unexpected))
             if expect.offset_bytes != ring.start_bytes =>
         {
-            read_block_at(device, ring, ChainPoint { offset_bytes: ring.start_bytes, ..expect })
+            let start = ChainPoint { offset_bytes: ring.start_bytes, ..expect };
+            read_block_at(device, window, ring, start)
         }
         other => other,
     }
@@ -147,8 +152,9 @@ pub(crate) fn scan_leg(
     let mut blocks = Vec::new();
     let mut expect = head.point;
     let mut budget_bytes = ring.end_bytes - ring.start_bytes;
+    let mut window = ReadWindow::new(ring.end_bytes);
     let end = loop {
-        let block = match read_next_block(device, ring, expect) {
+        let block = match read_next_block(device, &mut window, ring, expect) {
             Ok(block) => block,
             Err(ReadBlockError::Block(BlockError::Corrupt(_))) => break ScanEnd::Corrupt,
             Err(ReadBlockError::Block(_)) => break ScanEnd::Clean,

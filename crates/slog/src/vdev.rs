@@ -33,6 +33,7 @@ use crate::ring::{ChainPoint, Extent, Ring};
 use crate::scan::{read_block_at, ReadBlockError, RingBounds};
 use crate::stats::StatsCounters;
 use crate::status::{vdev_state, ErrorClass, HealthState, LegHealth, VdevStatus};
+use crate::window::ReadWindow;
 
 /// One leg (one device) of a vdev.
 pub(crate) struct Leg {
@@ -399,10 +400,17 @@ impl Vdev {
 
     /// Reads and verifies a live block from the first leg that has it intact; damaged copies
     /// count as checksum errors on their leg. `None` when no leg has a good copy.
-    pub fn read_extent(&self, inner: &VdevInner, extent: &Extent) -> Option<Vec<DecodedRecord>> {
-        for leg in &inner.legs {
+    /// `windows` holds what each leg's walk read ahead (one per leg of `inner`, from
+    /// [`Vdev::read_windows`]): a walk of the live extents in order reads each leg sequentially.
+    pub fn read_extent(
+        &self,
+        inner: &VdevInner,
+        windows: &mut [ReadWindow],
+        extent: &Extent,
+    ) -> Option<Vec<DecodedRecord>> {
+        for (leg, window) in inner.legs.iter().zip(windows.iter_mut()) {
             let Some(device) = leg.online_device() else { continue };
-            match read_block_at(device.as_ref(), self.bounds(), extent.point()) {
+            match read_block_at(device.as_ref(), window, self.bounds(), extent.point()) {
                 Ok(block) if block.header.header_checksum == extent.header_checksum => {
                     return Some(block.records)
                 }
@@ -417,6 +425,11 @@ impl Vdev {
             }
         }
         None
+    }
+
+    /// One empty read-ahead window per leg of `inner`, for [`Vdev::read_extent`].
+    pub fn read_windows(&self, inner: &VdevInner) -> Vec<ReadWindow> {
+        inner.legs.iter().map(|_| ReadWindow::new(self.bounds().end_bytes)).collect()
     }
 
     /// Call after changing `inner.legs`.

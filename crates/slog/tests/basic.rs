@@ -163,3 +163,36 @@ fn invalid_records_are_refused() {
     bad.length_bytes = 99;
     assert!(matches!(rt.block_on(log.commit(vec![bad])), Err(LogError::InvalidRecord(_))));
 }
+
+/// The scan at open and the replay read the log in large pieces, not block by block: one or
+/// two O_DIRECT reads per 4-8 KiB block made the import of an 80,000-record log (625 MiB of
+/// 4 KiB writes) take 42-51 s while the database waited for its restart (e2e 54's engine after
+/// the store outage answered 38-54 s after its kill). Before the read-ahead window this walk
+/// made 6,007 device reads for the 1,500 blocks (two per block and walk); now about one per MiB.
+#[test]
+fn open_and_replay_read_the_log_in_large_pieces() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let device_bytes = 32 << 20;
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), device_bytes, 3);
+    let records: Vec<_> = (0..1500).map(|id| record(1, id, 4096)).collect();
+    {
+        let log = open_mem(&provider, std::slice::from_ref(&config));
+        for r in &records {
+            rt.block_on(log.commit(vec![r.clone()])).expect("commit");
+        }
+    }
+    let device = provider.device(path("log0")).expect("device");
+    let before = device.read_count();
+    let log = open_mem(&provider, &[config]);
+    let replay = log.replay(0).expect("replay");
+    let reads = device.read_count() - before;
+    assert_eq!(replay.records.iter().map(|r| r.record.clone()).collect::<Vec<_>>(), records);
+    let log_mib = log.space_used_bytes().div_ceil(1 << 20);
+    // The labels and heads, then per walk (the open's scan, the replay) one read per MiB.
+    assert!(
+        reads <= 16 + 2 * (log_mib + 1),
+        "{reads} device reads to open and replay {} blocks ({log_mib} MiB)",
+        records.len()
+    );
+}

@@ -37,6 +37,7 @@ struct CrashState {
     pending: Vec<PendingWrite>,
     faults: Faults,
     writes: u64,
+    reads: u64,
     flushes: u64,
     volatile: bool,
 }
@@ -77,6 +78,7 @@ impl CrashDevice {
             pending: Vec::new(),
             faults: Faults::default(),
             writes: 0,
+            reads: 0,
             flushes: 0,
             volatile: false,
         };
@@ -151,6 +153,11 @@ impl CrashDevice {
     /// Device writes issued so far.
     pub fn write_count(&self) -> u64 {
         self.state.lock().writes
+    }
+
+    /// Device reads issued so far (a walk of the log should read it in large pieces).
+    pub fn read_count(&self) -> u64 {
+        self.state.lock().reads
     }
 
     /// Flushes completed so far.
@@ -248,7 +255,8 @@ impl LogDevice for CrashDevice {
     }
 
     fn read_at(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()> {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
+        state.reads += 1;
         self.check(&state, state.faults.fail_reads, "read")?;
         range_check(state.current.len(), offset_bytes, buf.len())?;
         let start = offset_bytes as usize;
