@@ -6,7 +6,8 @@
 # id is written to a file only after its COMMIT returned) run for the whole chaos phase while a
 # seeded timeline injects:
 #   - SIGKILL of the ENGINE (the holder's child, never the holder) E2E54_KILLS times (default 22,
-#     at least 20) at seeded moments: most of them anywhere in the load (also inside latency
+#     at least 20 made: a kill that waits for a serving engine pushed into the load's last 2 s is
+#     skipped and counted, as it could pause no transaction) at seeded moments: most of them anywhere in the load (also inside latency
 #     spikes and connection resets), one while a log leg is gone (the new engine imports with
 #     one leg and `replace` then runs against it), one inside the store outage, and twice the
 #     new engine is killed again 0.05-0.5 s after the holder started it (mostly during its import
@@ -466,7 +467,8 @@ check "PostgreSQL's log has no PANIC, crash or I/O error" test -z "$pg_errors"
 [ -n "$pg_errors" ] && printf '%s\n' "$pg_errors"
 check "the holder is the same process throughout (pid $HOLDER_PID)" is_ours "$HOLDER_PID" fardisk
 check "status names the same holder ($(holder_field pid))" test "$(holder_field pid)" = "$HOLDER_PID"
-check "$kills engine kills, at least 20 and all $KILLS planned" test "$kills" -ge 20 -a "$kills" -eq "$KILLS"
+check "$kills engine kills, at least 20, and the $KILLS planned all made or skipped at the load's end ($SKIPPED_KILLS skipped)" \
+    test "$kills" -ge 20 -a $((kills + SKIPPED_KILLS)) -eq "$KILLS"
 # What the holder logged of each engine's end: every kill, and nothing else but engines that
 # could not import while the store was away (the history names only the exit just before each
 # engine that served, so it is not the place to count them).
@@ -612,5 +614,5 @@ check "the FUSE mount is gone after export" bash -c "! grep -q ' $MNT ' /proc/mo
 info "verification took $((SECONDS - t)) s; whole test $((SECONDS - t_start)) s"
 
 echo "$E2E_NAME: pause per kill (longest pgbench transaction across it): $(tr '\n' ';' <"$W/pauses")"
-echo "E2E54 figures: seed $SEED, $kills engine kills under the holder ($IMPORT_KILLS of a new engine 0.05-0.5 s after it started, $killed_unserved of them before it served; 1 in the outage, 1 with a log leg gone; $replayed_total log records replayed), PostgreSQL never restarted; client pause per kill $pause_stats, the kill inside the outage $outage_pause; new engine answering $back_stats; slowest transaction $slowest; $spikes latency spikes, $resets resets, $outages outage of ${OUTAGE_S} s (acked commits during it before the kill: $outage_acked), $legs_failed failed log leg; holder + engine killed: operator recovery, up again after ${down_s} s (${holder_replayed:-0} records replayed); $rows TPC-B transactions ($processed acknowledged to pgbench), $acked acked commits verified, $lost lost; $((SECONDS - t_start)) s"
+echo "E2E54 figures: seed $SEED, $kills engine kills under the holder ($SKIPPED_KILLS skipped at the load's end; $IMPORT_KILLS of a new engine 0.05-0.5 s after it started, $killed_unserved of them before it served; 1 in the outage, 1 with a log leg gone; $replayed_total log records replayed), PostgreSQL never restarted; client pause per kill $pause_stats, the kill inside the outage $outage_pause; new engine answering $back_stats; slowest transaction $slowest; $spikes latency spikes, $resets resets, $outages outage of ${OUTAGE_S} s (acked commits during it before the kill: $outage_acked), $legs_failed failed log leg; holder + engine killed: operator recovery, up again after ${down_s} s (${holder_replayed:-0} records replayed); $rows TPC-B transactions ($processed acknowledged to pgbench), $acked acked commits verified, $lost lost; $((SECONDS - t_start)) s"
 e2e_finish
