@@ -62,12 +62,23 @@ def read_series(spec):
     return name, series
 
 
+# What a run leaves changed in the tree by itself (results, the report, notes written after it):
+# not a change to what was measured.
+BENCH_OUTPUTS = [":!bench/results", ":!bench/plots", ":!bench/notes", ":!BENCHMARKS.md"]
+
+
 def git_rev(root):
+    """The commit measured, with "-dirty" when tracked files other than the bench's own outputs
+    differ from it: a build of uncommitted code must not pass for the commit (a published
+    engine-store run of 2026-11-27 did)."""
     try:
-        return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
+        rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", "."] + BENCH_OUTPUTS,
+                                 capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    return rev + "-dirty" if changed.returncode == 1 else rev
 
 
 def build(args, root):

@@ -50,4 +50,18 @@ doc = json.load(open(path))
 assert doc["metrics"]["iops"] > 0 and doc["metrics"]["sync_lat_avg_us"] > 0, doc["metrics"]
 assert len(doc["series"]["iops_per_s"]["x"]) >= 1
 ' "$res"
+# The measured commit is marked "-dirty" when code differs from it, not when only the bench's own
+# outputs (results, plots, notes, BENCHMARKS.md) do.
+repo="$FARDISK_RUN_DIR/rev"
+mkdir -p "$repo/bench/results" "$repo/crates"
+rev_of() { python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import result; print(result.git_rev(sys.argv[2]))' "$BENCH/lib" "$repo"; }
+echo a >"$repo/crates/code.rs"
+echo r >"$repo/bench/results/r.json"
+git -C "$repo" init -q && git -C "$repo" add -A && git -C "$repo" -c user.name=t -c user.email=t@t commit -q -m t
+clean="$(rev_of)"
+echo changed >"$repo/bench/results/r.json"
+check "a changed result file leaves the rev clean ($clean, $(rev_of))" test "$(rev_of)" = "$clean" -a "${clean%-dirty}" = "$clean"
+echo b >"$repo/crates/code.rs"
+check "changed code marks it ($(rev_of))" test "$(rev_of)" = "$clean-dirty"
+
 e2e_finish
