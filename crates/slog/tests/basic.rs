@@ -20,17 +20,17 @@ fn committed_records_replay_in_order_after_reopen() {
             let receipt = rt.block_on(log.commit(chunk.to_vec())).expect("commit");
             assert_eq!(receipt.record_count, chunk.len() as u64);
         }
-        let replay = log.replay(0).expect("replay in session");
+        let replay = replay_checked(&log, 0).expect("replay in session");
         assert_eq!(replay.records.iter().map(|r| r.record.clone()).collect::<Vec<_>>(), records);
     }
     let log = open_mem(&provider, &[config]);
-    let replay = log.replay(0).expect("replay");
+    let replay = replay_checked(&log, 0).expect("replay");
     let seqs: Vec<u64> = replay.records.iter().map(|r| r.seq).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "consecutive sequence numbers: {seqs:?}");
     assert_eq!(replay.records.iter().map(|r| r.record.clone()).collect::<Vec<_>>(), records);
     assert_eq!(replay.gap_at_seq, None);
     assert_eq!(replay.txg_max, 3);
-    let after_two = log.replay(2).expect("replay after txg 2");
+    let after_two = replay_checked(&log, 2).expect("replay after txg 2");
     assert!(after_two.records.iter().all(|r| r.record.txg > 2));
     assert_eq!(after_two.records.len(), records.iter().filter(|r| r.txg > 2).count());
 }
@@ -47,14 +47,14 @@ fn released_records_are_not_replayed_and_space_returns() {
     }
     assert!(log.space_used_bytes() > used_empty);
     log.release_through_txg(2);
-    let replay = log.replay(0).expect("replay");
+    let replay = replay_checked(&log, 0).expect("replay");
     assert_eq!(replay.records.iter().map(|r| r.record.txg).collect::<Vec<_>>(), vec![3, 4]);
     log.release_through_txg(4);
     assert_eq!(log.space_used_bytes(), 0);
     drop(log);
     let log = open_mem(&provider, &[config]);
     assert!(
-        log.replay(0).expect("replay").records.is_empty(),
+        replay_checked(&log, 0).expect("replay").records.is_empty(),
         "released records stay released after reopen"
     );
 }
@@ -82,7 +82,7 @@ fn log_full_when_over_capacity_and_space_returns_after_release() {
     assert!(committed >= 5, "a 64 KiB ring holds several 8 KiB blocks, got {committed}");
     assert_eq!(log.stats().log_full_events, 1);
     // Nothing live was overwritten.
-    assert_eq!(log.replay(0).expect("replay").records.len() as u64, committed);
+    assert_eq!(replay_checked(&log, 0).expect("replay").records.len() as u64, committed);
     // The engine publishes, releases, retries.
     log.release_through_txg(txg);
     rt.block_on(log.commit(vec![record(txg + 1, 1000, 6000)]))
@@ -113,7 +113,7 @@ fn ring_wraps_many_times_with_release_and_reopens_mid_lap() {
             bytes_logged += log.stats().bytes_logged;
             drop(log);
             log = open_mem(&provider, std::slice::from_ref(&config));
-            let replay = log.replay(txg - 2).expect("replay");
+            let replay = replay_checked(&log, txg - 2).expect("replay");
             let txgs: Vec<u64> = replay.records.iter().map(|r| r.record.txg).collect();
             assert_eq!(
                 txgs,
@@ -185,7 +185,7 @@ fn open_and_replay_read_the_log_in_large_pieces() {
     let device = provider.device(path("log0")).expect("device");
     let before = device.read_count();
     let log = open_mem(&provider, &[config]);
-    let replay = log.replay(0).expect("replay");
+    let replay = replay_checked(&log, 0).expect("replay");
     let reads = device.read_count() - before;
     assert_eq!(replay.records.iter().map(|r| r.record.clone()).collect::<Vec<_>>(), records);
     let log_mib = log.space_used_bytes().div_ceil(1 << 20);
@@ -195,4 +195,39 @@ fn open_and_replay_read_the_log_in_large_pieces() {
         "{reads} device reads to open and replay {} blocks ({log_mib} MiB)",
         records.len()
     );
+}
+
+/// The import's replay reads the log as it hands records out: the first record costs one
+/// read-ahead window, not the whole log (`replay` holds every live record at once: after a store
+/// outage, the whole log).
+#[test]
+fn the_replay_stream_reads_the_log_as_records_are_taken() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 64 << 20, 4);
+    let records: Vec<_> = (0..4000).map(|id| record(1, id, 4096)).collect();
+    {
+        let log = open_mem(&provider, std::slice::from_ref(&config));
+        for r in &records {
+            rt.block_on(log.commit(vec![r.clone()])).expect("commit");
+        }
+    }
+    let device = provider.device(path("log0")).expect("device");
+    let log = open_mem(&provider, &[config]);
+    let before = device.read_count();
+    let mut stream = log.replay_stream(0).expect("stream");
+    let first = stream.next_record().expect("a first record");
+    assert_eq!(first.record, records[0]);
+    let first_reads = device.read_count() - before;
+    assert!(
+        first_reads <= 2,
+        "{first_reads} device reads for the first record of a {} MiB log",
+        log.space_used_bytes() >> 20
+    );
+    let mut rest = 1;
+    while stream.next_record().is_some() {
+        rest += 1;
+    }
+    assert_eq!(rest, records.len());
+    assert_eq!(stream.end().gap_at_seq, None);
 }

@@ -262,7 +262,7 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
     for round in 0..5 {
         let context = format!("seed {seed} round {round}");
         let log = Arc::new(open_mem(&provider, &configs));
-        model.audit(&log.replay(model.published_txg).expect("replay"), &context);
+        model.audit(&replay_checked(&log, model.published_txg).expect("replay"), &context);
         let faulty_leg = (configs[0].legs.len() > 1 && rng.one_in(3))
             .then(|| configs[0].legs[rng.below(2) as usize].clone());
         let ops = 5 + rng.below(20);
@@ -284,7 +284,7 @@ fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) {
         }
         // The engine's own check before the crash: everything acknowledged is replayable now.
         model.audit(
-            &log.replay(model.published_txg).expect("replay"),
+            &replay_checked(&log, model.published_txg).expect("replay"),
             &format!("{context} before crash"),
         );
         provider = if rng.one_in(2) {

@@ -58,7 +58,7 @@ fn log_on_real_files_survives_reopen() {
         log.release_through_txg(1);
     }
     let log = IntentLog::open(POOL, POOL_GUID, &[config], &opts).expect("reopen");
-    let replay = log.replay(1).expect("replay");
+    let replay = replay_checked(&log, 1).expect("replay");
     let mut got: Vec<_> = replay.records.iter().map(|r| r.record.clone()).collect();
     let mut want: Vec<_> = batches.into_iter().flatten().filter(|r| r.txg > 1).collect();
     got.sort_by_key(|r| r.offset_bytes);

@@ -26,7 +26,7 @@ fn commit_txgs(
 }
 
 fn replayed(log: &IntentLog) -> Vec<LogRecord> {
-    log.replay(0).expect("replay").records.into_iter().map(|r| r.record).collect()
+    replay_checked(log, 0).expect("replay").records.into_iter().map(|r| r.record).collect()
 }
 
 fn leg_state(log: &IntentLog, leg: usize) -> HealthState {

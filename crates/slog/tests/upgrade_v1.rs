@@ -37,7 +37,7 @@ fn v1_records() -> Vec<LogRecord> {
 }
 
 fn replayed(log: &IntentLog) -> Vec<LogRecord> {
-    log.replay(0).expect("replay").records.into_iter().map(|r| r.record).collect()
+    replay_checked(log, 0).expect("replay").records.into_iter().map(|r| r.record).collect()
 }
 
 #[test]

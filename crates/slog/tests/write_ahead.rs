@@ -36,7 +36,7 @@ fn a_write_ahead_reaches_the_device_unflushed_and_the_next_commit_only_flushes()
     // A power cut now may lose it: the durable image does not have it.
     let lost = MemProvider::new();
     lost.insert(fardisk_slog::CrashDevice::from_image(leg.clone(), device.durable_image()));
-    let replay = open_mem(&lost, &configs).replay(0).expect("replay");
+    let replay = replay_checked(&open_mem(&lost, &configs), 0).expect("replay");
     assert!(replay.records.is_empty(), "unflushed, not durable: {:?}", replay.records);
 
     // The commit that follows has nothing to write: it flushes, and the record is durable.
@@ -49,7 +49,7 @@ fn a_write_ahead_reaches_the_device_unflushed_and_the_next_commit_only_flushes()
     assert_eq!(device.pending_write_count(), 0);
     let after = MemProvider::new();
     after.insert(fardisk_slog::CrashDevice::from_image(leg.clone(), device.durable_image()));
-    let replay = open_mem(&after, &configs).replay(0).expect("replay");
+    let replay = replay_checked(&open_mem(&after, &configs), 0).expect("replay");
     assert_eq!(replay.records.len(), 1);
     assert_eq!(replay.records[0].record, record(5, 1, 4096));
 
@@ -108,7 +108,7 @@ fn a_commit_with_records_after_writes_ahead_makes_all_of_them_durable_in_one_flu
     assert_eq!(device.flush_count(), flushes_before + 1, "one flush for all three");
     let after = MemProvider::new();
     after.insert(fardisk_slog::CrashDevice::from_image(leg, device.durable_image()));
-    let replay = open_mem(&after, &configs).replay(0).expect("replay");
+    let replay = replay_checked(&open_mem(&after, &configs), 0).expect("replay");
     let ids: Vec<u64> = replay.records.iter().map(|r| r.record.offset_bytes / 4096).collect();
     assert_eq!(ids, vec![1, 2, 3, 4], "everything before the commit, in queue order");
 }
@@ -187,5 +187,5 @@ fn a_commit_on_an_idle_log_is_written_and_flushed_by_its_caller() {
     let flushes = threads.lock().clone();
     assert_eq!(flushes.len(), 3, "one flush per commit: {flushes:?}");
     assert!(flushes.iter().all(|t| *t == me), "flushed on the caller's thread: {flushes:?}");
-    assert_eq!(log.replay(0).expect("replay").records.len(), 3);
+    assert_eq!(replay_checked(&log, 0).expect("replay").records.len(), 3);
 }

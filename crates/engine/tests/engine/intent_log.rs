@@ -327,3 +327,53 @@ async fn a_sync_request_after_written_ahead_writes_only_flushes_and_they_survive
     let again = import(&f, false).await.expect("import replays the log");
     assert_image(&again, &image, "after the crash").await;
 }
+
+async fn import_with_dirty_max(f: &Fixture, dirty_bytes_max: u64) -> Pool {
+    let opts = ImportOptions {
+        force: true,
+        config: PoolConfig { dirty_bytes_max, ..config() },
+        ..Default::default()
+    };
+    Pool::import(f.store.clone(), "tank", opts, f.env.clone(), Arc::new(NoCache))
+        .await
+        .expect("import")
+}
+
+/// Acknowledges 3 MiB of distinct 64 KiB writes from the log, no txg published, then crashes.
+async fn crash_with_3_mib_in_the_log(pool: Pool, image: &mut [u8], round: u8) {
+    let vol = pool.volume_id("v").expect("v");
+    for i in 0..48u64 {
+        let fill = round.wrapping_mul(50).wrapping_add(i as u8) | 1;
+        pool.write(vol, i << 16, Bytes::from(vec![fill; 1 << 16])).await.expect("write");
+        image[(i << 16) as usize..((i + 1) << 16) as usize].fill(fill);
+        pool.sync_request().await.expect("sync request");
+    }
+    drop(pool); // Crash: nothing more reaches the store.
+}
+
+/// A replay is not throttled: its records are in the log already, no syncer runs until it is
+/// done, and its dirty data is at most what the crashed writer held. Before, every replayed
+/// write past 60 % of `dirty_bytes_max` was delayed, and with the limit lowered at import below
+/// what the log held the replay waited for a sync that nothing would start: the import hung.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_is_not_throttled_and_imports_under_a_lower_dirty_limit() {
+    let f = fixture("throttle", 31).await;
+    let pool = import_with_dirty_max(&f, 4 << 20).await;
+    pool.volume_create("v", VOL_BYTES).expect("volume");
+    pool.sync_txg().await.expect("sync");
+    let mut image = vec![0u8; VOL_BYTES as usize];
+    crash_with_3_mib_in_the_log(pool, &mut image, 1).await;
+    // 3 MiB of 4: 75 % of the limit, past the 60 % where the throttle starts.
+    let again = import_with_dirty_max(&f, 4 << 20).await;
+    assert_eq!(again.status().throttle_delays, 0, "the replay was throttled");
+    assert_image(&again, &image, "after the replay").await;
+    crash_with_3_mib_in_the_log(again, &mut image, 2).await;
+    #[allow(clippy::disallowed_methods)] // A real bound on a hang, whatever the pool's clock does.
+    let lowered = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        import_with_dirty_max(&f, 1 << 20),
+    )
+    .await
+    .expect("the import with dirty_bytes_max below the log's data finishes");
+    assert_image(&lowered, &image, "after the replay under a lower limit").await;
+}

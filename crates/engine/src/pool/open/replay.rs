@@ -9,15 +9,18 @@ use std::sync::Arc;
 
 /// Replays the log after import: records newer than the last published txg, in order, into the
 /// open txg; then syncs them to the store and releases the log. Returns the records applied.
+/// The log is read as the records are applied (`replay_stream`): memory holds one block per log
+/// vdev, not the whole log (after a store outage the log can hold far more than the dirty data
+/// it comes down to).
 pub(super) async fn replay(inner: &Arc<Inner>, pool: &Pool, after_txg: u64) -> Result<usize> {
     let Some(log) = inner.intent.log() else { return Ok(0) };
-    let replay =
-        log.replay(after_txg).map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
-    if let Some(seq) = replay.gap_at_seq {
-        tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");
-    }
-    let n = replay.records.len();
-    for r in replay.records {
+    let mut stream = log
+        .replay_stream(after_txg)
+        .map_err(|e| Error::Unavailable(format!("intent log replay: {e}")))?;
+    let mut n = 0;
+    // Bounded by the records the log holds: the stream ends at the end of its prefix.
+    while let Some(r) = stream.next_record() {
+        n += 1;
         let rec = r.record;
         if pool.volume_size(rec.volume_id).is_none() {
             continue; // The volume was destroyed in a published txg after the record was written.
@@ -31,11 +34,15 @@ pub(super) async fn replay(inner: &Arc<Inner>, pool: &Pool, after_txg: u64) -> R
             }
         };
     }
+    let end = stream.end();
+    if let Some(seq) = end.gap_at_seq {
+        tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");
+    }
     // Txg numbers must move past every replayed record's, or releasing would keep them forever.
     for _ in 0..8 {
         inner.txg.queue_meta_change();
         let published = syncer::sync_until_clean(inner).await?;
-        if published >= replay.txg_max {
+        if published >= end.txg_max {
             break;
         }
     }
