@@ -9,7 +9,8 @@
 //! 1 MiB reads (the floor for any replay: the bytes must come off the device), and the import
 //! (open and scan of the mirrored log, replay, the sync of the replayed data to a store
 //! `latency_ms` away). The log's legs are files on the local disk; O_DIRECT writes leave nothing
-//! of them in the page cache, as after a real crash.
+//! of them in the page cache, as after a real crash. The import row also gives how far the
+//! process's resident memory rose during the import, at its peak.
 
 use crate::stats::round3;
 use anyhow::{anyhow, Context, Result};
@@ -48,6 +49,24 @@ struct Measured {
     write_s: f64,
     import_s: f64,
     raw_read_s: f64,
+    /// How far the process's resident memory rose above where it was before the import, at
+    /// its peak during it (VmHWM after resetting it through /proc/self/clear_refs).
+    import_rss_peak_bytes: u64,
+}
+
+/// A field of /proc/self/status in bytes (the kernel gives kB).
+fn proc_status_bytes(field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .ok_or_else(|| anyhow!("no {field} in /proc/self/status"))?;
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("cannot parse {line:?}"))?;
+    Ok(kb << 10)
 }
 
 fn log_config() -> PoolConfig {
@@ -111,18 +130,23 @@ async fn one_size(args: &Args, records: u64, clock: &Arc<dyn Clock>) -> Result<M
     let log_bytes = pool.log().map(|l| l.space_used_bytes()).unwrap_or(0);
     drop(pool); // The crash: nothing more reaches the store or the log.
     let raw_read_s = tokio::task::block_in_place(|| read_sequentially(&legs[0], log_bytes, clock))?;
+    // "5" resets the peak resident size to the current one (proc(5), clear_refs).
+    std::fs::write("/proc/self/clear_refs", "5").context("resetting VmHWM")?;
+    let rss_before = proc_status_bytes("VmRSS:")?;
     let t0 = clock.mono_us();
     let again = import().await.map_err(|e| anyhow!("import after the crash: {e}"))?;
     let import_s = (clock.mono_us() - t0) as f64 / 1e6;
+    let import_rss_peak_bytes = proc_status_bytes("VmHWM:")?.saturating_sub(rss_before);
     let replayed = again.published_txg();
     again.export().await.map_err(|e| anyhow!("export: {e}"))?;
     drop(again);
     eprintln!(
-        "fardisk-bench: log-replay {records} records ({} MiB of log): import {import_s:.2} s, raw read {raw_read_s:.2} s (published txg {replayed})",
-        log_bytes >> 20
+        "fardisk-bench: log-replay {records} records ({} MiB of log): import {import_s:.2} s, resident memory +{} MiB at its peak, raw read {raw_read_s:.2} s (published txg {replayed})",
+        log_bytes >> 20,
+        import_rss_peak_bytes >> 20
     );
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Measured { records, log_bytes, write_s, import_s, raw_read_s })
+    Ok(Measured { records, log_bytes, write_s, import_s, raw_read_s, import_rss_peak_bytes })
 }
 
 /// Reads `len` bytes of `path` from its start with O_DIRECT in 1 MiB reads; seconds taken.
@@ -170,6 +194,8 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
             metrics.push(json!([format!("mib_per_s_{}", m.records), round3(mib / secs.max(1e-6))]));
             if order == 1 {
                 metrics.push(json!([format!("write_s_{}", m.records), round3(m.write_s)]));
+                let peak_mib = m.import_rss_peak_bytes as f64 / (1 << 20) as f64;
+                metrics.push(json!([format!("rss_peak_mib_{}", m.records), round3(peak_mib)]));
             }
         }
         rows.push(json!({
