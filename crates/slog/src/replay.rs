@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::error::LogError;
 use crate::intent_log::IntentLog;
-use crate::record::LogRecord;
+use crate::record::{DecodedRecord, LogRecord};
 use crate::vdev::Vdev;
 
 /// A record handed back by replay with its global sequence number.
@@ -13,6 +13,12 @@ use crate::vdev::Vdev;
 pub struct ReplayedRecord {
     pub seq: u64,
     pub record: LogRecord,
+}
+
+impl From<DecodedRecord> for ReplayedRecord {
+    fn from(r: DecodedRecord) -> Self {
+        ReplayedRecord { seq: r.seq, record: r.record }
+    }
 }
 
 /// The result of a replay.
@@ -68,15 +74,12 @@ impl IntentLog {
 fn read_vdev(vdev: &Arc<Vdev>) -> Vec<ReplayedRecord> {
     // Holding `inner` keeps the writer from reusing space while the blocks are read.
     let inner = vdev.inner.lock();
-    let live: Vec<_> =
-        vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).cloned().collect();
+    let live: Vec<_> = vdev.live_record_extents();
     let mut windows = vdev.read_windows(&inner);
     let mut out = Vec::new();
     for extent in &live {
         match vdev.read_extent(&inner, &mut windows, extent) {
-            Some(records) => out.extend(
-                records.into_iter().map(|r| ReplayedRecord { seq: r.seq, record: r.record }),
-            ),
+            Some(records) => out.extend(records.into_iter().map(ReplayedRecord::from)),
             None => break,
         }
     }

@@ -78,9 +78,7 @@ impl Chain {
             let extent = self.extents.pop_front()?;
             let inner = self.vdev.inner.lock();
             match self.vdev.read_extent(&inner, &mut self.windows, &extent) {
-                Some(records) => self.records.extend(
-                    records.into_iter().map(|r| ReplayedRecord { seq: r.seq, record: r.record }),
-                ),
+                Some(records) => self.records.extend(records.into_iter().map(ReplayedRecord::from)),
                 None => self.broken = true,
             }
         }
@@ -105,8 +103,7 @@ impl IntentLog {
         let next_seq = self.shared.next_seq.load(std::sync::atomic::Ordering::Acquire);
         let mut chains = Vec::with_capacity(vdevs.len());
         for vdev in vdevs {
-            let extents: VecDeque<Extent> =
-                vdev.ring.lock().live.iter().filter(|e| e.record_count > 0).cloned().collect();
+            let extents: VecDeque<Extent> = vdev.live_record_extents();
             let windows = vdev.read_windows(&vdev.inner.lock());
             chains.push(Chain { vdev, extents, windows, records: VecDeque::new(), broken: false });
         }

@@ -427,6 +427,11 @@ impl Vdev {
         None
     }
 
+    /// The live blocks that hold records (not epoch markers), in chain order: what a replay reads.
+    pub fn live_record_extents<B: FromIterator<Extent>>(&self) -> B {
+        self.ring.lock().live.iter().filter(|e| e.record_count > 0).cloned().collect()
+    }
+
     /// One empty read-ahead window per leg of `inner`, for [`Vdev::read_extent`].
     pub fn read_windows(&self, inner: &VdevInner) -> Vec<ReadWindow> {
         inner.legs.iter().map(|_| ReadWindow::new(self.bounds().end_bytes)).collect()

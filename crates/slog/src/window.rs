@@ -31,7 +31,7 @@ pub(crate) struct ReadWindow {
 }
 
 impl ReadWindow {
-    /// A window that never reads at or past `end_bytes`. The first read allocates nothing more.
+    /// A window (its `WINDOW_BYTES` buffer allocated now) that never reads at or past `end_bytes`.
     pub fn new(end_bytes: u64) -> ReadWindow {
         ReadWindow {
             buf: AlignedBuf::zeroed(WINDOW_BYTES),
