@@ -11,6 +11,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
+use super::resident::ResidentBuffer;
 use crate::abi::{self, Pod};
 use crate::reply::Body;
 use crate::request;
@@ -89,7 +90,15 @@ pub(crate) fn read_request(fd: &OwnedFd, buffer: &mut [u8]) -> io::Result<Option
 
 /// The loop of one worker thread: until the connection goes away (ENODEV on unmount).
 pub(crate) fn serve(channel: Arc<DeviceChannel>, shared: Arc<SessionShared>, buffer_bytes: usize) {
-    let mut buffer = vec![0u8; buffer_bytes];
+    // Resident before the first read: a request the kernel cannot copy into it is ended with
+    // EIO when this process is being killed, instead of being resent to the next engine.
+    let Some(mut buffer) = ResidentBuffer::new(buffer_bytes) else {
+        tracing::warn!(
+            bytes = buffer_bytes,
+            "fuse: cannot allocate a request buffer; this worker stops"
+        );
+        return;
+    };
     loop {
         let n = match read_request(&channel.fd, &mut buffer) {
             Ok(Some(n)) => n,

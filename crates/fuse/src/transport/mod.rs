@@ -1,7 +1,9 @@
 //! Where requests come from and replies go: the /dev/fuse device ([`device`]) and
-//! io_uring ring entries ([`uring`]). A [`Channel`] is the way back for one request.
+//! io_uring ring entries ([`uring`]), and the buffers the kernel copies requests into
+//! ([`resident`]). A [`Channel`] is the way back for one request.
 
 pub(crate) mod device;
+mod resident;
 pub(crate) mod uring;
 
 use std::sync::Arc;
