@@ -155,35 +155,8 @@ impl IntentLog {
     /// Never waits for device I/O. A record is released only once every record committed
     /// before it is released too (see `Ring::release_before_seq`).
     pub fn release_through_txg(&self, txg: u64) {
-        // Read before the rings: a block being written now, or later, starts at or above it,
-        // so it cannot be released by mistake while the bound is applied.
-        let next_seq = self.shared.next_seq.load(Ordering::Acquire);
-        let vdevs = self.shared.vdevs.read().clone();
-        let first_unpublished = vdevs
-            .iter()
-            .filter_map(|v| v.ring.lock().first_seq_above_txg(txg))
-            .min()
-            .unwrap_or(next_seq)
-            .min(next_seq);
-        let mut moved = false;
-        let mut finished = Vec::new();
-        for vdev in &vdevs {
-            let mut ring = vdev.ring.lock();
-            if ring.release_before_seq(first_unpublished) {
-                moved = true;
-                vdev.update_space(&ring);
-            }
-            if vdev.removing.load(Ordering::Acquire) && ring.first_live_seq().is_none() {
-                finished.push(vdev.guid);
-            }
-        }
-        for guid in finished {
-            self.shared.finish_removal(guid);
-        }
-        if moved {
-            self.shared.queue.lock().head_dirty = true;
-            self.shared.queue_wake.notify_one();
-        }
+        // Held back while a replay stream reads the log (release.rs).
+        self.shared.release_through_txg(txg);
     }
 
     /// Waits until the writer thread has nothing queued and nothing in hand: every commit

@@ -52,6 +52,7 @@ mod merge;
 mod open;
 mod queue;
 mod record;
+mod release;
 mod replay;
 mod replay_stream;
 mod resync;

@@ -11,14 +11,18 @@
 //! takes the lowest next sequence number, the earlier vdev on a tie, gives what `replay`'s stable
 //! sort of everything gives. That order is checked from the blocks' headers, which the ring
 //! holds in memory, before anything is read; should it not hold, the stream falls back to
-//! `replay`. For an import (nothing commits or releases meanwhile): `replay`, which holds each
-//! vdev's write lock for its whole read, stays for a live log.
+//! `replay`.
+//!
+//! A stream may also read a live log (a fenced writer copying what it holds): commits append
+//! into free space only, and the stream's [`ReleasePin`] keeps releases from freeing the blocks it
+//! has yet to read until it is dropped (release.rs). Drop it as soon as it has ended.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::error::LogError;
 use crate::intent_log::IntentLog;
+use crate::release::ReleasePin;
 use crate::replay::ReplayedRecord;
 use crate::ring::Extent;
 use crate::vdev::Vdev;
@@ -48,6 +52,8 @@ pub struct ReplayStream {
     next_seq: u64,
     txg_max: u64,
     ended: bool,
+    /// Releases wait until the stream is dropped (release.rs).
+    _pin: ReleasePin,
 }
 
 enum Source {
@@ -98,6 +104,8 @@ impl IntentLog {
     /// [`IntentLog::replay`] as a stream (module doc): for an import, where nothing commits or
     /// releases until it is done.
     pub fn replay_stream(&self, after_txg: u64) -> Result<ReplayStream, LogError> {
+        // Before the blocks are noted: no release may free them while the stream lives.
+        let pin = ReleasePin::new(&self.shared);
         let vdevs = self.shared.vdevs.read().clone();
         let start_seq = self.shared.release_seq();
         let next_seq = self.shared.next_seq.load(std::sync::atomic::Ordering::Acquire);
@@ -128,6 +136,7 @@ impl IntentLog {
             next_seq,
             txg_max: 0,
             ended: false,
+            _pin: pin,
         })
     }
 }

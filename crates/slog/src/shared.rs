@@ -14,6 +14,7 @@ use crate::device::DeviceProvider;
 use crate::open::PoolId;
 use crate::queue::Queue;
 use crate::record::LogRecord;
+use crate::release::ReleasePinsLock;
 use crate::stats::StatsCounters;
 use crate::vdev::{Session, Vdev, WriteCtx, WriteFailure};
 
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub clock: Arc<dyn Clock>,
     pub max_batch_bytes: u64,
     pub provider: Arc<dyn DeviceProvider>,
+    /// Replay streams reading the log now, and the release they hold back (release.rs).
+    pub release_pins: ReleasePinsLock,
 }
 
 impl Shared {
@@ -59,6 +62,7 @@ impl Shared {
             clock: Arc::clone(&opts.clock),
             max_batch_bytes: opts.max_batch_bytes.max(1),
             provider: Arc::clone(&opts.provider),
+            release_pins: ReleasePinsLock::default(),
         }
     }
 

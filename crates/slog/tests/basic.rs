@@ -231,3 +231,59 @@ fn the_replay_stream_reads_the_log_as_records_are_taken() {
     assert_eq!(rest, records.len());
     assert_eq!(stream.end().gap_at_seq, None);
 }
+
+/// A stream over a log that keeps working (a fenced writer copying what it holds): a txg
+/// published while the stream reads is released, and that must not let commits write over blocks
+/// the stream has yet to read. Without the stream's release pin the commits below wrap onto the
+/// released txg-2 blocks, the stream meets a block that is not the one it noted and stops there,
+/// and the txg-3 records after it are lost.
+#[test]
+fn a_release_waits_for_a_replay_stream_and_commits_cannot_overwrite_what_it_has_yet_to_read() {
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = format_mem(&provider, &VdevSpec::Single(path("log0")), 16 << 20, 5);
+    let log = open_mem(&provider, &[config]);
+    let commit_all = |records: &[fardisk_slog::LogRecord]| {
+        for chunk in records.chunks(8) {
+            rt.block_on(log.commit(chunk.to_vec())).expect("commit");
+        }
+    };
+    // About 8 MiB of txg 2 (published while the stream reads), then 3 MiB of txg 3.
+    let published: Vec<_> = (0..2000).map(|id| record(2, id, 4096)).collect();
+    let held: Vec<_> = (2000..2750).map(|id| record(3, id, 4096)).collect();
+    commit_all(&published);
+    commit_all(&held);
+
+    let mut stream = log.replay_stream(1).expect("stream");
+    let first = stream.next_record().expect("a first record");
+    assert_eq!(first.record, published[0]);
+    let used_before = log.space_used_bytes();
+    log.release_through_txg(2);
+    assert_eq!(log.space_used_bytes(), used_before, "a release waits while a stream reads");
+    // More commits than the free space behind the txg-3 blocks: with the release done they would
+    // wrap onto the txg-2 blocks; held back, the ones that find no room are refused.
+    let mut refused = 0;
+    for id in 2750..5000u64 {
+        match rt.block_on(log.commit(vec![record(4, id, 4096)])) {
+            Ok(_) => {}
+            Err(LogError::LogFull { .. }) => refused += 1,
+            Err(e) => panic!("commit {id}: {e}"),
+        }
+    }
+    assert!(refused > 0, "the commits should have needed the released space");
+    let mut streamed = vec![first.record];
+    // Bounded by the records the log holds: the stream ends at the end of its prefix.
+    while let Some(r) = stream.next_record() {
+        if r.record.txg <= 3 {
+            streamed.push(r.record);
+        }
+    }
+    assert_eq!(stream.end().gap_at_seq, None);
+    let expected: Vec<_> = published.iter().chain(&held).cloned().collect();
+    assert_eq!(streamed.len(), expected.len(), "every record, none lost to an overwrite");
+    assert_eq!(streamed, expected);
+    drop(stream);
+    assert!(log.space_used_bytes() < used_before, "the held-back release is done at the drop");
+    // And the space is usable again.
+    rt.block_on(log.commit(vec![record(4, 9999, 4096)])).expect("commit after the release");
+}

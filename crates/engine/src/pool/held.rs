@@ -111,27 +111,26 @@ impl HeldRecords {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(
-            256 + self.records.iter().map(|r| 56 + r.record.data.len()).sum::<usize>(),
-        );
+        let mut out = self.header_bytes(self.records.len() as u64);
+        for r in &self.records {
+            out.extend_from_slice(&record_bytes(r));
+        }
+        out
+    }
+
+    /// The header (everything before the records) for a file of `count` records; the records
+    /// of `self` are not looked at, so a writer can stream them (`HeldFileWriter`).
+    fn header_bytes(&self, count: u64) -> Vec<u8> {
+        let mut w = Writer::with_capacity(256);
         w.bytes(MAGIC).u32(VERSION).u32(0).u128(self.pool_guid).u128(self.import_id);
         w.u64(self.epoch).u64(self.published_txg).u64(self.open_txg).u64(self.time_ms);
-        w.u64(self.records.len() as u64);
+        w.u64(count);
         w.str(&self.pool_name).str(&self.hostname).str(&self.reason);
         w.u32(self.volumes.len() as u32);
         for (id, name) in &self.volumes {
             w.u32(*id).str(name);
         }
         w.seal();
-        for r in &self.records {
-            let start = w.len();
-            let rec = &r.record;
-            w.u64(r.seq).u64(rec.txg).u32(rec.volume_id).u8(kind_code(rec.kind)).bytes(&[0; 3]);
-            w.u64(rec.offset_bytes).u32(rec.length_bytes).u32(rec.data.len() as u32);
-            w.bytes(&rec.data);
-            let sum = checksum64(&w.buf[start..]);
-            w.u64(sum);
-        }
         w.buf
     }
 
@@ -226,6 +225,18 @@ fn kind_code(kind: RecordKind) -> u8 {
     }
 }
 
+/// One record as the file stores it, its checksum last.
+fn record_bytes(r: &HeldRecord) -> Vec<u8> {
+    let rec = &r.record;
+    let mut w = Writer::with_capacity(56 + rec.data.len());
+    w.u64(r.seq).u64(rec.txg).u32(rec.volume_id).u8(kind_code(rec.kind)).bytes(&[0; 3]);
+    w.u64(rec.offset_bytes).u32(rec.length_bytes).u32(rec.data.len() as u32);
+    w.bytes(&rec.data);
+    let sum = checksum64(&w.buf);
+    w.u64(sum);
+    w.buf
+}
+
 fn kind_from(code: u8) -> Option<RecordKind> {
     match code {
         1 => Some(RecordKind::Write),
@@ -235,23 +246,55 @@ fn kind_from(code: u8) -> Option<RecordKind> {
     }
 }
 
-/// Writes `bytes` to `path` durably: a temporary file, fsync, rename, fsync of the directory.
-fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("held.tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
+/// Writes a held records file one record at a time, so memory holds one record whatever the
+/// log holds: the header goes first with a count of 0, the records after it, then the header
+/// again with the count (the same length: only the count and the checksum change), an fsync,
+/// the rename from the temporary name and an fsync of the directory.
+struct HeldFileWriter {
+    file: std::io::BufWriter<std::fs::File>,
+    tmp: PathBuf,
+    count: u64,
+}
+
+impl HeldFileWriter {
+    fn create(tmp: PathBuf, header: &HeldRecords) -> std::io::Result<HeldFileWriter> {
+        if let Some(dir) = tmp.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode_owner_only()
             .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
+        file.write_all(&header.header_bytes(0))?;
+        Ok(HeldFileWriter { file, tmp, count: 0 })
     }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+
+    fn push(&mut self, record: &HeldRecord) -> std::io::Result<()> {
+        self.file.write_all(&record_bytes(record))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    fn finish(self, header: &HeldRecords, path: &Path) -> std::io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header.header_bytes(self.count))?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.tmp, path)?;
+        std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+    }
+
+    /// Gives up: the temporary file goes (best effort; it is owner-only and named `.held.tmp`).
+    fn abandon(self) {
+        let tmp = self.tmp.clone();
+        drop(self);
+        let _ = std::fs::remove_file(tmp);
+    }
 }
 
 /// Owner-only permissions: the records are the database's data.
@@ -291,77 +334,116 @@ pub(crate) async fn fence(inner: &Arc<Inner>, why: &str) {
     }
 }
 
-/// Writes the log records newer than the last published txg to a held records file.
+/// Writes the log records newer than the last published txg to a held records file, reading
+/// the log as it writes (`replay_stream`): one record in memory, whatever the log holds.
 async fn hold(inner: &Arc<Inner>, why: &str, log: Arc<IntentLog>) -> HeldSummary {
     let published = inner.txg.published_txg();
-    let open_txg = inner.txg.open_txg();
-    let replay =
-        match inner.env.blocking("reading held log records", move || log.replay(published)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return failed(format!("reading the log: {e}")),
-            Err(e) => return failed(e.to_string()),
-        };
-    let held = HeldRecords {
+    let header = HeldRecords {
         pool_guid: inner.guid,
         import_id: inner.import_id,
         epoch: inner.epoch,
         published_txg: published,
-        open_txg,
+        open_txg: inner.txg.open_txg(),
         time_ms: inner.env.clock.wall_ms(),
         pool_name: inner.name.clone(),
         hostname: super::this_host(),
         reason: why.to_string(),
         volumes: inner.meta.read().volumes.iter().map(|(id, v)| (*id, v.name.clone())).collect(),
-        records: replay
-            .records
-            .into_iter()
-            .map(|r| HeldRecord { seq: r.seq, record: r.record })
-            .collect(),
+        records: Vec::new(),
     };
     let dir = inner.config.read().held_records_dir.clone();
-    let mut summary = held.summary(None);
-    if held.records.is_empty() {
+    let copied = inner
+        .env
+        .blocking("writing held records", move || copy_held(&log, &header, dir.as_deref()))
+        .await;
+    let mut summary = match copied {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(e)) => return failed(format!("reading the log: {e}")),
+        Err(e) => return failed(e.to_string()),
+    };
+    if summary.records == 0 {
         tracing::error!(
             "{why}; this writer stops. Every write it acknowledged was in a published txg (newest {published}): nothing is held"
         );
         return summary;
     }
-    let Some(dir) = dir else {
-        summary.error = Some("no held records directory configured".into());
+    if summary.path.is_some() {
         tracing::error!(
-            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends (no held records directory is configured)",
-            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
+            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends, and they are held in {} ('fardisk held show FILE' lists them, 'fardisk held discard FILE' removes the file)",
+            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last,
+            summary.path.as_deref().unwrap_or_default()
         );
         return summary;
-    };
-    let path = dir.join(format!(
-        "{}-{:032x}-epoch{}-txg{}-{}{HELD_FILE_SUFFIX}",
-        inner.name, inner.guid, inner.epoch, summary.txg_first, summary.txg_last
-    ));
-    let bytes = held.encode();
-    let write_path = path.clone();
-    let written = inner
-        .env
-        .blocking("writing held records", move || write_durably(&write_path, &bytes))
-        .await;
-    match written {
-        Ok(Ok(())) => {
-            summary.path = Some(path.display().to_string());
-            tracing::error!(
-                "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends, and they are held in {} ('fardisk held show FILE' lists them, 'fardisk held discard FILE' removes the file)",
-                summary.records, summary.data_bytes, summary.txg_first, summary.txg_last, path.display()
-            );
-        }
-        Ok(Err(e)) => summary.error = Some(format!("writing {}: {e}", path.display())),
-        Err(e) => summary.error = Some(e.to_string()),
     }
-    if let Some(e) = &summary.error {
-        tracing::error!(
-            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) acknowledged after txg {published} are not in the store: the log keeps them unreleased until this process ends (they could not be written to a held records file: {e})",
-            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
-        );
-    }
+    let e = summary.error.get_or_insert_with(|| "no held records directory configured".into());
+    tracing::error!(
+        "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) acknowledged after txg {published} are not in the store: the log keeps them unreleased until this process ends (they could not be written to a held records file: {e})",
+        summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
+    );
     summary
+}
+
+/// Streams the live records after `header.published_txg` into a file in `dir` (when there is
+/// one) and counts them. Err only when the log cannot be read; a file that cannot be written
+/// is the summary's `error`, with the records still counted.
+fn copy_held(
+    log: &IntentLog,
+    header: &HeldRecords,
+    dir: Option<&Path>,
+) -> std::result::Result<HeldSummary, fardisk_slog::LogError> {
+    let mut summary = HeldSummary { writing: false, ..writing() };
+    let tmp = dir.map(|d| {
+        d.join(format!(
+            "{}-{:032x}-epoch{}{HELD_FILE_SUFFIX}.tmp",
+            header.pool_name, header.pool_guid, header.epoch
+        ))
+    });
+    let mut file: Option<HeldFileWriter> = None;
+    let mut stream = log.replay_stream(header.published_txg)?;
+    // Bounded by the records the log holds: the stream ends at the end of its prefix.
+    while let Some(replayed) = stream.next_record() {
+        let held = HeldRecord { seq: replayed.seq, record: replayed.record };
+        let txg = held.record.txg;
+        summary.txg_first = if summary.records == 0 { txg } else { summary.txg_first.min(txg) };
+        summary.txg_last = summary.txg_last.max(txg);
+        summary.records += 1;
+        summary.data_bytes += held.record.data.len() as u64;
+        if summary.error.is_some() {
+            continue;
+        }
+        let Some(tmp) = &tmp else { continue };
+        let pushed = match file.as_mut() {
+            Some(writer) => writer.push(&held),
+            None => HeldFileWriter::create(tmp.clone(), header).and_then(|mut writer| {
+                let pushed = writer.push(&held);
+                file = Some(writer);
+                pushed
+            }),
+        };
+        if let Err(e) = pushed {
+            summary.error = Some(format!("writing {}: {e}", tmp.display()));
+            if let Some(writer) = file.take() {
+                writer.abandon();
+            }
+        }
+    }
+    // The log may release what it published meanwhile once the stream is gone.
+    drop(stream);
+    if let (Some(writer), Some(dir)) = (file, dir) {
+        let path = dir.join(format!(
+            "{}-{:032x}-epoch{}-txg{}-{}{HELD_FILE_SUFFIX}",
+            header.pool_name, header.pool_guid, header.epoch, summary.txg_first, summary.txg_last
+        ));
+        let tmp = writer.tmp.clone();
+        match writer.finish(header, &path) {
+            Ok(()) => summary.path = Some(path.display().to_string()),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                summary.error = Some(format!("writing {}: {e}", path.display()));
+            }
+        }
+    }
+    Ok(summary)
 }
 
 fn failed(error: String) -> HeldSummary {
@@ -443,6 +525,24 @@ mod tests {
         assert_eq!(back, h);
         let s = h.summary(None);
         assert_eq!((s.records, s.data_bytes, s.txg_first, s.txg_last), (3, 8192, 10, 11));
+    }
+
+    #[test]
+    fn a_file_written_record_by_record_is_the_encoded_file() {
+        let h = sample();
+        let dir = std::env::temp_dir().join(format!("fardisk-held-{}", std::process::id()));
+        let tmp = dir.join("x.held.tmp");
+        let path = dir.join("x.held");
+        let mut writer = HeldFileWriter::create(tmp.clone(), &h).expect("create");
+        for r in &h.records {
+            writer.push(r).expect("push");
+        }
+        writer.finish(&h, &path).expect("finish");
+        let written = std::fs::read(&path).expect("read");
+        assert!(!tmp.exists(), "the temporary name is gone");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(written, h.encode());
+        assert_eq!(HeldRecords::decode(&written).expect("decode"), h);
     }
 
     #[test]

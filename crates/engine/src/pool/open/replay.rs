@@ -35,6 +35,8 @@ pub(super) async fn replay(inner: &Arc<Inner>, pool: &Pool, after_txg: u64) -> R
         };
     }
     let end = stream.end();
+    // Releases wait while a stream lives (slog release.rs): the sync below releases the log.
+    drop(stream);
     if let Some(seq) = end.gap_at_seq {
         tracing::warn!(seq, "intent log replay stopped at a record no leg holds intact");
     }
