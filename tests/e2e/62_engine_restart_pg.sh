@@ -93,6 +93,12 @@ HOLDER_PID="$(holder_field pid)"
 require "status names the holder (pid ${HOLDER_PID:-none})" is_ours "$HOLDER_PID" fardisk
 DAEMON_PIDS+=("$HOLDER_PID")
 require "volume create 2G" "$B" volume create "$POOL/pg" 2G
+# The kernel resends what a killed engine had read only if the copy into its buffer finished; a
+# copy that faults in an untouched page while the engine is being killed fails the request (EIO).
+# So each /dev/fuse worker's 1 MiB + 4 KiB buffer is written and locked before its first read
+# (crates/fuse/src/transport/resident.rs): two workers, at least 2 MiB locked (we run as root).
+locked_kib="$(awk '/^VmLck:/ {print $2}' "/proc/$(daemon_pid)/status" 2>/dev/null)"
+check "the engine's FUSE receive buffers are locked in RAM (VmLck ${locked_kib:-?} kB >= 2056)" test "${locked_kib:-0}" -ge 2056
 require "losetup --direct-io=on over the image" attach_loop
 require "mkfs.ext4" mkfs.ext4 -q "$LOOP"
 require "mount ext4" mount "$LOOP" "$FS"
