@@ -123,6 +123,8 @@ for _ in $(seq 1 120); do
 done
 check "A's held records are written within 60 s (held: $(held_json))" \
     python3 -c 'import json, sys; h = json.loads(sys.argv[1]); sys.exit(not (h.get("path") and not h.get("writing")))' "$(held_json)"
+a_pid="$("${A_ENV[@]}" "$B" status "$POOL" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null)"
+echo "INFO $E2E_NAME: A's engine after writing what it held ($(python3 -c 'import json, sys; h = json.loads(sys.argv[1]); print(h.get("records"), "records,", h.get("data_bytes"), "bytes")' "$(held_json)" 2>/dev/null)): peak resident memory $(awk '/^VmHWM:/ {print $2, $3}' "/proc/${a_pid:-0}/status" 2>/dev/null), now $(awk '/^VmRSS:/ {print $2, $3}' "/proc/${a_pid:-0}/status" 2>/dev/null)"
 check "A's log names what it held" grep -q "are not in the store: the log keeps them unreleased" "$W/a/home/log/$POOL.log"
 # What A held stays readable until an operator discards it (CLARIFICATIONS #17.6, point 4).
 held="$("${A_ENV[@]}" "$B" status "$POOL" --json 2>/dev/null | python3 -c 'import json, sys; h = json.load(sys.stdin)["pools"][0].get("held") or {}; print(h.get("path") or "", h.get("records", 0))' 2>/dev/null)"
