@@ -16,7 +16,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::MutexGuard;
 
 use crate::shared::Shared;
 
@@ -65,7 +65,7 @@ impl Shared {
 }
 
 /// Releases the records with txg <= `txg`; called with the pins' mutex held (`_pins`).
-fn release_now(shared: &Shared, txg: u64, _pins: &mut parking_lot::MutexGuard<'_, ReleasePins>) {
+fn release_now(shared: &Shared, txg: u64, _pins: &mut MutexGuard<'_, ReleasePins>) {
     // Read before the rings: a block being written now, or later, starts at or above it,
     // so it cannot be released by mistake while the bound is applied.
     let next_seq = shared.next_seq.load(Ordering::Acquire);
@@ -96,6 +96,3 @@ fn release_now(shared: &Shared, txg: u64, _pins: &mut parking_lot::MutexGuard<'_
         shared.queue_wake.notify_one();
     }
 }
-
-/// The type of the pins' mutex in `Shared`.
-pub(crate) type ReleasePinsLock = Mutex<ReleasePins>;

@@ -14,7 +14,7 @@ use crate::device::DeviceProvider;
 use crate::open::PoolId;
 use crate::queue::Queue;
 use crate::record::LogRecord;
-use crate::release::ReleasePinsLock;
+use crate::release::ReleasePins;
 use crate::stats::StatsCounters;
 use crate::vdev::{Session, Vdev, WriteCtx, WriteFailure};
 
@@ -36,7 +36,7 @@ pub(crate) struct Shared {
     pub max_batch_bytes: u64,
     pub provider: Arc<dyn DeviceProvider>,
     /// Replay streams reading the log now, and the release they hold back (release.rs).
-    pub release_pins: ReleasePinsLock,
+    pub release_pins: Mutex<ReleasePins>,
 }
 
 impl Shared {
@@ -62,7 +62,7 @@ impl Shared {
             clock: Arc::clone(&opts.clock),
             max_batch_bytes: opts.max_batch_bytes.max(1),
             provider: Arc::clone(&opts.provider),
-            release_pins: ReleasePinsLock::default(),
+            release_pins: Mutex::new(ReleasePins::default()),
         }
     }
 

@@ -278,14 +278,20 @@ impl HeldFileWriter {
         Ok(())
     }
 
+    /// On failure the temporary file goes too.
     fn finish(self, header: &HeldRecords, path: &Path) -> std::io::Result<()> {
         use std::io::{Seek, SeekFrom};
-        let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
-        file.seek(SeekFrom::Start(0))?;
-        file.write_all(&header.header_bytes(self.count))?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&self.tmp, path)?;
+        let tmp = self.tmp;
+        let written = self.file.into_inner().map_err(|e| e.into_error()).and_then(|mut file| {
+            file.seek(SeekFrom::Start(0))?;
+            file.write_all(&header.header_bytes(self.count))?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)
+        });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
         std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
     }
 
@@ -367,11 +373,10 @@ async fn hold(inner: &Arc<Inner>, why: &str, log: Arc<IntentLog>) -> HeldSummary
         );
         return summary;
     }
-    if summary.path.is_some() {
+    if let Some(path) = &summary.path {
         tracing::error!(
-            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends, and they are held in {} ('fardisk held show FILE' lists them, 'fardisk held discard FILE' removes the file)",
-            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last,
-            summary.path.as_deref().unwrap_or_default()
+            "{why}; this writer stops. {} records ({} bytes, txgs {}..={}) it acknowledged from its intent log after txg {published} are not in the store: the log keeps them unreleased until this process ends, and they are held in {path} ('fardisk held show FILE' lists them, 'fardisk held discard FILE' removes the file)",
+            summary.records, summary.data_bytes, summary.txg_first, summary.txg_last
         );
         return summary;
     }
@@ -414,11 +419,8 @@ fn copy_held(
         let Some(tmp) = &tmp else { continue };
         let pushed = match file.as_mut() {
             Some(writer) => writer.push(&held),
-            None => HeldFileWriter::create(tmp.clone(), header).and_then(|mut writer| {
-                let pushed = writer.push(&held);
-                file = Some(writer);
-                pushed
-            }),
+            None => HeldFileWriter::create(tmp.clone(), header)
+                .and_then(|writer| file.insert(writer).push(&held)),
         };
         if let Err(e) = pushed {
             summary.error = Some(format!("writing {}: {e}", tmp.display()));
@@ -434,13 +436,9 @@ fn copy_held(
             "{}-{:032x}-epoch{}-txg{}-{}{HELD_FILE_SUFFIX}",
             header.pool_name, header.pool_guid, header.epoch, summary.txg_first, summary.txg_last
         ));
-        let tmp = writer.tmp.clone();
         match writer.finish(header, &path) {
             Ok(()) => summary.path = Some(path.display().to_string()),
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                summary.error = Some(format!("writing {}: {e}", path.display()));
-            }
+            Err(e) => summary.error = Some(format!("writing {}: {e}", path.display())),
         }
     }
     Ok(summary)
