@@ -93,8 +93,17 @@ impl Pool {
                 other => break other?,
             }
         };
-        let mut out = BytesMut::with_capacity(len as usize);
         let start = (offset % BLOCK_BYTES) as usize;
+        self.maybe_readahead(volume_id, first, last);
+        // A read inside one block (a database's or a VM's 4 KiB random read) is answered with
+        // the block's own bytes (the cache's or the dirty set's, shared, never changed): no
+        // buffer to allocate and fill.
+        if let [block] = blocks.as_slice() {
+            if start + len as usize <= block.len() {
+                return Ok(block.slice(start..start + len as usize));
+            }
+        }
+        let mut out = BytesMut::with_capacity(len as usize);
         let mut need = len as usize;
         for (i, b) in blocks.iter().enumerate() {
             let from = if i == 0 { start } else { 0 };
@@ -102,7 +111,6 @@ impl Pool {
             out.extend_from_slice(&b[from..from + n]);
             need -= n;
         }
-        self.maybe_readahead(volume_id, first, last);
         Ok(out.freeze())
     }
 
@@ -196,14 +204,20 @@ impl Pool {
                 tree.lookup_leaf_run(cache, &*self.inner, b, (run_end - b) as usize, gen).await?;
             Ok::<_, crate::error::Error>((b, slots))
         };
-        let concurrency = self.inner.config.read().read_concurrency.max(1);
-        let found: Vec<Result<(u64, Vec<crate::blockmap::Slot>)>> =
-            futures::stream::iter(runs.iter().copied())
-                .map(lookup)
-                .buffered(concurrency)
-                .collect()
-                .await;
-        let found = found.into_iter().collect::<Result<Vec<_>>>()?;
+        // One run (any read inside one MiB of volume, so every 4 KiB random read) needs no
+        // stream of lookups around it.
+        let found = if let [run] = runs.as_slice() {
+            vec![lookup(*run).await?]
+        } else {
+            let concurrency = self.inner.config.read().read_concurrency.max(1);
+            let found: Vec<Result<(u64, Vec<crate::blockmap::Slot>)>> =
+                futures::stream::iter(runs.iter().copied())
+                    .map(lookup)
+                    .buffered(concurrency)
+                    .collect()
+                    .await;
+            found.into_iter().collect::<Result<Vec<_>>>()?
+        };
         for (b, slots) in found {
             let i0 = (b - first) as usize;
             for (k, slot) in slots.iter().enumerate() {
