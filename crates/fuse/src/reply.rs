@@ -3,7 +3,10 @@
 //! allocates on the data path: READ data goes out as the caller's [`Bytes`] (writev on
 //! /dev/fuse; one copy into the ring entry's payload buffer on io_uring), struct replies
 //! from a stack buffer. A [`Reply`] dropped unanswered sends EIO, so no request is left
-//! hanging in the kernel.
+//! hanging in the kernel — except once the session is handing its connection over
+//! ([`crate::Session::begin_handover`]): then the request is left to the kernel, which
+//! resends it to the successor, because an EIO would reach the application as a failed
+//! read, write or fsync that the successor could have served.
 
 use std::time::Duration;
 
@@ -108,6 +111,14 @@ impl Reply {
 impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(channel) = self.channel.take() {
+            if channel.leaves_dropped_requests() {
+                tracing::debug!(
+                    unique = self.unique,
+                    opcode = self.opcode,
+                    "fuse: request dropped unanswered during a handover; left for the successor"
+                );
+                return;
+            }
             tracing::debug!(
                 unique = self.unique,
                 opcode = self.opcode,

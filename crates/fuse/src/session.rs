@@ -203,7 +203,7 @@ impl Session {
         fs: Arc<dyn Filesystem>,
         config: SessionConfig,
     ) -> io::Result<Session> {
-        let primary = Arc::new(DeviceChannel { fd });
+        let primary = Arc::new(DeviceChannel::new(fd));
         let (negotiated, kernel) = handshake(&primary, &*fs, config.uring)?;
         let reason = uring_reason(&config, &kernel, &negotiated);
         Session::serve(primary, fs, negotiated, config, reason)
@@ -218,7 +218,7 @@ impl Session {
         fs: Arc<dyn Filesystem>,
         config: SessionConfig,
     ) -> io::Result<Session> {
-        let primary = Arc::new(DeviceChannel { fd });
+        let primary = Arc::new(DeviceChannel::new(fd));
         let reason = if negotiated.over_io_uring() && config.uring {
             "negotiated by the predecessor".to_owned()
         } else {
@@ -257,7 +257,7 @@ impl Session {
         let buffer_bytes = self.negotiated.request_buffer_bytes();
         for index in 0..config.device_threads.max(1) {
             let channel = if config.clone_fds && index > 0 {
-                Arc::new(DeviceChannel { fd: mount::clone_device(self.primary.fd.as_fd())? })
+                Arc::new(DeviceChannel::new(mount::clone_device(self.primary.fd.as_fd())?))
             } else {
                 Arc::clone(&self.primary)
             };
@@ -339,6 +339,26 @@ impl Session {
     /// connection's open files and not answered, marked with [`abi::UNIQUE_RESEND`].
     pub fn notify_resend(&self) -> io::Result<()> {
         device::write_reply(&self.primary.fd, 0, abi::NOTIFY_RESEND, &Body::Empty)
+    }
+
+    /// Begins handing the connection over to a successor process (an engine upgrade under
+    /// a holder): from now on a request read on the session's own file whose [`Reply`] is
+    /// dropped unanswered (its task cancelled, its runtime shut down, a panic unwinding) is
+    /// left in the kernel, not answered EIO, and the successor gets it with
+    /// [`Session::notify_resend`]. Replies that are sent still go out, so requests that finish
+    /// meanwhile are answered as usual.
+    ///
+    /// Only worth it when another process keeps that file open (the holder, with
+    /// [`SessionConfig::clone_fds`] off): the kernel resends only what was read on a file
+    /// still open, and ends a closed file's requests with ECONNABORTED. Requests read on
+    /// clones or io_uring entries, which cannot be resent, are still answered EIO when
+    /// dropped. One way: a session that began a handover is not meant to go back to serving
+    /// (nothing would answer what it left), so there is no undo.
+    pub fn begin_handover(&self) {
+        self.primary.begin_handover();
+        tracing::info!(
+            "fuse: handing over; requests dropped from now on are left for the successor"
+        );
     }
 
     pub fn negotiated(&self) -> Negotiated {

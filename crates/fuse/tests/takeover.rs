@@ -18,10 +18,10 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::holder::{kernel_has_resend, AbortOnDrop, Engine};
 use common::{FileFs, TempDir};
 use fardisk_fuse::{abi, handover, mount, MountOptions, Negotiated, Session, SessionConfig};
 
@@ -87,71 +87,8 @@ fn engine(first: bool) {
     session.join();
 }
 
-fn spawn_engine(role: &str, dir: &Path) -> Child {
-    Command::new(std::env::current_exe().expect("test binary"))
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .spawn()
-        .expect("spawn an engine")
-}
-
-fn kernel_has_resend() -> Option<String> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if (major, minor) < (6, 9) {
-        return Some(format!("kernel {} has no FUSE_NOTIFY_RESEND (6.9+)", release.trim()));
-    }
-    None
-}
-
-struct Engine(Child);
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Aborts the connection when the test ends, however it ends: a reader blocked in a
-/// request that nobody will answer would otherwise keep this process from exiting (a
-/// request already read by a server waits for its answer even through SIGKILL).
-struct AbortOnDrop {
-    mountpoint: PathBuf,
-    /// The connection's number in /sys/fs/fuse/connections (the mount's device minor).
-    connection: Option<String>,
-}
-
-impl AbortOnDrop {
-    /// Reads the mount's device number from /proc/self/mountinfo (a stat of the mount
-    /// point would need a server to answer).
-    fn new(mountpoint: &Path) -> AbortOnDrop {
-        let wanted = mountpoint.to_string_lossy().into_owned();
-        let connection = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|info| {
-            info.lines().find_map(|line| {
-                let fields: Vec<&str> = line.split(' ').collect();
-                (fields.get(4) == Some(&wanted.as_str()))
-                    .then(|| fields.get(2).and_then(|dev| dev.split(':').nth(1)).map(str::to_owned))
-                    .flatten()
-            })
-        });
-        AbortOnDrop { mountpoint: mountpoint.to_owned(), connection }
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(connection) = &self.connection {
-            let connections = Path::new("/sys/fs/fuse/connections");
-            if !connections.join(connection).exists() {
-                let _ =
-                    Command::new("mount").args(["-t", "fusectl", "none"]).arg(connections).status();
-            }
-            let _ = std::fs::write(connections.join(connection).join("abort"), b"1");
-        }
-        let _ = mount::unmount(&self.mountpoint, true);
-    }
+fn spawn_engine(role: &str, dir: &Path) -> Engine {
+    Engine::spawn(ROLE, role, DIR, dir)
 }
 
 /// Returns Some(reason) when it cannot run here.
@@ -169,7 +106,7 @@ fn takeover_answers_the_request_in_flight() -> Option<String> {
     mount::mount_with_fd(device.as_fd(), &mnt, &MountOptions::default()).expect("mount");
     let _abort = AbortOnDrop::new(&mnt);
 
-    let _engine1 = Engine(spawn_engine("engine1", &dir.0));
+    let _engine1 = spawn_engine("engine1", &dir.0);
     let (socket1, _) = listener.accept().expect("engine 1 connects");
     handover::send_fds(&socket1, b"init", &[device.as_raw_fd()]).expect("hand over");
     let (negotiated_bytes, _) = handover::recv_fds(&socket1).expect("engine 1 reports");
@@ -215,7 +152,7 @@ fn takeover_answers_the_request_in_flight() -> Option<String> {
     std::thread::sleep(Duration::from_millis(200));
     assert!(!reader.is_finished(), "the reader must still be waiting, not failed");
 
-    let _engine2 = Engine(spawn_engine("engine2", &dir.0));
+    let _engine2 = spawn_engine("engine2", &dir.0);
     eprintln!("takeover: engine 2 started");
     let (socket2, _) = listener.accept().expect("engine 2 connects");
     handover::send_fds(&socket2, &negotiated.to_bytes(), &[device.as_raw_fd()]).expect("hand over");

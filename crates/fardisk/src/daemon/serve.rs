@@ -242,7 +242,8 @@ pub async fn run(
     let upgrading = state.upgrade.load(std::sync::atomic::Ordering::SeqCst);
     let stop_reason = if upgrading { "upgrade: handing over to a new engine" } else { stop_reason };
     if upgrading {
-        // The mount stays (the holder owns it); requests from now on wait for the next engine.
+        // The mount stays (the holder owns it); requests from now on wait for the next engine,
+        // and so do those still running, whose replies are no longer answered EIO if dropped.
         if let Some(m) = mount {
             if !tokio::task::block_in_place(|| m.pause_and_drain(HANDOVER_DRAIN_WAIT)) {
                 tracing::warn!("handover: FUSE requests still running after {HANDOVER_DRAIN_WAIT:?}; the next engine replays the log for them");
@@ -298,8 +299,26 @@ pub async fn run(
             tracing::info!(txg = pool.published_txg(), "exported");
             Ok(())
         }
+        Err(e) if upgrading => exit_after_failed_handover(&e),
         Err(e) => bail!("export failed: {e}"),
     }
+}
+
+/// An upgrade whose export failed leaves as a crash does: at once, answering nothing. The FUSE
+/// requests it paused or left running stay in the kernel; the holder sees an exit that is not
+/// an upgrade's (status 1, no `Upgrading` message), starts an engine as after a crash, and
+/// that engine replays the log and has them resent. Returning the error would unwind instead:
+/// the runtime's shutdown drops the request tasks (the handing-over session leaves their
+/// requests unanswered now, but that is the last line of defence, not the plan), waits for
+/// blocking-pool threads, and runs the pool's destructors — a path no restart is tested on,
+/// where a SIGKILL is (e2e 45, 62).
+fn exit_after_failed_handover(error: &dyn std::fmt::Display) -> ! {
+    tracing::error!(
+        "upgrade: export failed: {error}; leaving as after a crash (requests in flight stay \
+         unanswered in the kernel): the holder starts an engine, which replays the log and \
+         gets them resent"
+    );
+    std::process::exit(1);
 }
 
 /// Sends a watchdog keepalive every `every`: `Alive` to the holder under one, else `WATCHDOG=1`.

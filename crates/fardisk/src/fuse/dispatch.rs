@@ -93,7 +93,9 @@ impl Dispatcher {
     /// poll comes right after the spawn.
     ///
     /// If the runtime is shutting down the task is dropped unrun; dropping its reply
-    /// sends EIO to the kernel, so no request is left hanging.
+    /// sends EIO to the kernel, so no request is left hanging — unless the session is handing
+    /// over (`FuseMount::pause_and_drain` on a held connection), when the request is left for
+    /// the next engine.
     pub(crate) fn spawn<F>(&self, work: F)
     where
         F: Future<Output = ()> + Send + 'static,

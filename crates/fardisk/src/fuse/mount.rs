@@ -247,8 +247,19 @@ impl FuseMount {
     }
 
     /// Stops running new data requests (they are left for the next engine) and waits up to
-    /// `wait` for the running ones; returns whether none runs any more.
+    /// `wait` for the running ones; returns whether none runs any more. One way: the engine
+    /// then exits (an upgrade), it never serves again.
+    ///
+    /// On a held connection the session first begins its handover: from then on a request
+    /// whose reply is dropped unanswered — one still running when this process leaves by
+    /// unwinding (its runtime shut down, a panic) rather than by `exit` — is left in the
+    /// kernel for the next engine instead of answered EIO, which a database takes for a
+    /// failed write or fsync. Without a holder nobody would resend it (the kernel ends the
+    /// requests of a closed file), so dropped replies keep answering EIO.
     pub fn pause_and_drain(&self, wait: std::time::Duration) -> bool {
+        if let (Some(session), Some(_)) = (&self.session, &self.holder_unmount) {
+            session.begin_handover();
+        }
         self.pause.pause_and_drain(wait)
     }
 

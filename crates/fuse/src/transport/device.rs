@@ -9,6 +9,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::resident::ResidentBuffer;
@@ -21,9 +22,27 @@ use crate::session::{Dispatch, SessionShared};
 #[derive(Debug)]
 pub(crate) struct DeviceChannel {
     pub(crate) fd: OwnedFd,
+    /// Set once this process begins to hand the file's connection to a successor
+    /// ([`crate::Session::begin_handover`]); never cleared.
+    handing_over: AtomicBool,
 }
 
 impl DeviceChannel {
+    pub(crate) fn new(fd: OwnedFd) -> DeviceChannel {
+        DeviceChannel { fd, handing_over: AtomicBool::new(false) }
+    }
+
+    pub(crate) fn begin_handover(&self) {
+        self.handing_over.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a request read on this file and dropped unanswered is left in the kernel (in
+    /// the file's processing list, for FUSE_NOTIFY_RESEND to give to the successor) rather
+    /// than answered EIO.
+    pub(crate) fn leaves_dropped_requests(&self) -> bool {
+        self.handing_over.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn send(&self, unique: u64, opcode: u32, error: i32, body: Body<'_>) {
         match write_reply(&self.fd, unique, error, &body) {
             Ok(()) => {}

@@ -18,6 +18,17 @@ pub(crate) enum Channel {
 }
 
 impl Channel {
+    /// Whether a request that came this way and is dropped unanswered must be left in the
+    /// kernel for a successor (see [`crate::Session::begin_handover`]) instead of answered
+    /// EIO. Never for a ring entry: the kernel does not resend those (Linux 6.18), so one
+    /// left unanswered would hang until the connection ends; EIO is the lesser harm.
+    pub(crate) fn leaves_dropped_requests(&self) -> bool {
+        match self {
+            Channel::Device(device) => device.leaves_dropped_requests(),
+            Channel::Ring(_) => false,
+        }
+    }
+
     pub(crate) fn send(self, unique: u64, opcode: u32, error: i32, body: Body<'_>) {
         // The kernel refuses an error reply that carries data.
         let body = if error != 0 { Body::Empty } else { body };

@@ -3,10 +3,12 @@
 //! same bytes), and helpers to mount it. Real kernel: needs root and /dev/fuse.
 #![allow(dead_code)]
 
+pub mod holder;
+
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fardisk_fuse::abi::{self, Kstatfs};
@@ -23,6 +25,12 @@ pub struct FileFs {
     pub stall_offset: Option<u64>,
     /// Written when a READ at `stall_offset` arrived (the test waits for it).
     pub stall_marker: Option<PathBuf>,
+    /// READs at these offsets are kept unanswered in `held`, for the test to drop their
+    /// replies later (as a runtime that is shut down drops the tasks holding them); each
+    /// writes `held-OFFSET` in `held_marker_dir` when it arrives.
+    pub hold_offsets: Vec<u64>,
+    pub held_marker_dir: Option<PathBuf>,
+    pub held: Mutex<Vec<Reply>>,
     pub want_uring: bool,
     pub reads: AtomicU64,
     pub resent: AtomicU64,
@@ -42,6 +50,9 @@ impl FileFs {
             backing: file,
             stall_offset: None,
             stall_marker: None,
+            hold_offsets: Vec::new(),
+            held_marker_dir: None,
+            held: Mutex::new(Vec::new()),
             want_uring: false,
             reads: AtomicU64::new(0),
             resent: AtomicU64::new(0),
@@ -97,6 +108,14 @@ impl Filesystem for FileFs {
                     }
                     // Never answered: the process is killed with this request in flight.
                     std::mem::forget(reply);
+                    return;
+                }
+                if self.hold_offsets.contains(&read.offset) {
+                    self.held.lock().expect("held replies").push(reply);
+                    if let Some(dir) = &self.held_marker_dir {
+                        std::fs::write(dir.join(format!("held-{}", read.offset)), b"held")
+                            .expect("marker");
+                    }
                     return;
                 }
                 let length = u64::from(read.size).min(FILE_BYTES.saturating_sub(read.offset));
