@@ -8,7 +8,8 @@
 //! published txg into a *held records file* in `PoolConfig::held_records_dir`, names the file,
 //! the txg range and the record count in its log and in `status`, and keeps the records
 //! unreleased in its log until the process ends. The file stays until an operator discards it
-//! (`fardisk held discard FILE`); `fardisk held show FILE` lists what it holds.
+//! (`fardisk held discard FILE`); `fardisk held show FILE` lists what it holds. This file writes
+//! it; `held_reader.rs` reads it, one record at a time.
 //!
 //! File layout (little-endian; docs/format.md "Held records file"):
 //! ```text
@@ -39,22 +40,21 @@
 //! ```
 
 use super::Inner;
-use crate::codec::{checksum64, Reader, Writer};
-use crate::error::{Error, Result};
-use bytes::Bytes;
+use crate::codec::{checksum64, Writer};
+use crate::error::Error;
 use fardisk_slog::{IntentLog, LogRecord, RecordKind};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const MAGIC: &[u8; 8] = b"FDHELD01";
-const VERSION: u32 = 1;
+pub(super) const MAGIC: &[u8; 8] = b"FDHELD01";
+pub(super) const VERSION: u32 = 1;
 /// File name suffix of held records files (`fardisk held` refuses other files).
 pub const HELD_FILE_SUFFIX: &str = ".held";
 /// Records a file may claim at most: a log ring holds far fewer (a 4 KiB record per 4 KiB
 /// block of a log device of at most a few GiB), so a larger count is damage, not data.
-const RECORDS_MAX: u64 = 1 << 24;
+pub(super) const RECORDS_MAX: u64 = 1 << 24;
 
 /// One acknowledged, never published operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +63,9 @@ pub struct HeldRecord {
     pub record: LogRecord,
 }
 
-/// The contents of a held records file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The contents of a held records file (with no records: its header, as the writer and the
+/// reader handle it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldRecords {
     pub pool_guid: u128,
     pub import_id: u128,
@@ -97,17 +98,29 @@ pub struct HeldSummary {
     pub writing: bool,
 }
 
+impl HeldSummary {
+    /// Nothing counted yet, nothing being written.
+    pub(super) fn counting() -> HeldSummary {
+        HeldSummary { writing: false, ..writing() }
+    }
+
+    /// Counts one more record: the one rule of the writer, the reader and `summary`.
+    pub(super) fn add(&mut self, txg: u64, data_bytes: u64) {
+        self.txg_first = if self.records == 0 { txg } else { self.txg_first.min(txg) };
+        self.txg_last = self.txg_last.max(txg);
+        self.records += 1;
+        self.data_bytes += data_bytes;
+    }
+}
+
 impl HeldRecords {
     pub fn summary(&self, path: Option<&Path>) -> HeldSummary {
-        HeldSummary {
-            path: path.map(|p| p.display().to_string()),
-            records: self.records.len() as u64,
-            data_bytes: self.records.iter().map(|r| r.record.data.len() as u64).sum(),
-            txg_first: self.records.iter().map(|r| r.record.txg).min().unwrap_or(0),
-            txg_last: self.records.iter().map(|r| r.record.txg).max().unwrap_or(0),
-            error: None,
-            writing: false,
+        let mut summary = HeldSummary::counting();
+        summary.path = path.map(|p| p.display().to_string());
+        for r in &self.records {
+            summary.add(r.record.txg, r.record.data.len() as u64);
         }
+        summary
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -133,88 +146,6 @@ impl HeldRecords {
         w.seal();
         w.buf
     }
-
-    /// Decodes and verifies a held records file: magic, version, the header checksum and every
-    /// record's checksum, before any field is trusted.
-    pub fn decode(buf: &[u8]) -> Result<HeldRecords> {
-        const WHAT: &str = "held records file";
-        let mut r = Reader::new(buf, WHAT);
-        if r.bytes(8)? != MAGIC {
-            return Err(Error::corrupt(WHAT, "not a held records file (bad magic)"));
-        }
-        let version = r.u32()?;
-        if version != VERSION {
-            return Err(Error::corrupt(WHAT, format!("version {version} is not supported")));
-        }
-        let _flags = r.u32()?;
-        let pool_guid = r.u128()?;
-        let import_id = r.u128()?;
-        let (epoch, published_txg, open_txg, time_ms) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
-        let count = r.u64()?;
-        let (pool_name, hostname, reason) = (r.str()?, r.str()?, r.str()?);
-        let volume_count = r.u32()?;
-        let mut volumes = BTreeMap::new();
-        for _ in 0..volume_count {
-            let id = r.u32()?;
-            volumes.insert(id, r.str()?);
-        }
-        let header_end = r.position();
-        let sum = r.u64()?;
-        if sum != checksum64(&buf[..header_end]) {
-            return Err(Error::corrupt(WHAT, "header checksum mismatch"));
-        }
-        if count > RECORDS_MAX {
-            return Err(Error::corrupt(WHAT, format!("{count} records is more than a log holds")));
-        }
-        let mut records = Vec::with_capacity(count.min(4096) as usize);
-        for i in 0..count {
-            let start = r.position();
-            let (seq, txg, volume_id) = (r.u64()?, r.u64()?, r.u32()?);
-            let kind = kind_from(r.u8()?)
-                .ok_or_else(|| Error::corrupt(WHAT, format!("record {i} has an unknown kind")))?;
-            r.bytes(3)?;
-            let (offset_bytes, length_bytes, data_len) = (r.u64()?, r.u32()?, r.u32()?);
-            let data = Bytes::copy_from_slice(r.bytes(data_len as usize)?);
-            let end = r.position();
-            if r.u64()? != checksum64(&buf[start..end]) {
-                return Err(Error::corrupt(WHAT, format!("record {i} checksum mismatch")));
-            }
-            let record = LogRecord { txg, volume_id, kind, offset_bytes, length_bytes, data };
-            records.push(HeldRecord { seq, record });
-        }
-        if r.remaining() != 0 {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("{} bytes after the last record", r.remaining()),
-            ));
-        }
-        Ok(HeldRecords {
-            pool_guid,
-            import_id,
-            epoch,
-            published_txg,
-            open_txg,
-            time_ms,
-            pool_name,
-            hostname,
-            reason,
-            volumes,
-            records,
-        })
-    }
-
-    /// Reads and verifies a held records file (for `fardisk held`).
-    pub fn read(path: &Path) -> Result<HeldRecords> {
-        if path.extension().and_then(|e| e.to_str()) != Some(&HELD_FILE_SUFFIX[1..]) {
-            return Err(Error::BadInput(format!(
-                "{} is not a held records file (its name must end in {HELD_FILE_SUFFIX})",
-                path.display()
-            )));
-        }
-        let buf = std::fs::read(path)
-            .map_err(|e| Error::BadInput(format!("cannot read {}: {e}", path.display())))?;
-        HeldRecords::decode(&buf)
-    }
 }
 
 fn kind_code(kind: RecordKind) -> u8 {
@@ -237,7 +168,7 @@ fn record_bytes(r: &HeldRecord) -> Vec<u8> {
     w.buf
 }
 
-fn kind_from(code: u8) -> Option<RecordKind> {
+pub(super) fn kind_from(code: u8) -> Option<RecordKind> {
     match code {
         1 => Some(RecordKind::Write),
         2 => Some(RecordKind::Trim),
@@ -396,7 +327,7 @@ fn copy_held(
     header: &HeldRecords,
     dir: Option<&Path>,
 ) -> std::result::Result<HeldSummary, fardisk_slog::LogError> {
-    let mut summary = HeldSummary { writing: false, ..writing() };
+    let mut summary = HeldSummary::counting();
     let tmp = dir.map(|d| {
         d.join(format!(
             "{}-{:032x}-epoch{}{HELD_FILE_SUFFIX}.tmp",
@@ -408,11 +339,7 @@ fn copy_held(
     // Bounded by the records the log holds: the stream ends at the end of its prefix.
     while let Some(replayed) = stream.next_record() {
         let held = HeldRecord { seq: replayed.seq, record: replayed.record };
-        let txg = held.record.txg;
-        summary.txg_first = if summary.records == 0 { txg } else { summary.txg_first.min(txg) };
-        summary.txg_last = summary.txg_last.max(txg);
-        summary.records += 1;
-        summary.data_bytes += held.record.data.len() as u64;
+        summary.add(held.record.txg, held.record.data.len() as u64);
         if summary.error.is_some() {
             continue;
         }
@@ -445,7 +372,7 @@ fn copy_held(
 }
 
 fn failed(error: String) -> HeldSummary {
-    HeldSummary { error: Some(error), writing: false, ..writing() }
+    HeldSummary { error: Some(error), ..HeldSummary::counting() }
 }
 
 fn writing() -> HeldSummary {
@@ -474,6 +401,7 @@ pub fn list_held_files(dir: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn sample() -> HeldRecords {
         let write = |seq, txg, off, fill: u8| HeldRecord {

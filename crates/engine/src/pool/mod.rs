@@ -59,6 +59,7 @@ mod counters;
 mod env;
 mod health;
 mod held;
+mod held_reader;
 mod history;
 mod meta;
 mod names;
@@ -69,6 +70,7 @@ pub use config::{validate_prop, PoolConfig, POOL_PROPS};
 pub use env::Env;
 pub use health::PoolHealth;
 pub use held::{list_held_files, HeldRecord, HeldRecords, HeldSummary, HELD_FILE_SUFFIX};
+pub use held_reader::{HeldEntry, HeldReader};
 pub use history::{
     decode_event, encode_event, read_history, this_host, write_history_event, HistoryEvent,
     HISTORY_KEPT,
