@@ -7,6 +7,8 @@
 #      in the kernel (no error), `status` says the engine is restarting and for how long requests
 #      have waited against the bound, the log names the failed import; the proxy comes back, a
 #      new engine serves, the read returns the right bytes and the write is acknowledged.
+#   1b. An upgrade whose engine is killed before it hands over (store away while it drains):
+#      `fardisk upgrade` exits non-zero and says the old engine went, not that it upgraded.
 #   2. Store gone past the bound: a read and a sync write issued after the kill wait, then fail
 #      with EIO once the bound has passed (not before); requests after that fail with EIO at
 #      once; `status` (text and --json) and the log say why and what to do.
@@ -127,6 +129,30 @@ check "and returns the bytes written before" test "$(cat "$W/read1")" = "$(file_
 wait "$writer"
 check "the waiting sync write is acknowledged" test "$?" -eq 0 -a ! -s "$W/write1.err"
 check "and reads back" test "$(read_sum 20 1)" = "$(sha256sum <"$W/w1" | cut -d' ' -f1)"
+check "the holder stayed (pid $HOLDER)" is_ours "$HOLDER" fardisk
+
+# ---- 1b. an upgrade that does not hand over -------------------------------------------------------
+# `fardisk upgrade` while the store is away: the engine's drain waits for the store. It is
+# SIGKILLed before it hands over and the holder starts another as after a crash once the store is
+# back. The upgrade command must say the old engine went, not that it upgraded (it did before).
+require "the store goes away (toxiproxy outage on)" "$SCRIPTS/toxiproxy.sh" outage on
+old="$(engine_pid)"
+timeout 150 "$B" upgrade "$POOL" --wait 120 >"$W/upgrade.out" 2>&1 &
+upgrader=$!
+sleep 3
+check "the engine asked to upgrade is still draining (pid ${old:-none})" is_ours "$old" fardisk
+# By pid: a draining engine no longer answers `status`.
+require "SIGKILL of that engine before it handed over (pid ${old:-none})" \
+    bash -c "kill -KILL '$old' && exit 0" && wait_gone 100 "$old"
+require "the store comes back (toxiproxy outage off)" "$SCRIPTS/toxiproxy.sh" outage off
+new="$(engine_other_than "$old")"
+check "the holder's next engine serves (pid ${new:-none})" test -n "$new"
+wait "$upgrader"
+rc=$?
+sed 's/^/    /' "$W/upgrade.out"
+check "fardisk upgrade fails (exit $rc)" test "$rc" -ne 0
+check "and says the old engine did not hand over, and how it went" \
+    grep -qE "engine pid $old did not hand over, it went \(killed by signal 9" "$W/upgrade.out"
 check "the holder stayed (pid $HOLDER)" is_ours "$HOLDER" fardisk
 
 # ---- 2. the store stays away past the bound ----------------------------------------------------

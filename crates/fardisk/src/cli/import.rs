@@ -371,16 +371,56 @@ pub async fn upgrade(pool: &str, wait_s: u64, cfg: &Config) -> Result<()> {
         if let Ok(p) = call(&socket, Request::Ping).await {
             let new_pid = p["pid"].as_u64().unwrap_or(0);
             if new_pid != old_pid && new_pid != 0 {
-                println!(
-                    "pool '{pool}' upgraded: engine pid {old_pid} handed over to pid {new_pid} in {:.1} s",
-                    started.elapsed().as_secs_f64()
-                );
-                return Ok(());
+                let took_s = started.elapsed().as_secs_f64();
+                // A new engine also answers when the old one died or failed its export: the
+                // holder then starts one as after a crash. Only its record of the old engine's
+                // exit says which.
+                let status = call(&socket, Request::Status).await.ok();
+                return match old_engine_exit(status.as_ref(), old_pid) {
+                    OldEngineExit::HandedOver => {
+                        println!(
+                            "pool '{pool}' upgraded: engine pid {old_pid} handed over to pid {new_pid} in {took_s:.1} s"
+                        );
+                        Ok(())
+                    }
+                    OldEngineExit::Went(reason) => bail!(
+                        "pool '{pool}': engine pid {old_pid} did not hand over, it went ({reason}); the holder started pid {new_pid} as after a crash, which replayed the log (acknowledged writes are kept): see the pool's log for why, then `fardisk upgrade {pool}` again"
+                    ),
+                    OldEngineExit::Unknown => bail!(
+                        "pool '{pool}': a new engine (pid {new_pid}) answers, but its holder does not say how engine pid {old_pid} went; see `fardisk status {pool}` and the pool's log"
+                    ),
+                };
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     bail!("the new engine of pool '{pool}' did not answer within {wait_s} s; see `fardisk status {pool}` and the pool's log")
+}
+
+/// How the engine an upgrade asked to hand over went, from the new engine's `status --json`
+/// (`engine_holder.recent_exits`, newest last).
+#[derive(Debug, PartialEq, Eq)]
+enum OldEngineExit {
+    HandedOver,
+    /// It exited otherwise (a crash, a failed export): the holder's reason.
+    Went(String),
+    Unknown,
+}
+
+fn old_engine_exit(status: Option<&serde_json::Value>, old_pid: u64) -> OldEngineExit {
+    let exits = status.and_then(|s| s["engine_holder"]["recent_exits"].as_array());
+    let Some(exit) =
+        exits.and_then(|e| e.iter().rev().find(|x| x["pid"].as_u64() == Some(old_pid)))
+    else {
+        return OldEngineExit::Unknown;
+    };
+    match exit["kind"].as_str() {
+        Some("upgrade") => OldEngineExit::HandedOver,
+        Some(_) => {
+            OldEngineExit::Went(exit["reason"].as_str().unwrap_or("no reason given").to_owned())
+        }
+        None => OldEngineExit::Unknown,
+    }
 }
 
 /// A daemon log line without its timestamp and level, for the import spinner.
@@ -460,4 +500,40 @@ fn stop_holder_without_engine(pool: &str, cfg: &Config) -> Result<()> {
     }
     println!("pool '{pool}': no engine served, so nothing was drained; its holder (pid {pid}) stopped and unmounted. The next `fardisk import {pool}` replays the log");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::holder::restarts::{EngineExit, ExitKind};
+
+    /// `status --json` of a new engine whose holder recorded `exits` (as the holder writes them).
+    fn status_with(exits: &[(u32, ExitKind, &str)]) -> serde_json::Value {
+        let recent: Vec<EngineExit> = exits
+            .iter()
+            .map(|(pid, kind, reason)| EngineExit {
+                at_ms: 1,
+                pid: *pid,
+                kind: *kind,
+                reason: (*reason).to_owned(),
+            })
+            .collect();
+        serde_json::json!({ "engine_holder": { "recent_exits": recent } })
+    }
+
+    #[test]
+    fn an_upgrade_is_reported_only_when_the_old_engine_handed_over() {
+        let handed = status_with(&[
+            (7, ExitKind::Crash, "killed by signal 9"),
+            (9, ExitKind::Upgrade, "upgrade"),
+        ]);
+        assert_eq!(old_engine_exit(Some(&handed), 9), OldEngineExit::HandedOver);
+        // Killed (or its export failed) after it was asked to hand over: the holder restarted.
+        let crashed = status_with(&[(9, ExitKind::Crash, "exit status 1")]);
+        assert_eq!(old_engine_exit(Some(&crashed), 9), OldEngineExit::Went("exit status 1".into()));
+        // The record names another engine only, or there is no holder record at all.
+        assert_eq!(old_engine_exit(Some(&handed), 8), OldEngineExit::Unknown);
+        assert_eq!(old_engine_exit(Some(&serde_json::json!({})), 9), OldEngineExit::Unknown);
+        assert_eq!(old_engine_exit(None, 9), OldEngineExit::Unknown);
+    }
 }
