@@ -13,61 +13,23 @@
 #![allow(clippy::disallowed_methods)]
 
 mod fuse_support;
+// The FUSE crate's takeover tests' guard (std and `fardisk_fuse` only).
+#[path = "../../fuse/tests/common/abort.rs"]
+mod abort;
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use abort::AbortOnDrop;
 use fardisk::fuse::{image_mount_options, mount_held, FuseOptions, HeldConnection};
 use fuse_support::devices::GatedDevice;
 use fuse_support::{open_rw, require_fuse, TempDir, TestProvider};
 
 const MIB: u64 = 1 << 20;
 const WAIT: Duration = Duration::from_secs(20);
-
-/// Ends the connection however the test ends (through /sys/fs/fuse/connections: a request
-/// nobody answers would otherwise keep its caller, and this process, waiting), then detaches
-/// the mount.
-struct AbortOnDrop {
-    mountpoint: PathBuf,
-    connection: Option<String>,
-}
-
-impl AbortOnDrop {
-    /// The connection's number is the mount's device minor, read from /proc/self/mountinfo
-    /// (a stat of the mount point would need a server to answer).
-    fn new(mountpoint: &Path) -> AbortOnDrop {
-        let wanted = mountpoint.to_string_lossy().into_owned();
-        let connection = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|info| {
-            info.lines().find_map(|line| {
-                let fields: Vec<&str> = line.split(' ').collect();
-                (fields.get(4) == Some(&wanted.as_str()))
-                    .then(|| fields.get(2).and_then(|dev| dev.split(':').nth(1)).map(str::to_owned))
-                    .flatten()
-            })
-        });
-        AbortOnDrop { mountpoint: mountpoint.to_owned(), connection }
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(connection) = &self.connection {
-            let connections = Path::new("/sys/fs/fuse/connections");
-            if !connections.join(connection).exists() {
-                let _ = std::process::Command::new("mount")
-                    .args(["-t", "fusectl", "none"])
-                    .arg(connections)
-                    .status();
-            }
-            let _ = std::fs::write(connections.join(connection).join("abort"), b"1");
-        }
-        let _ = fardisk_fuse::mount::unmount(&self.mountpoint, true);
-    }
-}
 
 #[test]
 fn a_request_running_when_a_handover_fails_is_not_answered_eio() {

@@ -19,17 +19,20 @@
 
 mod common;
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::holder::{kernel_has_resend, AbortOnDrop, Engine};
+use common::holder::{
+    connect_to_holder, engine_config, kernel_has_resend, mount_as_holder, run_as_test,
+    start_first_engine, Engine,
+};
 use common::{FileFs, TempDir};
-use fardisk_fuse::{handover, mount, MountOptions, Negotiated, Session, SessionConfig};
+use fardisk_fuse::{handover, Negotiated, Session, SessionConfig};
 
 const ROLE: &str = "FARDISK_FUSE_HANDOVER_ROLE";
 const DIR: &str = "FARDISK_FUSE_HANDOVER_DIR";
@@ -44,40 +47,17 @@ fn main() {
     match std::env::var(ROLE).as_deref() {
         Ok("engine1") => engine1(),
         Ok("engine2") => engine2(),
-        _ => match std::panic::catch_unwind(a_reply_dropped_during_a_handover_is_resent) {
-            Ok(Some(reason)) => println!("test {TEST} ... ignored ({reason})\n\ntest result: ok. 0 passed; 0 failed; 1 ignored"),
-            Ok(None) => println!("test {TEST} ... ok\n\ntest result: ok. 1 passed; 0 failed"),
-            Err(_) => {
-                println!("test {TEST} ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed");
-                std::process::exit(101);
-            }
-        },
+        _ => run_as_test(TEST, a_reply_dropped_during_a_handover_is_resent),
     }
 }
 
-/// Every worker reads the holder's file (no clones): only requests read on a file that
-/// stays open can be resent.
 fn config() -> SessionConfig {
-    SessionConfig {
-        device_threads: 2,
-        clone_fds: false,
-        uring: false,
-        name: "handover".into(),
-        ..SessionConfig::default()
-    }
-}
-
-fn connect() -> (PathBuf, UnixStream, Vec<u8>, std::os::fd::OwnedFd) {
-    let dir = PathBuf::from(std::env::var(DIR).expect("dir"));
-    let socket = UnixStream::connect(dir.join("holder.sock")).expect("connect to the holder");
-    let (message, mut fds) = handover::recv_fds(&socket).expect("receive the connection");
-    let device = fds.pop().expect("a descriptor");
-    (dir, socket, message, device)
+    engine_config("handover")
 }
 
 /// Answers INIT, then drops the replies of the READs it holds when the holder says so.
 fn engine1() {
-    let (dir, socket, _, device) = connect();
+    let (dir, socket, _, device) = connect_to_holder(DIR);
     let mut fs = FileFs::new(&dir.join("backing"));
     fs.hold_offsets = vec![DROPPED_OFFSET, HANDED_OVER_OFFSET];
     fs.held_marker_dir = Some(dir.clone());
@@ -103,7 +83,7 @@ fn engine1() {
 
 /// Resumes the connection and asks for what engine 1 left unanswered.
 fn engine2() {
-    let (dir, socket, message, device) = connect();
+    let (dir, socket, message, device) = connect_to_holder(DIR);
     let negotiated = Negotiated::from_bytes(&message).expect("engine 2: negotiated parameters");
     let fs = Arc::new(FileFs::new(&dir.join("backing")));
     let session = Session::resume(device, negotiated, fs, config()).expect("resume");
@@ -145,21 +125,13 @@ fn a_reply_dropped_during_a_handover_is_resent() -> Option<String> {
         return Some(reason);
     }
     let dir = TempDir::new("handover-drop");
-    let mnt = dir.0.join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mount point");
-    let listener = UnixListener::bind(dir.0.join("holder.sock")).expect("holder socket");
-    let device = mount::open_device().expect("open /dev/fuse");
-    mount::mount_with_fd(device.as_fd(), &mnt, &MountOptions::default()).expect("mount");
-    let _abort = AbortOnDrop::new(&mnt);
+    let (mnt, listener, device, _abort) = mount_as_holder(&dir.0);
 
     let mut engine1 = Engine::spawn(ROLE, "engine1", DIR, &dir.0);
-    let (socket1, _) = listener.accept().expect("engine 1 connects");
-    handover::send_fds(&socket1, b"init", &[device.as_raw_fd()]).expect("hand over");
-    let (negotiated_bytes, _) = handover::recv_fds(&socket1).expect("engine 1 reports");
-    let negotiated = Negotiated::from_bytes(&negotiated_bytes).expect("negotiated parameters");
-    if !negotiated.has_resend() {
-        return Some("the kernel does not offer FUSE_HAS_RESEND".to_owned());
-    }
+    let (socket1, negotiated) = match start_first_engine(&listener, &device) {
+        Ok(started) => started,
+        Err(reason) => return Some(reason),
+    };
     let image = mnt.join("data");
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
     let writer = std::fs::OpenOptions::new().write(true).open(&image).expect("open rw");

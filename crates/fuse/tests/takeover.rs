@@ -14,16 +14,18 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::holder::{kernel_has_resend, AbortOnDrop, Engine};
+use common::holder::{
+    connect_to_holder, engine_config, kernel_has_resend, mount_as_holder, run_as_test,
+    start_first_engine, Engine,
+};
 use common::{FileFs, TempDir};
-use fardisk_fuse::{abi, handover, mount, MountOptions, Negotiated, Session, SessionConfig};
+use fardisk_fuse::{abi, handover, Negotiated, Session, SessionConfig};
 
 const ROLE: &str = "FARDISK_FUSE_TAKEOVER_ROLE";
 const DIR: &str = "FARDISK_FUSE_TAKEOVER_DIR";
@@ -35,38 +37,20 @@ fn main() {
     match std::env::var(ROLE).as_deref() {
         Ok("engine1") => engine(true),
         Ok("engine2") => engine(false),
-        _ => {
-            let outcome = std::panic::catch_unwind(takeover_answers_the_request_in_flight);
-            match outcome {
-                Ok(Some(reason)) => println!("test takeover_answers_the_request_in_flight ... ignored ({reason})\n\ntest result: ok. 0 passed; 0 failed; 1 ignored"),
-                Ok(None) => println!("test takeover_answers_the_request_in_flight ... ok\n\ntest result: ok. 1 passed; 0 failed"),
-                Err(_) => {
-                    println!("test takeover_answers_the_request_in_flight ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed");
-                    std::process::exit(101);
-                }
-            }
-        }
+        _ => run_as_test(
+            "takeover_answers_the_request_in_flight",
+            takeover_answers_the_request_in_flight,
+        ),
     }
 }
 
 fn config() -> SessionConfig {
-    // Every worker reads the holder's file itself (no clones): a request read on a clone
-    // that dies with its process is ended with ECONNABORTED, not resent.
-    SessionConfig {
-        device_threads: 2,
-        clone_fds: false,
-        uring: false,
-        name: "take".into(),
-        ..SessionConfig::default()
-    }
+    engine_config("take")
 }
 
 /// An engine process: connects to the holder, receives the connection, serves it.
 fn engine(first: bool) {
-    let dir = PathBuf::from(std::env::var(DIR).expect("dir"));
-    let socket = UnixStream::connect(dir.join("holder.sock")).expect("connect to the holder");
-    let (message, mut fds) = handover::recv_fds(&socket).expect("receive the connection");
-    let device = fds.pop().expect("a descriptor");
+    let (dir, socket, message, device) = connect_to_holder(DIR);
     let mut fs = FileFs::new(&dir.join("backing"));
     let session = if first {
         fs.stall_offset = Some(STALL_OFFSET);
@@ -98,22 +82,14 @@ fn takeover_answers_the_request_in_flight() -> Option<String> {
         return Some(reason);
     }
     let dir = TempDir::new("takeover");
-    let mnt = dir.0.join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mount point");
-    let listener = UnixListener::bind(dir.0.join("holder.sock")).expect("holder socket");
     // The holder: opens the connection and mounts it; it never serves a request.
-    let device = mount::open_device().expect("open /dev/fuse");
-    mount::mount_with_fd(device.as_fd(), &mnt, &MountOptions::default()).expect("mount");
-    let _abort = AbortOnDrop::new(&mnt);
+    let (mnt, listener, device, _abort) = mount_as_holder(&dir.0);
 
     let _engine1 = spawn_engine("engine1", &dir.0);
-    let (socket1, _) = listener.accept().expect("engine 1 connects");
-    handover::send_fds(&socket1, b"init", &[device.as_raw_fd()]).expect("hand over");
-    let (negotiated_bytes, _) = handover::recv_fds(&socket1).expect("engine 1 reports");
-    let negotiated = Negotiated::from_bytes(&negotiated_bytes).expect("negotiated parameters");
-    if !negotiated.has_resend() {
-        return Some("the kernel does not offer FUSE_HAS_RESEND".to_owned());
-    }
+    let (_socket1, negotiated) = match start_first_engine(&listener, &device) {
+        Ok(started) => started,
+        Err(reason) => return Some(reason),
+    };
 
     // Data through engine 1, then a READ it never answers.
     let image = mnt.join("data");

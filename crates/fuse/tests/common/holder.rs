@@ -1,10 +1,87 @@
 //! The holder's side of the takeover tests: the test process opens and mounts the
 //! connection and keeps it open, engines are children (this same test binary in another
-//! role), and whatever happens the connection is aborted at the end so that no reader is
-//! left blocked in a request nobody will answer.
+//! role) that connect to it, and whatever happens the connection is aborted at the end so
+//! that no reader is left blocked in a request nobody will answer.
 
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+
+use fardisk_fuse::{handover, mount, MountOptions, Negotiated, SessionConfig};
+
+pub use super::abort::AbortOnDrop;
+
+/// Runs `test` as the whole test binary's one test (harness = false), printing what libtest
+/// would: `test NAME ... ok`, `ignored (REASON)` when it returns a reason it cannot run here,
+/// or `FAILED` (exit 101) when it panics.
+pub fn run_as_test(name: &str, test: fn() -> Option<String>) {
+    match std::panic::catch_unwind(test) {
+        Ok(Some(reason)) => println!(
+            "test {name} ... ignored ({reason})\n\ntest result: ok. 0 passed; 0 failed; 1 ignored"
+        ),
+        Ok(None) => println!("test {name} ... ok\n\ntest result: ok. 1 passed; 0 failed"),
+        Err(_) => {
+            println!("test {name} ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed");
+            std::process::exit(101);
+        }
+    }
+}
+
+/// An engine's session settings: every worker reads the holder's file itself (no clones), as
+/// only requests read on a file that stays open can be resent (a request read on a clone that
+/// dies with its process is ended with ECONNABORTED).
+pub fn engine_config(name: &str) -> SessionConfig {
+    SessionConfig {
+        device_threads: 2,
+        clone_fds: false,
+        uring: false,
+        name: name.into(),
+        ..SessionConfig::default()
+    }
+}
+
+/// The holder's side: mounts a fresh connection on `dir/mnt` and listens for engines on
+/// `dir/holder.sock`. Returns the mount point, the listener, the connection's file (kept open
+/// to the end) and the guard that aborts it.
+pub fn mount_as_holder(dir: &Path) -> (PathBuf, UnixListener, OwnedFd, AbortOnDrop) {
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mount point");
+    let listener = UnixListener::bind(dir.join("holder.sock")).expect("holder socket");
+    let device = mount::open_device().expect("open /dev/fuse");
+    mount::mount_with_fd(std::os::fd::AsFd::as_fd(&device), &mnt, &MountOptions::default())
+        .expect("mount");
+    let abort = AbortOnDrop::new(&mnt);
+    (mnt, listener, device, abort)
+}
+
+/// Gives the connection to the first engine, which answers INIT, and returns its socket and
+/// what it negotiated; or why resends cannot be tested here (the kernel did not offer
+/// FUSE_HAS_RESEND).
+pub fn start_first_engine(
+    listener: &UnixListener,
+    device: &OwnedFd,
+) -> Result<(UnixStream, Negotiated), String> {
+    let (socket, _) = listener.accept().expect("engine 1 connects");
+    handover::send_fds(&socket, b"init", &[std::os::fd::AsRawFd::as_raw_fd(device)])
+        .expect("hand over");
+    let (negotiated_bytes, _) = handover::recv_fds(&socket).expect("engine 1 reports");
+    let negotiated = Negotiated::from_bytes(&negotiated_bytes).expect("negotiated parameters");
+    if !negotiated.has_resend() {
+        return Err("the kernel does not offer FUSE_HAS_RESEND".to_owned());
+    }
+    Ok((socket, negotiated))
+}
+
+/// An engine's side: connects to the holder in the directory `dir_env` names and receives the
+/// connection. Returns the directory, the socket, the holder's message and the file.
+pub fn connect_to_holder(dir_env: &str) -> (PathBuf, UnixStream, Vec<u8>, OwnedFd) {
+    let dir = PathBuf::from(std::env::var(dir_env).expect("dir"));
+    let socket = UnixStream::connect(dir.join("holder.sock")).expect("connect to the holder");
+    let (message, mut fds) = handover::recv_fds(&socket).expect("receive the connection");
+    let device = fds.pop().expect("a descriptor");
+    (dir, socket, message, device)
+}
 
 /// Why FUSE_NOTIFY_RESEND cannot be tested here (a kernel older than 6.9), or None.
 pub fn kernel_has_resend() -> Option<String> {
@@ -35,45 +112,5 @@ impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// Aborts the connection when the test ends, however it ends: a reader blocked in a
-/// request that nobody will answer would otherwise keep this process from exiting (a
-/// request already read by a server waits for its answer even through SIGKILL).
-pub struct AbortOnDrop {
-    mountpoint: PathBuf,
-    /// The connection's number in /sys/fs/fuse/connections (the mount's device minor).
-    connection: Option<String>,
-}
-
-impl AbortOnDrop {
-    /// Reads the mount's device number from /proc/self/mountinfo (a stat of the mount
-    /// point would need a server to answer).
-    pub fn new(mountpoint: &Path) -> AbortOnDrop {
-        let wanted = mountpoint.to_string_lossy().into_owned();
-        let connection = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|info| {
-            info.lines().find_map(|line| {
-                let fields: Vec<&str> = line.split(' ').collect();
-                (fields.get(4) == Some(&wanted.as_str()))
-                    .then(|| fields.get(2).and_then(|dev| dev.split(':').nth(1)).map(str::to_owned))
-                    .flatten()
-            })
-        });
-        AbortOnDrop { mountpoint: mountpoint.to_owned(), connection }
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(connection) = &self.connection {
-            let connections = Path::new("/sys/fs/fuse/connections");
-            if !connections.join(connection).exists() {
-                let _ =
-                    Command::new("mount").args(["-t", "fusectl", "none"]).arg(connections).status();
-            }
-            let _ = std::fs::write(connections.join(connection).join("abort"), b"1");
-        }
-        let _ = fardisk_fuse::mount::unmount(&self.mountpoint, true);
     }
 }

@@ -3,6 +3,7 @@
 //! same bytes), and helpers to mount it. Real kernel: needs root and /dev/fuse.
 #![allow(dead_code)]
 
+pub mod abort;
 pub mod holder;
 
 use std::os::unix::fs::FileExt;
