@@ -116,3 +116,87 @@ fn log_on_tmpfs_is_flagged_volatile() {
         .block_on(log.commit(vec![record(1, 1, 4000)]))
         .expect("commit on tmpfs (buffered fallback if needed)");
 }
+
+/// The coarse clock the kernel stamps file times from: (seconds, nanoseconds).
+fn coarse_now() -> (i64, i64) {
+    // SAFETY: clock_gettime writes into a zeroed timespec we own.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; CLOCK_REALTIME_COARSE exists on every Linux this crate runs on.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_REALTIME_COARSE)");
+    #[allow(clippy::unnecessary_cast)]
+    (ts.tv_sec as i64, ts.tv_nsec as i64)
+}
+
+/// The file's modification time, (seconds, nanoseconds); fetching it marks the time as queried.
+fn mtime_of(path: &Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).expect("stat");
+    (meta.mtime(), meta.mtime_nsec())
+}
+
+/// A flush must not fetch the log file's times. Since Linux 6.13 (multigrain timestamps) a
+/// fetched change time makes the next write take a fine-grained time, so every log write after
+/// a flush changed the inode, and on ext4 without a journal every commit's fdatasync wrote the
+/// inode block too: one more disk request per commit (docs/design/0004). A write that finds the
+/// times unfetched takes the coarse clock's tick and, within one tick, changes nothing.
+///
+/// Each round: start a new clock tick, write, flush, write again, and (if the tick has not moved
+/// on) read the time the last write left. A fine-grained time lies past the tick's start; a
+/// coarse one is the tick. On a kernel without multigrain times every write is coarse and the
+/// test has nothing to tell apart; a host file system that does not keep nanoseconds is skipped.
+#[test]
+fn flush_does_not_fetch_file_times() {
+    let dir = TempDir::new(&std::env::temp_dir(), "times");
+    let path = dir.0.join("dev");
+    let device = FileDevice::create(&path, 1 << 20, true).expect("create");
+    let block = fardisk_slog::AlignedBuf::zeroed_sectors(4096);
+    const ROUNDS_WANTED: usize = 40;
+    const ATTEMPTS_MAX: usize = 400;
+    let (mut rounds, mut fine) = (0usize, 0usize);
+    for _ in 0..ATTEMPTS_MAX {
+        if rounds == ROUNDS_WANTED {
+            break;
+        }
+        // Leave the file's times unfetched: this write takes a fine-grained time (the stat just
+        // now queried them) and clears the mark.
+        let _ = mtime_of(&path);
+        device.write_at(0, &block).expect("write");
+        // Wait for the next tick (a few ms at most; bounded), so the round fits in one.
+        let start = coarse_now();
+        let mut tick = start;
+        for _ in 0..1_000_000 {
+            tick = coarse_now();
+            if tick != start {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if tick == start {
+            continue;
+        }
+        device.write_at(4096, &block).expect("write before the flush");
+        device.flush().expect("flush");
+        device.write_at(8192, &block).expect("write after the flush");
+        if coarse_now() != tick {
+            continue; // the tick moved on during the round: it tells nothing
+        }
+        let mtime = mtime_of(&path);
+        if mtime.1 % 1000 == 0 && tick.1 % 1000 != 0 {
+            eprintln!("{} keeps no nanoseconds; nothing to check", std::env::temp_dir().display());
+            return;
+        }
+        rounds += 1;
+        if mtime > tick {
+            fine += 1;
+        }
+    }
+    eprintln!("writes after a flush that took a fine-grained time: {fine} of {rounds} rounds");
+    assert!(rounds >= ROUNDS_WANTED / 2, "only {rounds} rounds fitted in a clock tick");
+    // Another process's fine-grained time in the same tick can lift the coarse one (the kernel's
+    // floor), so a few rounds may count; a flush that fetches the times makes them all count.
+    assert!(
+        fine * 2 < rounds,
+        "{fine} of {rounds} writes after a flush took a fine-grained time: the flush fetched the file's times"
+    );
+}
