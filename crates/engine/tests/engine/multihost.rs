@@ -12,7 +12,9 @@ use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::Clock;
 use fardisk_engine::objstore::{open_store_url, FaultPlan, FaultyStore, Store};
-use fardisk_engine::pool::{CreateOptions, ImportOptions, LogDevices, LEASE_MARGIN_MS};
+use fardisk_engine::pool::{
+    CreateOptions, HeldSummary, ImportOptions, LogDevices, LEASE_MARGIN_MS,
+};
 use fardisk_engine::root::VdevEntry;
 use fardisk_engine::{Env, Pool, PoolConfig};
 use fardisk_slog::{FormatOptions, IntentLog, MemProvider, VdevSpec};
@@ -228,7 +230,9 @@ async fn partition_and_take_over(h: Hosts) -> Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_multihost_a_cut_off_writer_stops_acknowledging_before_the_takeover() {
-    let o = partition_and_take_over(hosts("on", true).await).await;
+    let h = hosts("on", true).await;
+    let clock = h.clock.clone();
+    let o = partition_and_take_over(h).await;
     assert!(o.b_reads_published, "a txg the first writer published is missing on the second");
     assert!(o.refused_after_claim, "the first writer acknowledged a flush after the second claimed the pool: {:?} (claim at {} ms)", o.acked_ms, o.claim_ms);
     assert!(o.claim_ms >= o.b_start_ms + LEASE_MS, "the importer did not wait the lease out");
@@ -244,6 +248,10 @@ async fn with_multihost_a_cut_off_writer_stops_acknowledging_before_the_takeover
         o.acked_ms.last(),
         o.claim_ms
     );
+    // The fenced writer goes on to write what it held into its directory: let it finish before
+    // the directory goes (removed under a writer still at work, it was left behind in /tmp).
+    wait_for_held(&o, &clock).await;
+    std::fs::remove_dir_all(&o.held_dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,18 +264,12 @@ async fn without_multihost_a_cut_off_writer_keeps_acknowledging_as_before() {
         "multihost=off keeps today's behaviour (acknowledging from the log): {:?}",
         o.acked_ms
     );
+    std::fs::remove_dir_all(&o.held_dir).ok();
 }
 
-/// CLARIFICATIONS #17.6 point 4: once it sees it was fenced, the first writer says what it held
-/// and keeps it readable: every write it acknowledged and never published is in a held records
-/// file with its bytes, and status names the file.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
-    let h = hosts("held", true).await;
-    let clock = h.clock.clone();
-    let o = partition_and_take_over(h).await;
-    assert!(!o.acked_writes.is_empty(), "the test needs flushes acknowledged after the cut");
-    // A learns it was fenced at its next lease renewal (the network is back by now).
+/// Waits (bounded) until the fenced writer of `o` has written its held records file; returns
+/// its last status and how many statuses said it was being written.
+async fn wait_for_held(o: &Outcome, clock: &SteppedClock) -> (Option<HeldSummary>, usize) {
     let mut held = None;
     let mut seen_writing = 0;
     for _ in 0..STEPS_MAX {
@@ -285,6 +287,20 @@ async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
         clock.advance(Duration::from_millis(100));
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    (held, seen_writing)
+}
+
+/// CLARIFICATIONS #17.6 point 4: once it sees it was fenced, the first writer says what it held
+/// and keeps it readable: every write it acknowledged and never published is in a held records
+/// file with its bytes, and status names the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_writer_holds_what_it_acknowledged_and_never_published() {
+    let h = hosts("held", true).await;
+    let clock = h.clock.clone();
+    let o = partition_and_take_over(h).await;
+    assert!(!o.acked_writes.is_empty(), "the test needs flushes acknowledged after the cut");
+    // A learns it was fenced at its next lease renewal (the network is back by now).
+    let (held, seen_writing) = wait_for_held(&o, &clock).await;
     let held = held.expect("status names what the fenced writer held");
     assert!(!held.writing, "a written held file still says `writing`");
     let path = PathBuf::from(held.path.clone().expect("a held records file was written"));
