@@ -48,6 +48,7 @@ mod intent_log;
 pub mod label;
 pub mod layout;
 mod le;
+mod leg_io;
 mod merge;
 mod open;
 mod queue;

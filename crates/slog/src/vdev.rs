@@ -1,6 +1,6 @@
 //! One log vdev at run time: its legs, its ring, and the I/O that keeps legs identical.
 //!
-//! Every write goes to all online legs in parallel; a commit's block is followed by a flush on
+//! Every write goes to all online legs in parallel (leg_io.rs); a commit's block is followed by a flush on
 //! each, a block written ahead (records of plain writes, not yet asked to be durable) is not,
 //! and the next commit's flush covers it. A leg whose write or flush fails is FAULTED and the
 //! vdev carries on with the others (DEGRADED).
@@ -15,7 +15,6 @@
 //! `inner`, then `ring`. Only the writer moves the tail and the durable head; a release only
 //! pops live blocks, which cannot invalidate a placement made against the durable head.
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +27,7 @@ use crate::device::LogDevice;
 use crate::head::LogHead;
 use crate::label::DeviceLabel;
 use crate::layout::{clamp_write_unit, BLOCK_SIZE_BYTES, HEAD_SLOT_OFFSETS_BYTES};
+use crate::leg_io::LegThreads;
 use crate::record::{DecodedRecord, LogRecord};
 use crate::ring::{ChainPoint, Extent, Ring};
 use crate::scan::{read_block_at, ReadBlockError, RingBounds};
@@ -82,6 +82,8 @@ pub(crate) struct Vdev {
     /// Blocks are padded to this (the largest atomic write unit of the legs), so a torn block
     /// write never reaches an earlier block. Recomputed when the legs change.
     unit_bytes: AtomicU64,
+    /// The threads that write the legs after the first, kept across cycles (leg_io.rs).
+    leg_threads: LegThreads,
 }
 
 /// What a write needs from the log as a whole.
@@ -101,8 +103,7 @@ pub(crate) enum WriteFailure {
     AllLegsFailed,
 }
 
-/// One write of a cycle: bytes at an offset.
-pub(crate) type LegWrite<'a> = (u64, &'a [u8]);
+pub(crate) use crate::leg_io::LegWrite;
 
 impl Vdev {
     pub fn new(
@@ -126,6 +127,7 @@ impl Vdev {
             removed: AtomicBool::new(false),
             space_used_bytes: AtomicU64::new(0),
             space_total_bytes: AtomicU64::new(0),
+            leg_threads: LegThreads::default(),
         };
         vdev.update_space(&vdev.ring.lock());
         vdev
@@ -238,15 +240,7 @@ impl Vdev {
             .enumerate()
             .filter_map(|(i, l)| l.online_device().map(|d| (i, Arc::clone(d))))
             .collect();
-        let results = run_on_legs(&targets, |device| {
-            for (offset, bytes) in writes {
-                device.write_at(*offset, bytes)?;
-            }
-            if flush {
-                device.flush()?;
-            }
-            Ok(())
-        });
+        let results = self.leg_threads.run(&targets, writes, flush);
         let mut ok = 0;
         for (index, result) in results {
             let leg = &inner.legs[index];
@@ -465,84 +459,4 @@ fn write_unit_bytes(legs: &[Leg]) -> u64 {
 
 fn legs_view(inner: &VdevInner) -> Vec<(PathBuf, Arc<LegHealth>)> {
     inner.legs.iter().map(|l| (l.path.clone(), Arc::clone(&l.health))).collect()
-}
-
-/// Runs `op` on every target device, in parallel when there is more than one: the first on
-/// this thread, each other on a thread of its own. A mirror's commit so spawns one thread, not
-/// two, and this thread writes its leg instead of waiting in `join`. A panic in `op` faults
-/// that leg alone, on either kind of thread.
-pub(crate) fn run_on_legs<F>(
-    targets: &[(usize, Arc<dyn LogDevice>)],
-    op: F,
-) -> Vec<(usize, io::Result<()>)>
-where
-    F: Fn(&dyn LogDevice) -> io::Result<()> + Sync,
-{
-    let Some(((first_index, first), rest)) = targets.split_first() else {
-        return Vec::new();
-    };
-    if rest.is_empty() {
-        return vec![(*first_index, op(first.as_ref()))];
-    }
-    let panicked = || Err(io::Error::other("leg I/O panicked"));
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = rest
-            .iter()
-            .map(|(index, device)| (*index, scope.spawn(|| op(device.as_ref()))))
-            .collect();
-        let here = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(first.as_ref())));
-        let mut results = vec![(*first_index, here.unwrap_or_else(|_| panicked()))];
-        results.extend(
-            handles
-                .into_iter()
-                .map(|(index, handle)| (index, handle.join().unwrap_or_else(|_| panicked()))),
-        );
-        results
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::crash::CrashDevice;
-
-    fn legs(n: usize) -> Vec<(usize, Arc<dyn LogDevice>)> {
-        (0..n)
-            .map(|i| {
-                let device: Arc<dyn LogDevice> =
-                    Arc::new(CrashDevice::new(format!("leg{i}"), 1 << 20));
-                (i, device)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn every_leg_is_run_once_and_answered_in_order() {
-        for n in 0..4 {
-            let runs = std::sync::atomic::AtomicUsize::new(0);
-            let results = run_on_legs(&legs(n), |_| {
-                runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(())
-            });
-            assert_eq!(runs.into_inner(), n);
-            let order: Vec<usize> = results.iter().map(|(i, _)| *i).collect();
-            assert_eq!(order, (0..n).collect::<Vec<_>>());
-            assert!(results.iter().all(|(_, r)| r.is_ok()));
-        }
-    }
-
-    #[test]
-    fn a_panic_on_either_kind_of_thread_fails_that_leg_alone() {
-        for bad in ["leg0", "leg1"] {
-            let results = run_on_legs(&legs(2), |device| {
-                if device.path() == std::path::Path::new(bad) {
-                    panic!("injected");
-                }
-                Ok(())
-            });
-            for (index, result) in results {
-                assert_eq!(result.is_err(), format!("leg{index}") == bad, "{bad}: leg {index}");
-            }
-        }
-    }
 }
