@@ -67,10 +67,26 @@ def read_series(spec):
 BENCH_OUTPUTS = [":!bench/results", ":!bench/plots", ":!bench/notes", ":!BENCHMARKS.md"]
 
 
+def binary_rev(binary):
+    """The commit a fardisk binary was built from, as its `--version` says ("fardisk 0.1.0
+    (abc1234)"); None when it does not say (a binary from before 2026-11-29 or not fardisk)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"\(([0-9a-f]{7,40}(?:-dirty)?|unknown)\)\s*$", out.strip())
+    return found.group(1) if found else None
+
+
 def git_rev(root):
     """The commit measured, with "-dirty" when tracked files other than the bench's own outputs
     differ from it: a build of uncommitted code must not pass for the commit (a published
-    engine-store run of 2026-11-27 did)."""
+    engine-store run of 2026-11-27 did). When the scenario names the binary a row ran with
+    (FARDISK_BENCH_BINARY: a FARDISK_BIN or FARDISK_BIN2 built elsewhere), the commit is the one
+    that binary says it was built from; "binary of unknown commit" if it does not say."""
+    binary = os.environ.get("FARDISK_BENCH_BINARY")
+    if binary:
+        return binary_rev(binary) or "binary of unknown commit"
     try:
         rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, timeout=10, check=True).stdout.strip()

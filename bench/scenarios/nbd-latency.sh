@@ -122,7 +122,7 @@ done
 BIN="$MAIN_BIN"
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$WORK" "$RESULTS" "$FARDISK_ROOT/bench/lib/result.py" "$SECS" "$SIZE" "$LATENCY_MS" \
+FARDISK_BENCH_MAIN_BIN="$BIN" python3 - "$WORK" "$RESULTS" "$FARDISK_ROOT/bench/lib/result.py" "$SECS" "$SIZE" "$LATENCY_MS" \
     "store: MinIO on loopback behind toxiproxy; log files in $LOG_DIR ($(df --output=source "$LOG_DIR" | tail -n 1)); load average $load_before at the start, $load_after at the end; shared 2-core machine" \
     local $SETUPS <<'PY'
 import json, os, subprocess, sys
@@ -185,6 +185,11 @@ for name in sys.argv[8:]:
             f"--param=seconds={secs}", f"--param=size={size}", f"--param=store_latency_ms_one_way={latency}",
             "--param=syncw=4k randwrite + flush qd1", "--param=randrw=4k 75/25 iodepth 64"]
     args += [f"--metric={k}={v}" for k, v in m.items()]
-    subprocess.run(args, check=True)
+    # A fardisk row names the commit of the binary it ran with (FARDISK_BIN2 may be an older one).
+    env = dict(os.environ)
+    env.pop("FARDISK_BENCH_BINARY", None)
+    if name != "local":
+        env["FARDISK_BENCH_BINARY"] = os.environ["FARDISK_BIN2"] if name.endswith("@2") else os.environ["FARDISK_BENCH_MAIN_BIN"]
+    subprocess.run(args, check=True, env=env)
 PY
 fd_log "done: results in $RESULTS"

@@ -169,7 +169,7 @@ run_row() {
     t0="$(date +%s.%N)"
     if ! timeout "$INIT_LIMIT_S" "$PG" pgbench "$WORK/fs/data" -i -q -s "$SCALE" postgres >"$WORK/init.log" 2>&1; then
         fd_log "$setup: pgbench -i did not finish in $INIT_LIMIT_S s; row written with init_unfinished"
-        python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario "$SCENARIO" --setup "$setup" \
+        FARDISK_BENCH_BINARY="${POOL:+$BIN}" python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario "$SCENARIO" --setup "$setup" \
             --order "$order" --durable yes --param latency_ms_one_way="$lat" --param scale="$SCALE" \
             --metric init_s="$INIT_LIMIT_S" --metric init_unfinished=1 >/dev/null
         teardown_row
@@ -197,7 +197,8 @@ run_row() {
     if [ -n "$POOL" ]; then
         puts="$("$BIN" status "$POOL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["store_requests"]["put"]["requests"])')"
     fi
-    python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario "$SCENARIO" --setup "$setup" \
+    # A fardisk row names the commit its binary was built from (FARDISK_BIN2 may be an older one).
+    FARDISK_BENCH_BINARY="${POOL:+$BIN}" python3 "$FARDISK_ROOT/bench/lib/result.py" --out-dir "$RESULTS" --scenario "$SCENARIO" --setup "$setup" \
         --order "$order" --durable yes --duration-s "$RUN_S" \
         --param latency_ms_one_way="$lat" --param scale="$SCALE" --param seconds="$RUN_S" \
         --metric init_s="$init_s" --metric tps_c1="$tps1" --metric latency_ms_c1="$lat1" \

@@ -63,5 +63,14 @@ echo changed >"$repo/bench/results/r.json"
 check "a changed result file leaves the rev clean ($clean, $(rev_of))" test "$(rev_of)" = "$clean" -a "${clean%-dirty}" = "$clean"
 echo b >"$repo/crates/code.rs"
 check "changed code marks it ($(rev_of))" test "$(rev_of)" = "$clean-dirty"
+# A row measured with a binary built elsewhere (FARDISK_BIN2) names that binary's commit, from its
+# --version, not the tree's; a binary that does not say is not passed off as the tree's commit.
+printf '#!/bin/sh\necho "fardisk 0.1.0 (1234abc-dirty)"\n' >"$repo/bin-new"
+printf '#!/bin/sh\necho "fardisk 0.1.0"\n' >"$repo/bin-old"
+chmod +x "$repo/bin-new" "$repo/bin-old"
+check "a named binary's commit ($(FARDISK_BENCH_BINARY="$repo/bin-new" rev_of))" \
+    test "$(FARDISK_BENCH_BINARY="$repo/bin-new" rev_of)" = "1234abc-dirty"
+check "a binary that does not say ($(FARDISK_BENCH_BINARY="$repo/bin-old" rev_of))" \
+    test "$(FARDISK_BENCH_BINARY="$repo/bin-old" rev_of)" = "binary of unknown commit"
 
 e2e_finish

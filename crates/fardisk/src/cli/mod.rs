@@ -23,7 +23,7 @@ use crate::control::{one_line, DaemonRunner, Request};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "fardisk", version, about = "A local-speed block device whose durable home is far-away object storage",
+#[command(name = "fardisk", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FARDISK_GIT_REV"), ")"), about = "A local-speed block device whose durable home is far-away object storage",
     long_about = None, after_help = "Examples:\n  fardisk create tank file:///var/lib/fardisk/tank --simulate latency=40\n  fardisk import tank file:///var/lib/fardisk/tank --mount /mnt/fardisk\n  fardisk volume create tank/pg 8G\n  fardisk status -v\n  fardisk export tank")]
 pub struct Cli {
     #[command(subcommand)]
