@@ -52,11 +52,7 @@ pub(crate) struct LegThreads {
 
 /// The cycle on one device: the writes in order, then the flush when `flush`. A panic in the
 /// device fails this leg alone.
-pub(crate) fn cycle_on(
-    device: &dyn LogDevice,
-    writes: &[LegWrite<'_>],
-    flush: bool,
-) -> io::Result<()> {
+fn cycle_on(device: &dyn LogDevice, writes: &[LegWrite<'_>], flush: bool) -> io::Result<()> {
     let run = || {
         for (offset, bytes) in writes {
             device.write_at(*offset, bytes)?;

@@ -1,8 +1,8 @@
 //! One log vdev at run time: its legs, its ring, and the I/O that keeps legs identical.
 //!
-//! Every write goes to all online legs in parallel (leg_io.rs); a commit's block is followed by a flush on
-//! each, a block written ahead (records of plain writes, not yet asked to be durable) is not,
-//! and the next commit's flush covers it. A leg whose write or flush fails is FAULTED and the
+//! Every write goes to all online legs in parallel (leg_io.rs); a commit's block is followed by
+//! a flush on each, a block written ahead (records of plain writes, not yet asked to be durable)
+//! is not, and the next commit's flush covers it. A leg whose write or flush fails is FAULTED and the
 //! vdev carries on with the others (DEGRADED).
 //!
 //! A head is only ever written in a cycle that flushes: the space behind a head is reused as
@@ -27,7 +27,7 @@ use crate::device::LogDevice;
 use crate::head::LogHead;
 use crate::label::DeviceLabel;
 use crate::layout::{clamp_write_unit, BLOCK_SIZE_BYTES, HEAD_SLOT_OFFSETS_BYTES};
-use crate::leg_io::LegThreads;
+use crate::leg_io::{LegThreads, LegWrite};
 use crate::record::{DecodedRecord, LogRecord};
 use crate::ring::{ChainPoint, Extent, Ring};
 use crate::scan::{read_block_at, ReadBlockError, RingBounds};
@@ -102,8 +102,6 @@ pub(crate) enum WriteFailure {
     NoSpace,
     AllLegsFailed,
 }
-
-pub(crate) use crate::leg_io::LegWrite;
 
 impl Vdev {
     pub fn new(
