@@ -4,10 +4,10 @@
 //! (`LegThreads`), started the first time a cycle needs it and kept for the vdev's life. A
 //! mirror's commit so hands its second leg to a thread that is already waiting, instead of
 //! creating a thread and joining it for every commit (`std::thread::scope`), which is what a
-//! mirrored commit did before: a `clone`, a stack mapping and an exit per commit, 152-179 µs
-//! measured on this 2-core VM while a build ran, against 20-22 µs for a hand-off to a waiting
-//! thread (docs/design/0004, "The log file's inode on every commit; a mirror's thread per
-//! commit").
+//! mirrored commit did before: a `clone`, a stack mapping and an exit per commit. On this 2-core
+//! VM (`bench/profile/thread-handoff.rs`): 152-179 µs against 20-22 µs for a hand-off to a
+//! waiting thread while a build ran, 66-81 µs against 53-55 µs when quiet (docs/design/0004,
+//! "The log file's inode on every commit; a mirror's thread per commit").
 //!
 //! A kept thread gets its own copy of the cycle's bytes (a log block is a few KiB; the copy
 //! costs about a microsecond), so nothing it touches is borrowed from the caller. The caller
