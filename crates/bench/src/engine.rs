@@ -4,7 +4,7 @@
 //! through a fresh import, either with no block cache at all or with an empty ARC (both cold).
 
 use crate::data::Dataset;
-use crate::progress::{Direction, Sampler};
+use crate::progress::{Direction, InFlightSampler, Sampler};
 use crate::stats::{Requests, Sample};
 use anyhow::{anyhow, bail, Context, Result};
 use fardisk_engine::arc_cache::ArcBlockCache;
@@ -121,7 +121,13 @@ pub async fn write(url: &str, data: &Arc<Dataset>, drive: &Drive) -> Result<(Sam
     };
     pool.export().await.map_err(engine_err("export"))?;
     Ok((
-        Sample { logical_bytes: data.total_bytes(), elapsed_us: t1 - t0, requests, progress },
+        Sample {
+            logical_bytes: data.total_bytes(),
+            elapsed_us: t1 - t0,
+            requests,
+            progress,
+            in_flight: None,
+        },
         facts,
     ))
 }
@@ -166,6 +172,7 @@ pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) ->
     let stats = pool.store_stats();
     let before = stats.snapshot();
     let sampler = Sampler::start(stats.clone(), Direction::Get, drive.clock.clone());
+    let in_flight = InFlightSampler::start(stats.clone(), drive.clock.clone());
     let t0 = drive.clock.mono_us();
     let chunk = drive.chunk_bytes;
     let len = u32::try_from(chunk).context("chunk size fits a read")?;
@@ -178,7 +185,8 @@ pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) ->
     }
     let elapsed_us = drive.clock.mono_us() - t0;
     let progress = sampler.finish().await;
+    let in_flight = Some(in_flight.finish().await);
     let requests = Requests::between(&before, &stats.snapshot());
     pool.export().await.map_err(engine_err("export after read"))?;
-    Ok(Sample { logical_bytes: data.total_bytes(), elapsed_us, requests, progress })
+    Ok(Sample { logical_bytes: data.total_bytes(), elapsed_us, requests, progress, in_flight })
 }

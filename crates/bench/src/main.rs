@@ -362,6 +362,14 @@ fn say(what: &str, s: &Sample, write: bool) {
     let verb = if write { "PUT" } else { "GET" };
     log(format!("{what}: {:.0} MiB in {:.2} s = {:.1} MiB/s; {n} {verb}s ({:.0} MiB), {} other requests, {} errors",
         s.logical_bytes as f64 / MIB, s.elapsed_s(), s.mib_per_s(), b as f64 / MIB, r.heads + r.lists + r.deletes + other, r.errors));
+    if let Some(f) = s.in_flight {
+        log(format!(
+            "{what}: ranged GETs under way {:.0} MiB on average, under {:.0} MiB {:.0} % of the time",
+            f.mean_mib,
+            crate::progress::IN_FLIGHT_LOW_MIB,
+            f.low_pct
+        ));
+    }
 }
 
 /// The ARC size a pool gets by default (the `arc_max` property), as the daemon would use.

@@ -55,3 +55,48 @@ impl Sampler {
         self.task.await.unwrap_or_default()
     }
 }
+
+/// Time between samples of the bytes in flight: short beside a 16 MiB GET (tens of ms).
+const IN_FLIGHT_INTERVAL_MS: u64 = 5;
+/// Below this many MiB of ranged GETs under way the store is less than half as busy as the raw
+/// reader keeps it (8 GETs of 16 MiB = 128 MiB): the share of samples below it shows the bubbles.
+pub const IN_FLIGHT_LOW_MIB: f64 = 48.0;
+
+/// How much a reader kept the store busy: the ranged GET bytes under way, sampled.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InFlight {
+    pub mean_mib: f64,
+    /// Share of the samples with less than `IN_FLIGHT_LOW_MIB` under way, in percent.
+    pub low_pct: f64,
+}
+
+/// A running sampler of `StoreStats::get.ranged_bytes_in_flight`; keeps sums, not samples.
+pub struct InFlightSampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<InFlight>,
+}
+
+impl InFlightSampler {
+    pub fn start(stats: Arc<StoreStats>, clock: Arc<dyn Clock>) -> InFlightSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let (mut n, mut sum, mut low) = (0u64, 0.0f64, 0u64);
+            while !flag.load(Ordering::Relaxed) {
+                let mib = stats.get.ranged_bytes_in_flight.load(Ordering::Relaxed) as f64 / MIB;
+                n += 1;
+                sum += mib;
+                low += u64::from(mib < IN_FLIGHT_LOW_MIB);
+                clock.sleep(Duration::from_millis(IN_FLIGHT_INTERVAL_MS)).await;
+            }
+            let n = n.max(1) as f64;
+            InFlight { mean_mib: sum / n, low_pct: 100.0 * low as f64 / n }
+        });
+        InFlightSampler { stop, task }
+    }
+
+    pub async fn finish(self) -> InFlight {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap_or_default()
+    }
+}

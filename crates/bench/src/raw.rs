@@ -55,7 +55,13 @@ pub async fn write(
     let progress = sampler.finish().await;
     results.into_iter().collect::<Result<Vec<()>>>()?;
     let requests = Requests::between(&before, &store.stats.snapshot());
-    Ok(Sample { logical_bytes: data.total_bytes(), elapsed_us, requests, progress })
+    Ok(Sample {
+        logical_bytes: data.total_bytes(),
+        elapsed_us,
+        requests,
+        progress,
+        in_flight: None,
+    })
 }
 
 /// GETs every object whole with at most `concurrency` in flight and checks each against `data`.
@@ -95,7 +101,13 @@ pub async fn read(
     let progress = sampler.finish().await;
     results.into_iter().collect::<Result<Vec<()>>>()?;
     let requests = Requests::between(&before, &store.stats.snapshot());
-    Ok(Sample { logical_bytes: data.total_bytes(), elapsed_us, requests, progress })
+    Ok(Sample {
+        logical_bytes: data.total_bytes(),
+        elapsed_us,
+        requests,
+        progress,
+        in_flight: None,
+    })
 }
 
 /// Deletes every object under the store's prefix (a finished run's data), so a full-size run

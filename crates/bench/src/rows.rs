@@ -91,6 +91,8 @@ pub const COLUMNS: &[&str] = &[
     "put_mib_per_gib",
     "gets_per_gib",
     "get_mib_per_gib",
+    "get_in_flight_mib",
+    "get_in_flight_low_pct",
     "txgs_per_gib",
     "compress_ratio_x",
 ];
@@ -266,12 +268,26 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
         rate(&mut r.metrics, "read", &rates_r);
         r.metrics.insert("ratio_to_raw_pct".into(), round3(paired_ratio_pct(&rates_r, &raw_r)));
         request_metrics(&mut r.metrics, &refs, false);
+        in_flight_metrics(&mut r.metrics, &refs);
         if let Some(last) = samples.last() {
             r.series.insert("downloaded_mib_over_time".into(), over_time(last, "downloaded (MiB)"));
         }
         rows.push(r);
     }
     rows
+}
+
+/// How busy the reader kept the store: the median over runs of the mean MiB of ranged GETs under
+/// way, and of the share of the time with less than `IN_FLIGHT_LOW_MIB` under way.
+fn in_flight_metrics(metrics: &mut BTreeMap<String, f64>, samples: &[&Sample]) {
+    let got: Vec<crate::progress::InFlight> = samples.iter().filter_map(|s| s.in_flight).collect();
+    if got.is_empty() {
+        return;
+    }
+    let means: Vec<f64> = got.iter().map(|f| f.mean_mib).collect();
+    let lows: Vec<f64> = got.iter().map(|f| f.low_pct).collect();
+    metrics.insert("get_in_flight_mib".into(), round3(median(&means).unwrap_or(0.0)));
+    metrics.insert("get_in_flight_low_pct".into(), round3(median(&lows).unwrap_or(0.0)));
 }
 
 fn write_facts(metrics: &mut BTreeMap<String, f64>, facts: &[&WriteFacts], samples: &[&Sample]) {
@@ -307,6 +323,7 @@ mod tests {
                 ..Default::default()
             },
             progress: vec![(0.0, 0.0), (1.0, mib as f64)],
+            in_flight: None,
         }
     }
 
@@ -340,7 +357,10 @@ mod tests {
                 (sample(1024, 4, 90, 0), WriteFacts { txgs: 12, ..Default::default() }),
             ],
             engine_reads: vec![sample(1024, 4, 0, 1100), sample(1024, 4, 0, 1100)],
-            engine_reads_arc: vec![sample(1024, 2, 0, 300)],
+            engine_reads_arc: vec![Sample {
+                in_flight: Some(crate::progress::InFlight { mean_mib: 45.5, low_pct: 52.0 }),
+                ..sample(1024, 2, 0, 300)
+            }],
             compressible: Some((
                 sample(1024, 4, 50, 0),
                 WriteFacts { compress_ratio: 1.8, ..Default::default() },
@@ -379,6 +399,9 @@ mod tests {
             (512.0, 300.0)
         );
         assert_eq!(rows[5].order, 5);
+        let busy = (rows[5].metrics["get_in_flight_mib"], rows[5].metrics["get_in_flight_low_pct"]);
+        assert_eq!(busy, (45.5, 52.0), "how busy the reader kept the store");
+        assert!(!rows[4].metrics.contains_key("get_in_flight_mib"), "not sampled, not shown");
         assert!(
             rows.iter().all(|r| r.notes.ends_with("Store request errors: 0. shared machine")),
             "{}",
@@ -403,7 +426,7 @@ mod tests {
         );
         for r in &rows {
             for name in r.metrics.keys() {
-                let unit_last = ["_per_s", "_per_gib", "_pct", "_s", "_count", "_x"]
+                let unit_last = ["_per_s", "_per_gib", "_pct", "_s", "_count", "_x", "_mib"]
                     .iter()
                     .any(|u| name.ends_with(u));
                 assert!(unit_last, "metric {name} must end in its unit");

@@ -45,6 +45,8 @@ pub struct Sample {
     pub requests: Requests,
     /// (seconds since start, MiB moved so far), sampled while the run went on.
     pub progress: Vec<(f64, f64)>,
+    /// Ranged GET bytes under way while it ran, where sampled (the engine's reads).
+    pub in_flight: Option<crate::progress::InFlight>,
 }
 
 impl Sample {

@@ -23,6 +23,25 @@ pub struct OpStats {
     pub in_flight: AtomicU64,
     /// The most that were ever under way at once since import.
     pub in_flight_max: AtomicU64,
+    /// Bytes asked for by the ranged GETs under way now (a benchmark samples it to see how much
+    /// of the store's bandwidth a reader keeps busy; other requests' sizes are not known ahead).
+    pub ranged_bytes_in_flight: AtomicU64,
+}
+
+/// Counts a ranged GET's bytes as under way until dropped.
+struct RangeInFlight<'a>(&'a OpStats, u64);
+
+impl<'a> RangeInFlight<'a> {
+    fn start(o: &'a OpStats, bytes: u64) -> RangeInFlight<'a> {
+        o.ranged_bytes_in_flight.fetch_add(bytes, Ordering::Relaxed);
+        RangeInFlight(o, bytes)
+    }
+}
+
+impl Drop for RangeInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.ranged_bytes_in_flight.fetch_sub(self.1, Ordering::Relaxed);
+    }
 }
 
 /// Counts one request as under way until dropped (also when its future is dropped unfinished).
@@ -183,6 +202,8 @@ impl Store for InstrumentedStore {
         let t = self.clock.mono_us();
         let r = {
             let _under_way = InFlight::start(&self.stats.get);
+            let _bytes =
+                RangeInFlight::start(&self.stats.get, range.end.saturating_sub(range.start));
             self.inner.get_range(key, range).await
         };
         let n = r.as_ref().map(|b| b.len() as u64).unwrap_or(0);
@@ -226,5 +247,69 @@ impl Store for InstrumentedStore {
     }
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objstore::open_store_url;
+    use tokio::sync::Semaphore;
+
+    /// A store whose ranged GETs wait for a permit, so a test can look at them under way.
+    #[derive(Debug)]
+    struct Held(Arc<dyn Store>, Arc<Semaphore>);
+
+    #[async_trait::async_trait]
+    impl Store for Held {
+        async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+            self.0.put(key, data, mode).await
+        }
+        async fn get(&self, key: &str) -> StoreResult<Bytes> {
+            self.0.get(key).await
+        }
+        async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+            let _go = self.1.acquire().await.expect("open");
+            self.0.get_range(key, range).await
+        }
+        async fn head(&self, key: &str) -> StoreResult<u64> {
+            self.0.head(key).await
+        }
+        async fn delete(&self, key: &str) -> StoreResult<()> {
+            self.0.delete(key).await
+        }
+        async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+            self.0.list(prefix).await
+        }
+        fn describe(&self) -> String {
+            "held".into()
+        }
+    }
+
+    #[tokio::test]
+    async fn ranged_get_bytes_count_as_under_way_until_answered_or_dropped() {
+        let gate = Arc::new(Semaphore::new(0));
+        let inner = open_store_url("memory://ranged-in-flight", true).expect("store");
+        let held: Arc<dyn Store> = Arc::new(Held(inner, gate.clone()));
+        let store =
+            Arc::new(InstrumentedStore::new(held, Arc::new(crate::clock::SystemClock::new())));
+        store.put("k", Bytes::from(vec![7u8; 8192]), PutMode::Overwrite).await.expect("put");
+        let under_way = || store.stats.get.ranged_bytes_in_flight.load(Ordering::Relaxed);
+        let (s1, s2) = (store.clone(), store.clone());
+        let a = tokio::spawn(async move { s1.get_range("k", 0..4096).await });
+        let b = tokio::spawn(async move { s2.get_range("k", 4096..5120).await });
+        for _ in 0..1_000 {
+            if under_way() == 5120 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(under_way(), 5120, "both GETs' bytes");
+        b.abort();
+        let _ = b.await;
+        assert_eq!(under_way(), 4096, "an abandoned GET counts no more");
+        gate.add_permits(1);
+        assert_eq!(a.await.expect("task").expect("get").len(), 4096);
+        assert_eq!(under_way(), 0);
     }
 }
