@@ -2,9 +2,10 @@
 # Alternates fardisk-bench builds on one MinIO (and toxiproxy), one engine-store round each, and
 # prints each build's read lines: the A/B behind BENCHMARKS.md's "sliding readahead" table.
 #   bench/lib/engine-store-ab.sh LATENCY_MS MIB BIN [BIN...]   e.g. 20 1024 new old old new
-# LATENCY_MS 0 reads MinIO on loopback. A MinIO that has served several runs reads the engine's rows
-# slower (bench/notes/engine-store.md): to compare builds, call this once per binary. Results are printed, not stored (rows are published by
-# `bench/run.sh engine-store`). Starts MinIO and toxiproxy in FARDISK_RUN_DIR and stops them.
+# LATENCY_MS 0 reads MinIO on loopback. A MinIO that has served several runs reads the engine's
+# rows slower (bench/notes/engine-store.md): to compare builds, call this once per binary.
+# Results are printed, not stored (rows are published by `bench/run.sh engine-store`). Starts
+# MinIO and toxiproxy in FARDISK_RUN_DIR and stops them.
 set -euo pipefail
 FD_NAME=engine-store-ab
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"

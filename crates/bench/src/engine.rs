@@ -120,16 +120,7 @@ pub async fn write(url: &str, data: &Arc<Dataset>, drive: &Drive) -> Result<(Sam
         compress_ratio: status1.compress_ratio,
     };
     pool.export().await.map_err(engine_err("export"))?;
-    Ok((
-        Sample {
-            logical_bytes: data.total_bytes(),
-            elapsed_us: t1 - t0,
-            requests,
-            progress,
-            in_flight: None,
-        },
-        facts,
-    ))
+    Ok((Sample::new(data.total_bytes(), t1 - t0, requests, progress), facts))
 }
 
 /// `drive.writers` tasks take the next chunk from one shared counter, so the stream as a whole is
@@ -188,5 +179,5 @@ pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) ->
     let in_flight = Some(in_flight.finish().await);
     let requests = Requests::between(&before, &stats.snapshot());
     pool.export().await.map_err(engine_err("export after read"))?;
-    Ok(Sample { logical_bytes: data.total_bytes(), elapsed_us, requests, progress, in_flight })
+    Ok(Sample { in_flight, ..Sample::new(data.total_bytes(), elapsed_us, requests, progress) })
 }

@@ -55,13 +55,7 @@ pub async fn write(
     let progress = sampler.finish().await;
     results.into_iter().collect::<Result<Vec<()>>>()?;
     let requests = Requests::between(&before, &store.stats.snapshot());
-    Ok(Sample {
-        logical_bytes: data.total_bytes(),
-        elapsed_us,
-        requests,
-        progress,
-        in_flight: None,
-    })
+    Ok(Sample::new(data.total_bytes(), elapsed_us, requests, progress))
 }
 
 /// GETs every object whole with at most `concurrency` in flight and checks each against `data`.
@@ -101,13 +95,7 @@ pub async fn read(
     let progress = sampler.finish().await;
     results.into_iter().collect::<Result<Vec<()>>>()?;
     let requests = Requests::between(&before, &store.stats.snapshot());
-    Ok(Sample {
-        logical_bytes: data.total_bytes(),
-        elapsed_us,
-        requests,
-        progress,
-        in_flight: None,
-    })
+    Ok(Sample::new(data.total_bytes(), elapsed_us, requests, progress))
 }
 
 /// Deletes every object under the store's prefix (a finished run's data), so a full-size run

@@ -312,19 +312,9 @@ mod tests {
 
     fn sample(mib: u64, secs: u64, puts: u64, gets: u64) -> Sample {
         let bytes = mib << 20;
-        Sample {
-            logical_bytes: bytes,
-            elapsed_us: secs * 1_000_000,
-            requests: Requests {
-                puts,
-                put_bytes: bytes,
-                gets,
-                get_bytes: bytes,
-                ..Default::default()
-            },
-            progress: vec![(0.0, 0.0), (1.0, mib as f64)],
-            in_flight: None,
-        }
+        let requests =
+            Requests { puts, put_bytes: bytes, gets, get_bytes: bytes, ..Default::default() };
+        Sample::new(bytes, secs * 1_000_000, requests, vec![(0.0, 0.0), (1.0, mib as f64)])
     }
 
     fn knobs() -> Knobs {

@@ -50,6 +50,15 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// A run's sample without bytes-under-way figures (writes, raw reads).
+    pub fn new(
+        logical_bytes: u64,
+        elapsed_us: u64,
+        requests: Requests,
+        progress: Vec<(f64, f64)>,
+    ) -> Sample {
+        Sample { logical_bytes, elapsed_us, requests, progress, in_flight: None }
+    }
     pub fn mib_per_s(&self) -> f64 {
         mib_per_s(self.logical_bytes, self.elapsed_us)
     }

@@ -28,36 +28,31 @@ pub struct OpStats {
     pub ranged_bytes_in_flight: AtomicU64,
 }
 
-/// Counts a ranged GET's bytes as under way until dropped.
-struct RangeInFlight<'a>(&'a OpStats, u64);
-
-impl<'a> RangeInFlight<'a> {
-    fn start(o: &'a OpStats, bytes: u64) -> RangeInFlight<'a> {
-        o.ranged_bytes_in_flight.fetch_add(bytes, Ordering::Relaxed);
-        RangeInFlight(o, bytes)
-    }
-}
-
-impl Drop for RangeInFlight<'_> {
-    fn drop(&mut self) {
-        self.0.ranged_bytes_in_flight.fetch_sub(self.1, Ordering::Relaxed);
-    }
-}
-
-/// Counts one request as under way until dropped (also when its future is dropped unfinished).
-struct InFlight<'a>(&'a OpStats);
+/// Counts one request as under way until dropped (also when its future is dropped unfinished),
+/// with the bytes a ranged GET asks for (0 for other requests, whose size is not known ahead).
+struct InFlight<'a>(&'a OpStats, u64);
 
 impl<'a> InFlight<'a> {
     fn start(o: &'a OpStats) -> InFlight<'a> {
+        InFlight::start_ranged(o, 0)
+    }
+
+    fn start_ranged(o: &'a OpStats, bytes: u64) -> InFlight<'a> {
         let now = o.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         o.in_flight_max.fetch_max(now, Ordering::Relaxed);
-        InFlight(o)
+        if bytes > 0 {
+            o.ranged_bytes_in_flight.fetch_add(bytes, Ordering::Relaxed);
+        }
+        InFlight(o, bytes)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.1 > 0 {
+            self.0.ranged_bytes_in_flight.fetch_sub(self.1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -201,9 +196,8 @@ impl Store for InstrumentedStore {
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         let t = self.clock.mono_us();
         let r = {
-            let _under_way = InFlight::start(&self.stats.get);
-            let _bytes =
-                RangeInFlight::start(&self.stats.get, range.end.saturating_sub(range.start));
+            let bytes = range.end.saturating_sub(range.start);
+            let _under_way = InFlight::start_ranged(&self.stats.get, bytes);
             self.inner.get_range(key, range).await
         };
         let n = r.as_ref().map(|b| b.len() as u64).unwrap_or(0);
