@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The reader's CPU and page faults per GiB during engine-store's raw read and its engine read
+# with an empty ARC: the figures behind bench/notes/engine-store.md, "Where the reader's time
+# goes". One round of MIB on a MinIO of its own (loopback), `perf stat -p` started and stopped
+# on the bench's own phase lines.
+#   bench/lib/engine-store-cpu.sh MIB BIN      e.g. 2048 target/release/fardisk-bench
+# The engine window starts when the read without a cache ends, so it also holds the fresh
+# import before the empty-ARC read (a few requests). Needs perf (Debian linux-perf).
+set -euo pipefail
+FD_NAME=engine-store-cpu
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+[ $# -eq 2 ] || fd_die "usage: $0 MIB BIN"
+MIB="$1" BIN="$2"
+case "$MIB" in '' | *[!0-9]*) fd_die "MIB must be a whole number, got '$MIB'" ;; esac
+[ -x "$BIN" ] || fd_die "no fardisk-bench binary at $BIN"
+command -v perf >/dev/null || fd_die "perf not found: apt-get install linux-perf"
+MINIO="$FARDISK_ROOT/scripts/minio.sh"
+OUT="$FARDISK_RUN_DIR/bench/engine-store-cpu"
+mkdir -p "$OUT"
+"$MINIO" start >/dev/null
+trap '"$MINIO" stop >/dev/null' EXIT
+eval "$("$MINIO" env)"
+rm -f "$OUT/lines"
+mkfifo "$OUT/lines"
+"$BIN" engine-store --bucket "$FARDISK_BUCKET" --prefix "cpu-$$" --total-mib "$MIB" --rounds 1 \
+    --writers 4 --seed 1 --out "$OUT/rows.json" --note cpu --setup-suffix "" \
+    --compressible-zero-percent 0 >"$OUT/lines" 2>&1 &
+bench=$!
+perf_pid=""
+start_stat() { perf stat -x, -e page-faults,task-clock -p "$bench" -o "$OUT/$1.stat" & perf_pid=$!; }
+stop_stat() { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+while IFS= read -r line; do
+    case "$line" in
+        *"raw write:"*) start_stat raw ;;
+        *"raw read:"*) stop_stat; echo "$line" ;;
+        *"no cache): ranged"*) start_stat engine ;;
+        *"empty ARC): $MIB MiB"*) stop_stat; echo "$line" ;;
+    esac
+done <"$OUT/lines"
+wait "$bench" || fd_die "$BIN failed"
+for phase in raw engine; do
+    awk -F, -v phase="$phase" -v mib="$MIB" '
+        $3 == "page-faults" { faults = $1 }
+        $3 == "task-clock" { ms = $1 }
+        END { printf "%s read: %.0f page faults and %.2f CPU-s per GiB\n", phase, faults * 1024 / mib, ms / 1000 * 1024 / mib }
+    ' "$OUT/$phase.stat"
+done
