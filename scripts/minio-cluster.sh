@@ -11,6 +11,8 @@
 #   minio-cluster.sh status         which nodes run; whether the cluster has write quorum
 #
 # State lives in $FARDISK_RUN_DIR/minio-cluster/ (node<N>/{pid,port,d1,d2,minio.log}, env).
+# FARDISK_MINIO_CLUSTER_CRASH_NODE=N: `start` SIGKILLs node N a second after starting it, as
+# MinIO's own bootstrap race does now and then; the start must still reach write quorum.
 set -euo pipefail
 FD_NAME=minio-cluster
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -93,6 +95,12 @@ cmd_start() {
         [ -f "$(node_dir "$n")/port" ] || fd_free_port >"$(node_dir "$n")/port"
     done
     for n in $(seq 1 "$NODES"); do start_node "$n"; done
+    # A test's way to have MinIO's bootstrap race happen on demand (tests/e2e/60_minio_cluster.sh).
+    if [ -n "${FARDISK_MINIO_CLUSTER_CRASH_NODE:-}" ]; then
+        check_node "$FARDISK_MINIO_CLUSTER_CRASH_NODE"
+        sleep 1
+        cmd_kill_node "$FARDISK_MINIO_CLUSTER_CRASH_NODE"
+    fi
     if ! wait_quorum; then
         tail -n 20 "$(node_dir 1)/minio.log" >&2 || true
         cmd_stop
