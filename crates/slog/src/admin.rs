@@ -94,6 +94,7 @@ impl IntentLog {
             label,
             inner,
             ring,
+            Arc::clone(&shared.clock),
         )));
         Ok(())
     }

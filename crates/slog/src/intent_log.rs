@@ -50,7 +50,8 @@ impl IntentLog {
             .zip(opened)
             .zip(&plan.keep_blocks)
             .map(|((config, (legs, label)), &keep)| {
-                Arc::new(assemble_vdev(config, legs, label, keep, plan.release_seq))
+                let clock = Arc::clone(&opts.clock);
+                Arc::new(assemble_vdev(config, legs, label, keep, plan.release_seq, clock))
             })
             .collect();
         let session = Session {

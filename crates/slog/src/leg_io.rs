@@ -12,7 +12,8 @@
 //! A kept thread gets its own copy of the cycle's bytes (a log block is a few KiB; the copy
 //! costs about a microsecond), so nothing it touches is borrowed from the caller. The caller
 //! waits for every leg's answer before it returns, as before: a cycle is over when every leg
-//! has answered, and a hung leg holds the cycle as it did.
+//! has answered, and a hung leg holds the cycle as it did. Each leg clears its `LegHealth`'s
+//! cycle mark when it answers, so `status` shows which leg a stalled cycle waits for.
 
 use std::io;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -22,9 +23,18 @@ use parking_lot::Mutex;
 
 use crate::aligned::AlignedBuf;
 use crate::device::LogDevice;
+use crate::status::LegHealth;
 
 /// One write of a cycle: bytes at an offset.
 pub(crate) type LegWrite<'a> = (u64, &'a [u8]);
+
+/// A leg a cycle writes: its index in the vdev, its device, and its health (whose cycle mark
+/// the leg clears when it answers).
+pub(crate) struct LegTarget {
+    pub index: usize,
+    pub device: Arc<dyn LogDevice>,
+    pub health: Arc<LegHealth>,
+}
 
 /// Threads beyond this many legs are not kept: a vdev with more legs than this (none is made
 /// today; a mirror has two or three) runs the rest on threads of their own per cycle.
@@ -34,6 +44,7 @@ const KEPT_THREADS_MAX: usize = 8;
 /// flush when asked.
 struct Job {
     device: Arc<dyn LogDevice>,
+    health: Arc<LegHealth>,
     writes: Vec<(u64, AlignedBuf, usize)>,
     flush: bool,
 }
@@ -51,8 +62,13 @@ pub(crate) struct LegThreads {
 }
 
 /// The cycle on one device: the writes in order, then the flush when `flush`. A panic in the
-/// device fails this leg alone.
-fn cycle_on(device: &dyn LogDevice, writes: &[LegWrite<'_>], flush: bool) -> io::Result<()> {
+/// device fails this leg alone. The leg's cycle mark is cleared when it answers.
+fn cycle_on(
+    device: &dyn LogDevice,
+    health: &LegHealth,
+    writes: &[LegWrite<'_>],
+    flush: bool,
+) -> io::Result<()> {
     let run = || {
         for (offset, bytes) in writes {
             device.write_at(*offset, bytes)?;
@@ -62,8 +78,10 @@ fn cycle_on(device: &dyn LogDevice, writes: &[LegWrite<'_>], flush: bool) -> io:
         }
         Ok(())
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-        .unwrap_or_else(|_| Err(io::Error::other("leg I/O panicked")))
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .unwrap_or_else(|_| Err(io::Error::other("leg I/O panicked")));
+    health.io_finished();
+    result
 }
 
 fn spawn_leg_thread(number: usize) -> io::Result<LegThread> {
@@ -74,7 +92,7 @@ fn spawn_leg_thread(number: usize) -> io::Result<LegThread> {
         while let Ok(job) = job_rx.recv() {
             let writes: Vec<LegWrite<'_>> =
                 job.writes.iter().map(|(offset, buf, len)| (*offset, &buf[..*len])).collect();
-            let result = cycle_on(job.device.as_ref(), &writes, job.flush);
+            let result = cycle_on(job.device.as_ref(), &job.health, &writes, job.flush);
             if answer_tx.send(result).is_err() {
                 return;
             }
@@ -89,22 +107,23 @@ impl LegThreads {
     /// targets' order, one per target.
     pub fn run(
         &self,
-        targets: &[(usize, Arc<dyn LogDevice>)],
+        targets: &[LegTarget],
         writes: &[LegWrite<'_>],
         flush: bool,
     ) -> Vec<(usize, io::Result<()>)> {
-        let Some(((first_index, first), rest)) = targets.split_first() else {
+        let Some((first, rest)) = targets.split_first() else {
             return Vec::new();
         };
+        let first_cycle = || cycle_on(first.device.as_ref(), &first.health, writes, flush);
         if rest.is_empty() {
-            return vec![(*first_index, cycle_on(first.as_ref(), writes, flush))];
+            return vec![(first.index, first_cycle())];
         }
         let mut threads = self.threads.lock();
         // Hand each other leg to its thread first, so they all run while this one writes.
         let mut handed: Vec<bool> = Vec::with_capacity(rest.len());
-        for (number, (_, device)) in rest.iter().enumerate() {
+        for (number, target) in rest.iter().enumerate() {
             handed.push(
-                number < KEPT_THREADS_MAX && hand_over(&mut threads, number, device, writes, flush),
+                number < KEPT_THREADS_MAX && hand_over(&mut threads, number, target, writes, flush),
             );
         }
         // Legs no kept thread took (past the cap, or a thread could not be started) run on
@@ -113,12 +132,14 @@ impl LegThreads {
             let own: Vec<_> = rest
                 .iter()
                 .zip(&handed)
-                .map(|((_, device), handed)| {
-                    (!*handed).then(|| scope.spawn(|| cycle_on(device.as_ref(), writes, flush)))
+                .map(|(t, handed)| {
+                    (!*handed).then(|| {
+                        scope.spawn(|| cycle_on(t.device.as_ref(), &t.health, writes, flush))
+                    })
                 })
                 .collect();
-            let mut results = vec![(*first_index, cycle_on(first.as_ref(), writes, flush))];
-            for (number, ((index, _), own)) in rest.iter().zip(own).enumerate() {
+            let mut results = vec![(first.index, first_cycle())];
+            for (number, (target, own)) in rest.iter().zip(own).enumerate() {
                 let result = match own {
                     Some(handle) => {
                         handle.join().unwrap_or_else(|_| Err(io::Error::other("leg I/O panicked")))
@@ -127,7 +148,7 @@ impl LegThreads {
                         Err(io::Error::other("log leg thread ended without an answer"))
                     }),
                 };
-                results.push((*index, result));
+                results.push((target.index, result));
             }
             results
         })
@@ -139,12 +160,13 @@ impl LegThreads {
 fn hand_over(
     threads: &mut Vec<LegThread>,
     number: usize,
-    device: &Arc<dyn LogDevice>,
+    target: &LegTarget,
     writes: &[LegWrite<'_>],
     flush: bool,
 ) -> bool {
     let job = || Job {
-        device: Arc::clone(device),
+        device: Arc::clone(&target.device),
+        health: Arc::clone(&target.health),
         writes: writes.iter().map(|(o, b)| (*o, AlignedBuf::copy_from(b), b.len())).collect(),
         flush,
     };
@@ -226,8 +248,16 @@ mod tests {
             .collect()
     }
 
-    fn targets(devices: &[Arc<TestDevice>]) -> Vec<(usize, Arc<dyn LogDevice>)> {
-        devices.iter().enumerate().map(|(i, d)| (i, Arc::clone(d) as Arc<dyn LogDevice>)).collect()
+    fn targets(devices: &[Arc<TestDevice>]) -> Vec<LegTarget> {
+        devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| LegTarget {
+                index: i,
+                device: Arc::clone(d) as Arc<dyn LogDevice>,
+                health: Arc::new(LegHealth::new(crate::status::HealthState::Online, false)),
+            })
+            .collect()
     }
 
     #[test]

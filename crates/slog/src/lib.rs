@@ -83,4 +83,4 @@ pub use replay::{Replay, ReplayedRecord};
 pub use replay_stream::{ReplayEnd, ReplayStream};
 pub use ring::ChainPoint;
 pub use stats::{LatencyBucket, LogStats, LATENCY_BUCKETS_US};
-pub use status::{HealthState, LegStatus, VdevStatus};
+pub use status::{HealthState, LegStatus, VdevStatus, LEG_IO_STALLED_MS};

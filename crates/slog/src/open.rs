@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::clock::Clock;
 use crate::config::{MissingPolicy, OpenOptions, VdevConfig};
 use crate::device::{DeviceProvider, LogDevice};
 use crate::error::LogError;
@@ -292,6 +293,7 @@ pub(crate) fn assemble_vdev(
     label: DeviceLabel,
     keep: usize,
     release_seq: u64,
+    clock: Arc<dyn Clock>,
 ) -> Vdev {
     let best = best_leg(&legs);
     let ring = match best.and_then(|i| legs[i].scan.as_ref()) {
@@ -316,7 +318,7 @@ pub(crate) fn assemble_vdev(
         next_head_slot,
         unflushed_first_seq: None,
     };
-    Vdev::new(config.vdev_guid, config.kind, label, inner, ring)
+    Vdev::new(config.vdev_guid, config.kind, label, inner, ring, clock)
 }
 
 fn ring_from_scan(label: &DeviceLabel, scan: &LegScan, keep: usize, release_seq: u64) -> Ring {

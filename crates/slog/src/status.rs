@@ -63,7 +63,17 @@ pub struct LegStatus {
     pub checksum_errors: u64,
     /// The device does not survive a power cut (tmpfs, ramfs, RAM disk).
     pub volatile: bool,
+    /// How long the write cycle under way on this leg (its writes and flush) has waited for the
+    /// device, in milliseconds of the log's clock; `None` when none is under way. A leg that
+    /// does not answer holds every commit (a cycle ends when every leg has answered), so this is
+    /// what `status` shows when sync writes stall on a hung device.
+    pub io_waiting_ms: Option<u64>,
 }
+
+/// From this long on, `status` calls a leg's unanswered write cycle out: a healthy device
+/// answers a log write and flush in well under a millisecond, and a database's commits wait
+/// for it.
+pub const LEG_IO_STALLED_MS: u64 = 2_000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VdevStatus {
@@ -83,6 +93,9 @@ pub(crate) struct LegHealth {
     write_errors: AtomicU64,
     checksum_errors: AtomicU64,
     volatile: AtomicBool,
+    /// When the write cycle under way on this leg started (the log clock's monotonic ms, plus
+    /// one so that 0 means none is under way).
+    io_started_ms_plus_one: AtomicU64,
 }
 
 /// Which counter an error goes to.
@@ -100,7 +113,18 @@ impl LegHealth {
             write_errors: AtomicU64::new(0),
             checksum_errors: AtomicU64::new(0),
             volatile: AtomicBool::new(volatile),
+            io_started_ms_plus_one: AtomicU64::new(0),
         }
+    }
+
+    /// A write cycle on this leg starts at `now_ms` (monotonic).
+    pub fn io_started(&self, now_ms: u64) {
+        self.io_started_ms_plus_one.store(now_ms.saturating_add(1), Ordering::Release);
+    }
+
+    /// The leg answered its cycle (with success or an error).
+    pub fn io_finished(&self) {
+        self.io_started_ms_plus_one.store(0, Ordering::Release);
     }
 
     pub fn state(&self) -> HealthState {
@@ -128,7 +152,9 @@ impl LegHealth {
         self.checksum_errors.fetch_add(count, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self, path: PathBuf) -> LegStatus {
+    /// The leg's status at `now_ms` (monotonic, the clock `io_started` was given).
+    pub fn snapshot(&self, path: PathBuf, now_ms: u64) -> LegStatus {
+        let started = self.io_started_ms_plus_one.load(Ordering::Acquire);
         LegStatus {
             path,
             state: self.state(),
@@ -136,6 +162,7 @@ impl LegHealth {
             write_errors: self.write_errors.load(Ordering::Relaxed),
             checksum_errors: self.checksum_errors.load(Ordering::Relaxed),
             volatile: self.volatile.load(Ordering::Relaxed),
+            io_waiting_ms: (started > 0).then(|| now_ms.saturating_sub(started - 1)),
         }
     }
 }

@@ -22,12 +22,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::block::{block_len_at, encode_block, BlockContext};
+use crate::clock::Clock;
 use crate::config::{VdevConfig, VdevKind};
 use crate::device::LogDevice;
 use crate::head::LogHead;
 use crate::label::DeviceLabel;
 use crate::layout::{clamp_write_unit, BLOCK_SIZE_BYTES, HEAD_SLOT_OFFSETS_BYTES};
-use crate::leg_io::{LegThreads, LegWrite};
+use crate::leg_io::{LegTarget, LegThreads, LegWrite};
 use crate::record::{DecodedRecord, LogRecord};
 use crate::ring::{ChainPoint, Extent, Ring};
 use crate::scan::{read_block_at, ReadBlockError, RingBounds};
@@ -84,6 +85,8 @@ pub(crate) struct Vdev {
     unit_bytes: AtomicU64,
     /// The threads that write the legs after the first, kept across cycles (leg_io.rs).
     leg_threads: LegThreads,
+    /// The log's clock: when each leg's write cycle started, for `status`.
+    clock: Arc<dyn Clock>,
 }
 
 /// What a write needs from the log as a whole.
@@ -110,6 +113,7 @@ impl Vdev {
         label: DeviceLabel,
         inner: VdevInner,
         ring: Ring,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         let legs_view = Mutex::new(legs_view(&inner));
         let unit_bytes = AtomicU64::new(write_unit_bytes(&inner.legs));
@@ -126,6 +130,7 @@ impl Vdev {
             space_used_bytes: AtomicU64::new(0),
             space_total_bytes: AtomicU64::new(0),
             leg_threads: LegThreads::default(),
+            clock,
         };
         vdev.update_space(&vdev.ring.lock());
         vdev
@@ -176,7 +181,7 @@ impl Vdev {
             .legs_view
             .lock()
             .iter()
-            .map(|(path, health)| health.snapshot(path.clone()))
+            .map(|(path, health)| health.snapshot(path.clone(), self.clock.mono_ms()))
             .collect();
         let state = vdev_state(
             &legs,
@@ -232,12 +237,22 @@ impl Vdev {
         flush: bool,
         stats: &StatsCounters,
     ) -> usize {
-        let targets: Vec<(usize, Arc<dyn LogDevice>)> = inner
+        let targets: Vec<LegTarget> = inner
             .legs
             .iter()
             .enumerate()
-            .filter_map(|(i, l)| l.online_device().map(|d| (i, Arc::clone(d))))
+            .filter_map(|(i, l)| {
+                l.online_device().map(|d| LegTarget {
+                    index: i,
+                    device: Arc::clone(d),
+                    health: Arc::clone(&l.health),
+                })
+            })
             .collect();
+        let now_ms = self.clock.mono_ms();
+        for target in &targets {
+            target.health.io_started(now_ms);
+        }
         let results = self.leg_threads.run(&targets, writes, flush);
         let mut ok = 0;
         for (index, result) in results {

@@ -126,3 +126,38 @@ fn replace_leg_resilvers_live_records() {
     assert_eq!(log.status()[0].legs[0].state, HealthState::Unavail);
     assert_eq!(replayed(&log), expected, "the resilvered leg holds every live record");
 }
+
+#[test]
+fn a_leg_that_does_not_answer_is_named_in_status_until_it_does() {
+    use fardisk_slog::clock::{Clock, ManualClock};
+    use std::time::Duration;
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = mirror(&provider, 3);
+    let clock = Arc::new(ManualClock::default());
+    let mut opts = open_opts(&provider);
+    opts.clock = Arc::clone(&clock) as Arc<dyn Clock>;
+    let log = Arc::new(IntentLog::open(POOL, POOL_GUID, &[config], &opts).expect("open"));
+    commit_txgs(&rt, &log, 1..2);
+    let waiting = |leg: usize| log.status()[0].legs[leg].io_waiting_ms;
+    assert_eq!((waiting(0), waiting(1)), (None, None), "no cycle under way between commits");
+    // m1 stops answering its flushes, as a hung device does: the commit waits for it.
+    let hung = provider.device(path("m1")).expect("m1");
+    hung.hold_flushes();
+    let commit = {
+        let log = Arc::clone(&log);
+        rt.spawn(async move { log.commit(vec![record(2, 20, 512)]).await })
+    };
+    assert!(hung.wait_for_blocked_flushes(1, Duration::from_secs(30)), "m1's flush is held");
+    wait_until("m0 answered its cycle", || waiting(0).is_none());
+    clock.advance(Duration::from_millis(fardisk_slog::LEG_IO_STALLED_MS + 1_500));
+    assert_eq!(
+        waiting(1),
+        Some(fardisk_slog::LEG_IO_STALLED_MS + 1_500),
+        "status names the leg the commit waits for, and for how long"
+    );
+    assert_eq!(log.status()[0].state, HealthState::Online, "a slow leg is not a failed one");
+    hung.release_flushes();
+    rt.block_on(commit).expect("task").expect("the commit completes once m1 answers");
+    assert_eq!((waiting(0), waiting(1)), (None, None), "answered: nothing under way");
+}

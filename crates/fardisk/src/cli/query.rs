@@ -152,6 +152,18 @@ fn age_text(time_ms: u64, now_ms: u64) -> String {
     format!("{:.1}s ago", now_ms.saturating_sub(time_ms) as f64 / 1000.0)
 }
 
+/// A leg whose write cycle has gone unanswered for a while: every commit waits for it (a
+/// cycle ends when every leg has answered), so this names why sync writes stall.
+fn stalled_text(leg: &Value) -> String {
+    match leg["io_waiting_ms"].as_u64() {
+        Some(ms) if leg["io_stalled"] == true => format!(
+            "  (a log write unanswered for {:.1} s: sync writes wait for this device)",
+            ms as f64 / 1000.0
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The vdev tree in the shape of `zpool status`, then the volumes.
 fn render_config(out: &mut String, v: &Value) {
     let st = |x: &Value| x.as_str().unwrap_or("?").to_string();
@@ -185,13 +197,14 @@ fn render_config(out: &mut String, v: &Value) {
             for l in legs {
                 outln!(
                     out,
-                    "\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}",
+                    "\t{indent}{:<width$} {:<9} {:>5} {:>5} {:>5}{}{}",
                     st(&l["path"]),
                     st(&l["state"]),
                     l["read_errors"].as_u64().unwrap_or(0),
                     l["write_errors"].as_u64().unwrap_or(0),
                     l["checksum_errors"].as_u64().unwrap_or(0),
                     if l["volatile"] == true { "  (volatile)" } else { "" },
+                    stalled_text(&l),
                     width = 44 - indent.len()
                 );
             }
@@ -573,6 +586,25 @@ mod tests {
     /// 2.5 s after the fixture's txg was published.
     fn now_ms(v: &Value) -> u64 {
         v["published_time_ms"].as_u64().unwrap() + 2_500
+    }
+
+    #[test]
+    fn a_leg_whose_write_is_unanswered_is_named_on_its_line() {
+        let mut v = status_fixture();
+        let legs = &mut v["log"]["vdevs"][0]["legs"];
+        legs[1]["io_waiting_ms"] = serde_json::json!(12_345);
+        legs[1]["io_stalled"] = serde_json::json!(true);
+        legs[0]["io_waiting_ms"] = serde_json::json!(300);
+        legs[0]["io_stalled"] = serde_json::json!(false);
+        let mut out = String::new();
+        render_status(&mut out, &v, false, now_ms(&v));
+        let line = |path: &str| out.lines().find(|l| l.contains(path)).unwrap().to_string();
+        assert!(
+            line("/tmp/fdm/log1")
+                .ends_with("(a log write unanswered for 12.3 s: sync writes wait for this device)"),
+            "{out}"
+        );
+        assert!(!line("/tmp/fdm/log0").contains("unanswered"), "a cycle under way is not news");
     }
 
     #[test]

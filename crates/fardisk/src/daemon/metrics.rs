@@ -491,6 +491,22 @@ impl Scrape {
             .map(|(g, l)| (leg_labels(g, l), Some(if l["state"] == "ONLINE" { 1.0 } else { 0.0 })))
             .collect();
         family(enc, "fardisk_log_device_online", "1 when the log leg is ONLINE", G, online)?;
+        // 0 between cycles: an alert on this rising past a second finds a hung log device,
+        // which holds every commit while its state still says ONLINE.
+        let waiting = legs
+            .iter()
+            .map(|(g, l)| {
+                let ms = l["io_waiting_ms"].as_u64().unwrap_or(0);
+                (leg_labels(g, l), Some(ms as f64 / 1000.0))
+            })
+            .collect();
+        family(
+            enc,
+            "fardisk_log_device_io_waiting_seconds",
+            "How long the log leg's write cycle under way has waited for the device (0: none)",
+            G,
+            waiting,
+        )?;
         for (field, what) in
             [("read_errors", "read"), ("write_errors", "write"), ("checksum_errors", "checksum")]
         {

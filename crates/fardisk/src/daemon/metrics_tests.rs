@@ -146,3 +146,18 @@ fn a_pool_without_log_or_cache_leaves_their_families_out() {
     assert!(!t.contains("fardisk_l2arc_"), "{t}");
     assert!(t.contains("fardisk_arc_hits_total"));
 }
+
+#[test]
+fn a_log_leg_waiting_on_its_device_shows_how_long() {
+    let mut status: Value = serde_json::from_str(include_str!("testdata/status.json")).unwrap();
+    status["log"]["vdevs"][0]["legs"][1]["io_waiting_ms"] = serde_json::json!(12_345);
+    let arc: Value = serde_json::from_str(include_str!("testdata/arcstat.json")).unwrap();
+    let t = encode("tank", &status, &arc, 0);
+    let leg = |n: u32| {
+        format!(
+            r#"fardisk_log_device_io_waiting_seconds{{pool="tank",vdev="9beed356c3b4a301",device="/tmp/fdm/log{n}"}}"#
+        )
+    };
+    assert_eq!(sample(&t, &leg(1)), 12.345);
+    assert_eq!(sample(&t, &leg(0)), 0.0, "no cycle under way (the fixture has no field)");
+}

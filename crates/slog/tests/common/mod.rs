@@ -115,3 +115,14 @@ pub fn replay_checked(log: &IntentLog, after_txg: u64) -> Result<Replay, LogErro
     );
     Ok(replay)
 }
+
+/// Polls `condition` every millisecond until it holds; fails the test after 30 s of real time
+/// (threads of the log answer in real time, whatever clock the log was given).
+#[allow(clippy::disallowed_methods)]
+pub fn wait_until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
