@@ -5,7 +5,7 @@
 # engine write + cold read) on the same seeded pseudo-random bytes, then one engine run on
 # compressible data. Every configuration becomes one result file (bench/lib/result.py).
 #
-#   bench/run.sh engine-store            full size: 2 GiB per run, 3 rounds
+#   bench/run.sh engine-store            full size: 4 GiB per run (#21's cold-read goal), 3 rounds
 #   bench/run.sh engine-store --quick    256 MiB, 2 rounds; results go to the scratch dir only,
 #                                        so a smoke run never replaces a published row
 # Env: FARDISK_ENGINE_STORE_MIB, FARDISK_ENGINE_STORE_ROUNDS, FARDISK_ENGINE_STORE_WRITERS,
@@ -19,7 +19,7 @@ FD_NAME=engine-store
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 WORK="$FARDISK_RUN_DIR/bench/engine-store"
-MIB="${FARDISK_ENGINE_STORE_MIB:-2048}"
+MIB="${FARDISK_ENGINE_STORE_MIB:-4096}"
 ROUNDS="${FARDISK_ENGINE_STORE_ROUNDS:-3}"
 WRITERS="${FARDISK_ENGINE_STORE_WRITERS:-4}"
 LATENCY_MS="${FARDISK_ENGINE_STORE_LATENCY_MS:-0}"
