@@ -62,13 +62,18 @@ start_node() {
     fd_log "node $n: pid $(cat "$dir/pid") on 127.0.0.1:$(port_of "$n")"
 }
 
+# has_quorum: node 1 answers MinIO's cluster health check (the cluster has write quorum).
+has_quorum() {
+    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(port_of 1)/minio/health/cluster" 2>/dev/null
+}
+
 # wait_quorum: poll node 1's cluster health until it answers (write quorum), starting again a node
 # that exited meanwhile (up to BOOTSTRAP_RESTARTS_MAX in all). False when the time or the restarts
 # run out.
 wait_quorum() {
     local i n why restarts=0
     for ((i = 0; i < READY_TRIES; i++)); do
-        if curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(port_of 1)/minio/health/cluster" 2>/dev/null; then
+        if has_quorum; then
             return 0
         fi
         for n in $(seq 1 "$NODES"); do
@@ -147,7 +152,7 @@ cmd_status() {
     for n in $(seq 1 "$NODES"); do
         if fd_pid_alive "$(node_dir "$n")/pid" minio; then up=$((up + 1)); fd_log "node $n: running"; else fd_log "node $n: down"; fi
     done
-    if curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(port_of 1)/minio/health/cluster" 2>/dev/null; then
+    if has_quorum; then
         fd_log "$up of $NODES nodes running; write quorum"
     else
         fd_log "$up of $NODES nodes running; no write quorum (via node 1)"
