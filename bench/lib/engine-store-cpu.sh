@@ -27,21 +27,30 @@ mkfifo "$OUT/lines"
     --compressible-zero-percent 0 >"$OUT/lines" 2>&1 &
 bench=$!
 perf_pid=""
-start_stat() { perf stat -x, -e page-faults,task-clock -p "$bench" -o "$OUT/$1.stat" & perf_pid=$!; }
-stop_stat() { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+# utime and stime (clock ticks) of the whole process, from /proc: perf counts neither with -p.
+ticks() { awk '{ print $14, $15 }' "/proc/$bench/stat" >"$OUT/$1"; }
+start_stat() { ticks "$1.ticks0"; perf stat -x, -e page-faults,task-clock,context-switches -p "$bench" -o "$OUT/$1.stat" & perf_pid=$!; }
+stop_stat() { ticks "$1.ticks1"; kill -INT "$perf_pid"; wait "$perf_pid" || true; }
 while IFS= read -r line; do
     case "$line" in
         *"raw write:"*) start_stat raw ;;
-        *"raw read:"*) stop_stat; echo "$line" ;;
+        *"raw read:"*) stop_stat raw; echo "$line" ;;
         *"no cache): ranged"*) start_stat engine ;;
-        *"empty ARC): $MIB MiB"*) stop_stat; echo "$line" ;;
+        *"empty ARC): $MIB MiB"*) stop_stat engine; echo "$line" ;;
     esac
 done <"$OUT/lines"
 wait "$bench" || fd_die "$BIN failed"
 for phase in raw engine; do
-    awk -F, -v phase="$phase" -v mib="$MIB" '
+    read -r u0 s0 <"$OUT/$phase.ticks0"
+    read -r u1 s1 <"$OUT/$phase.ticks1"
+    awk -F, -v phase="$phase" -v mib="$MIB" -v hz="$(getconf CLK_TCK)" \
+        -v user=$((u1 - u0)) -v sys=$((s1 - s0)) '
         $3 == "page-faults" { faults = $1 }
         $3 == "task-clock" { ms = $1 }
-        END { printf "%s read: %.0f page faults and %.2f CPU-s per GiB\n", phase, faults * 1024 / mib, ms / 1000 * 1024 / mib }
+        $3 == "context-switches" { cs = $1 }
+        END {
+            g = 1024 / mib
+            printf "%s read: %.0f page faults, %.0f context switches and %.2f CPU-s per GiB (user %.2f, system %.2f)\n", phase, faults * g, cs * g, ms / 1000 * g, user / hz * g, sys / hz * g
+        }
     ' "$OUT/$phase.stat"
 done
