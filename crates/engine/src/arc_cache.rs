@@ -329,6 +329,27 @@ impl BlockCache for ArcBlockCache {
         self.arc_insert(ptr, physical, prefetch);
     }
 
+    fn get_ram_many(&self, ptrs: &[BlockPtr], prefetch: bool) -> Vec<Option<Bytes>> {
+        let keys: Vec<(BlockKey, u64)> = ptrs.iter().map(|p| (key(p), p.checksum)).collect();
+        self.arc.get_many(&keys, prefetch)
+    }
+
+    fn insert_many(&self, blocks: Vec<(BlockPtr, Bytes)>, prefetch: bool) {
+        let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
+        let items = blocks
+            .into_iter()
+            .map(|(p, physical)| {
+                debug_assert_eq!(
+                    crate::codec::checksum64(&physical),
+                    p.checksum,
+                    "a block entered the ARC unverified"
+                );
+                (key(&p), physical, p.checksum)
+            })
+            .collect();
+        self.arc.insert_many(items, kind);
+    }
+
     fn hits_verified(&self) -> bool {
         // RAM: every entry was verified against its checksum on the way in and is answered only
         // to a pointer with that checksum. Device: `L2Arc` reads verify against `ptr.checksum`.

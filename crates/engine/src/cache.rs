@@ -49,6 +49,17 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug + 'static {
     }
     /// Caches `physical`, which the caller verified against `ptr.checksum` (or computed it from).
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool);
+    /// `get_ram` of each pointer, in order: a cache behind a lock takes it once per batch, not
+    /// once per block (a sequential reader asks for hundreds of blocks at once).
+    fn get_ram_many(&self, ptrs: &[BlockPtr], prefetch: bool) -> Vec<Option<Bytes>> {
+        ptrs.iter().map(|p| self.get_ram(p, prefetch)).collect()
+    }
+    /// `insert` of each block, in order (a coalesced GET's blocks), batched as `get_ram_many`.
+    fn insert_many(&self, blocks: Vec<(BlockPtr, Bytes)>, prefetch: bool) {
+        for (p, physical) in blocks {
+            self.insert(&p, physical, prefetch);
+        }
+    }
     /// True when every block `get`, `get_ram`, `get_device` and `read_device` return is known
     /// to hash to the asking pointer's checksum (the ARC compares the checksum it was inserted
     /// with; the L2ARC hashes what it read): the caller then skips hashing it again.

@@ -52,22 +52,38 @@ impl EvictionFeed {
     /// Queues an item, dropping the oldest ones to stay within the bounds. An item larger than
     /// the byte bound alone is dropped at once.
     pub fn push(&self, item: FeedItem) {
-        let item_bytes = item.data.len() as u64;
-        let mut q = self.queue.lock();
-        q.pushed += 1;
-        if item_bytes > self.bytes_max {
-            q.dropped += 1;
+        self.push_many(vec![item]);
+    }
+
+    /// `push` of each item in order, under one lock. The items dropped (those beyond the bounds)
+    /// are freed after the lock is released.
+    pub fn push_many(&self, items: Vec<FeedItem>) {
+        if items.is_empty() {
             return;
         }
-        while q.items.len() >= self.entries_max || q.bytes + item_bytes > self.bytes_max {
-            let Some(old) = q.items.pop_front() else {
-                break;
-            };
-            q.bytes -= old.data.len() as u64;
-            q.dropped += 1;
+        let mut dropped = Vec::new();
+        let mut q = self.queue.lock();
+        for item in items {
+            let item_bytes = item.data.len() as u64;
+            q.pushed += 1;
+            if item_bytes > self.bytes_max {
+                q.dropped += 1;
+                dropped.push(item);
+                continue;
+            }
+            while q.items.len() >= self.entries_max || q.bytes + item_bytes > self.bytes_max {
+                let Some(old) = q.items.pop_front() else {
+                    break;
+                };
+                q.bytes -= old.data.len() as u64;
+                q.dropped += 1;
+                dropped.push(old);
+            }
+            q.bytes += item_bytes;
+            q.items.push_back(item);
         }
-        q.bytes += item_bytes;
-        q.items.push_back(item);
+        drop(q);
+        drop(dropped);
     }
 
     pub fn pop(&self) -> Option<FeedItem> {

@@ -111,3 +111,66 @@ proptest! {
         run(&ops, 64)?;
     }
 }
+
+/// Runs of gets and inserts, each applied one at a time to one cache and as one batch call to
+/// another: the batch calls take the lock per batch, and must change nothing else.
+#[derive(Clone, Debug)]
+enum Run {
+    Gets { keys: Vec<u64>, prefetch: bool },
+    Inserts { keys: Vec<(u64, usize)>, prefetch: bool },
+}
+
+fn run_strategy() -> impl Strategy<Value = Run> {
+    // Up to 150 per run: past the 64 one lock acquisition serves.
+    let keys = prop::collection::vec(0u64..400, 1..150);
+    let sized = prop::collection::vec((0u64..400, 16usize..300), 1..150);
+    prop_oneof![
+        (keys, any::<bool>()).prop_map(|(keys, prefetch)| Run::Gets { keys, prefetch }),
+        (sized, any::<bool>()).prop_map(|(keys, prefetch)| Run::Inserts { keys, prefetch }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn batch_calls_do_what_single_calls_do(runs in prop::collection::vec(run_strategy(), 1..30)) {
+        let config = || {
+            let mut c = ArcConfig::new(2_000, 20_000);
+            c.ghost_entries_max = 100;
+            c
+        };
+        let (one, batched) = (AdaptiveCache::new(config()), AdaptiveCache::new(config()));
+        for (version, run) in (0u64..).zip(&runs) {
+            match run {
+                Run::Gets { keys, prefetch } => {
+                    let singles: Vec<Option<Bytes>> = keys
+                        .iter()
+                        .map(|k| {
+                            let k = block_key(*k);
+                            if *prefetch { one.get_prefetch(&k, SUM) } else { one.get(&k, SUM) }
+                        })
+                        .collect();
+                    let asked: Vec<(BlockKey, u64)> =
+                        keys.iter().map(|k| (block_key(*k), SUM)).collect();
+                    prop_assert_eq!(singles, batched.get_many(&asked, *prefetch));
+                }
+                Run::Inserts { keys, prefetch } => {
+                    let kind = if *prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
+                    let items: Vec<(BlockKey, Bytes, u64)> = keys
+                        .iter()
+                        .map(|(k, len)| (block_key(*k), value(*k, version, *len), SUM))
+                        .collect();
+                    for (k, v, sum) in items.clone() {
+                        one.insert(k, v, sum, kind);
+                    }
+                    batched.insert_many(items, kind);
+                }
+            }
+            batched.check_invariants().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(one.stats(), batched.stats());
+            let fed = |c: &AdaptiveCache| std::iter::from_fn(|| c.feed().pop()).collect::<Vec<_>>();
+            prop_assert_eq!(fed(&one), fed(&batched));
+        }
+    }
+}

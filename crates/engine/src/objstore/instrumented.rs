@@ -1,7 +1,7 @@
 //! Counts requests, bytes, errors and latency per kind of request: the numbers behind `iostat`,
 //! metrics and the PUT/GET-per-GiB figures in BENCHMARKS.md.
 
-use super::{PutMode, Store, StoreResult};
+use super::{Body, PutMode, Store, StoreResult};
 use crate::clock::Clock;
 use bytes::Bytes;
 use std::ops::Range;
@@ -160,6 +160,28 @@ impl InstrumentedStore {
     pub fn new(inner: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         InstrumentedStore { inner, clock, stats: Arc::default() }
     }
+
+    /// A ranged GET of either shape, counted and timed alike.
+    async fn ranged<T, F>(
+        &self,
+        range: Range<u64>,
+        get: impl FnOnce(Range<u64>) -> F,
+        len: impl Fn(&T) -> u64,
+    ) -> StoreResult<T>
+    where
+        F: std::future::Future<Output = StoreResult<T>>,
+    {
+        let t = self.clock.mono_us();
+        let r = {
+            let bytes = range.end.saturating_sub(range.start);
+            let _under_way = InFlight::start_ranged(&self.stats.get, bytes);
+            get(range).await
+        };
+        let n = r.as_ref().map(&len).unwrap_or(0);
+        self.stats.get.record(n, self.clock.mono_us() - t, r.is_ok());
+        self.stats.note_reach(&r, self.clock.mono_us());
+        r
+    }
 }
 
 #[async_trait::async_trait]
@@ -194,16 +216,10 @@ impl Store for InstrumentedStore {
         r
     }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-        let t = self.clock.mono_us();
-        let r = {
-            let bytes = range.end.saturating_sub(range.start);
-            let _under_way = InFlight::start_ranged(&self.stats.get, bytes);
-            self.inner.get_range(key, range).await
-        };
-        let n = r.as_ref().map(|b| b.len() as u64).unwrap_or(0);
-        self.stats.get.record(n, self.clock.mono_us() - t, r.is_ok());
-        self.stats.note_reach(&r, self.clock.mono_us());
-        r
+        self.ranged(range, |r| self.inner.get_range(key, r), |b| b.len() as u64).await
+    }
+    async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
+        self.ranged(range, |r| self.inner.get_range_body(key, r), Body::len).await
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         let t = self.clock.mono_us();

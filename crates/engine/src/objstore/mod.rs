@@ -3,6 +3,7 @@
 //! distance, retries, instrumentation, fault injection and client-side encryption.
 
 mod backend;
+mod body;
 mod capability;
 mod encrypted;
 mod faulty;
@@ -14,6 +15,7 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
+pub use body::Body;
 pub use capability::{
     check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
 };
@@ -87,6 +89,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()>;
     async fn get(&self, key: &str) -> StoreResult<Bytes>;
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;
+    /// The same bytes as `get_range`, in the chunks the network client received them (see
+    /// [`Body`]): for readers that cut the body into blocks and would copy them out anyway.
+    /// Decorators that only observe or delay a GET pass this on; those that change the bytes
+    /// (encryption, fault injection) leave the default, which is their own `get_range`.
+    async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
+        self.get_range(key, range).await.map(Body::from)
+    }
     /// Size of the object, or `NotFound`.
     async fn head(&self, key: &str) -> StoreResult<u64>;
     /// Deleting a missing key succeeds (deletes are retried and must be idempotent).

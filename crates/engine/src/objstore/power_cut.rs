@@ -10,7 +10,7 @@
 //! before a PUT returns; it never syncs a delete.
 
 use super::url::FILE_STORE_FSYNC;
-use super::{PutMode, Store, StoreResult};
+use super::{Body, PutMode, Store, StoreResult};
 use crate::rng::Rng;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -143,6 +143,10 @@ impl Store for PowerCutStore {
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.inner.get_range(key, range).await
+    }
+
+    async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
+        self.inner.get_range_body(key, range).await
     }
 
     async fn head(&self, key: &str) -> StoreResult<u64> {

@@ -3,7 +3,7 @@
 //! `AlreadyExists` for its own earlier attempt: callers verify (roots carry a put id, segment ids
 //! are unique per writer epoch).
 
-use super::{PutMode, Store, StoreError, StoreResult};
+use super::{Body, PutMode, Store, StoreError, StoreResult};
 use crate::clock::Clock;
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -107,6 +107,9 @@ impl Store for RetryingStore {
     }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.run(|| self.inner.get_range(key, range.clone())).await
+    }
+    async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
+        self.run(|| self.inner.get_range_body(key, range.clone())).await
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.run(|| self.inner.head(key)).await

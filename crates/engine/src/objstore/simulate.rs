@@ -2,7 +2,7 @@
 //! outage windows. Lets a new user see "far away" behaviour on the embedded default, and tests
 //! reproduce it from a seed.
 
-use super::{PutMode, Store, StoreError, StoreErrorKind, StoreResult};
+use super::{Body, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::rng::Rng;
@@ -154,6 +154,10 @@ impl Store for SimulatedStore {
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.delay("GET", key, range.end - range.start).await?;
         self.inner.get_range(key, range).await
+    }
+    async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
+        self.delay("GET", key, range.end - range.start).await?;
+        self.inner.get_range_body(key, range).await
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.delay("HEAD", key, 0).await?;

@@ -11,7 +11,7 @@ use crate::codec::checksum64;
 use crate::compress::{decompress, Compression};
 use crate::dirty::ZERO_BLOCK;
 use crate::error::{Error, Result};
-use crate::objstore::StoreErrorKind;
+use crate::objstore::{Body, StoreErrorKind};
 use crate::segment::segment_key;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -91,26 +91,32 @@ pub(super) async fn fetch_blocks(
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
     let mut wanted: Vec<Wanted> = Vec::new();
     let mut on_device: Vec<Wanted> = Vec::new();
+    let ptrs: Vec<BlockPtr> = sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Ptr(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let mut hits = inner.blocks.get_ram_many(&ptrs, prefetch).into_iter();
     for (i, s) in sources.iter().enumerate() {
         out.push(match s {
             Source::Mem(b) => Some(b.clone()),
             Source::Zero => Some(zero.clone()),
-            Source::Ptr(p) => match inner
-                .blocks
-                .get_ram(p, prefetch)
-                .and_then(|phys| decode_hit(inner, p, &phys).ok())
-            {
-                Some(b) => Some(b),
-                None => {
-                    let want = Wanted { at: i, ptr: *p };
-                    if inner.blocks.on_device(p) {
-                        on_device.push(want);
-                    } else {
-                        wanted.push(want);
+            Source::Ptr(p) => {
+                match hits.next().flatten().and_then(|phys| decode_hit(inner, p, &phys).ok()) {
+                    Some(b) => Some(b),
+                    None => {
+                        let want = Wanted { at: i, ptr: *p };
+                        if inner.blocks.on_device(p) {
+                            on_device.push(want);
+                        } else {
+                            wanted.push(want);
+                        }
+                        None
                     }
-                    None
                 }
-            },
+            }
         });
     }
     if !on_device.is_empty() {
@@ -302,11 +308,18 @@ async fn wait_for_fetches(
 async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
     let start = g[0].ptr.range().start;
     let end = g[g.len() - 1].ptr.range().end;
-    let bytes = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
+    let body = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
+    let caching = !inner.blocks.holds_nothing();
     let mut out = Vec::with_capacity(g.len());
+    let mut cached = Vec::with_capacity(if caching { g.len() } else { 0 });
     for Wanted { at, ptr: p } in g {
         let r = p.range();
-        let phys = bytes.slice((r.start - start) as usize..(r.end - start) as usize);
+        let within = r.start - start..r.end - start;
+        // Each block copied out of the body once, into a buffer of its own, which the cache
+        // keeps and a demand read returns: a slice would keep its whole chunk of the body (or a
+        // decrypted run) alive for as long as any one of its blocks stays cached, and the ARC
+        // only counts the block. Without a cache the reader's slice is enough.
+        let phys = if caching { body.copy(within) } else { body.slice(within) };
         // A prefetch only caches the block: the reader that takes it from the cache checks and
         // decodes it then, so decoding it here too would be a copy thrown away.
         let logical = if prefetch {
@@ -314,12 +327,14 @@ async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Ve
         } else {
             verify_decode(inner, &p, &phys)?
         };
-        // A copy, as in txg/pack.rs's cache_written: a slice would keep the whole GET buffer (up to
-        // `read_request_bytes_max` of coalesced blocks, or a decrypted chunk run) alive for as
-        // long as any one of its blocks stays cached, and the ARC only counts the block.
-        inner.blocks.insert(&p, Bytes::copy_from_slice(&phys), prefetch);
+        if caching {
+            cached.push((p, phys));
+        }
         out.push(Fetched { at, logical });
     }
+    // All verified: into the cache together (a block that failed its checksum above failed the
+    // whole GET, as before, and nothing of it was cached).
+    inner.blocks.insert_many(cached, prefetch);
     Ok(out)
 }
 
@@ -330,13 +345,14 @@ pub(super) fn is_missing_segment(e: &Error) -> bool {
     matches!(e, Error::Corrupt { why, .. } if why == SEGMENT_MISSING)
 }
 
+/// A segment's bytes `range`, as the store's chunks (objstore/body.rs).
 async fn get_segment_range(
     inner: &Inner,
     segment_id: u64,
     range: std::ops::Range<u64>,
-) -> Result<Bytes> {
+) -> Result<Body> {
     inner.counters.add_store_read(range.end - range.start);
-    match inner.store.get_range(&segment_key(segment_id), range).await {
+    match inner.store.get_range_body(&segment_key(segment_id), range).await {
         Ok(b) => Ok(b),
         Err(e) if e.kind == StoreErrorKind::NotFound => {
             Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING))

@@ -8,7 +8,7 @@ use super::super::{CreateOptions, ImportOptions};
 use super::{prefetch_sources, Source};
 use crate::arc_cache::ArcBlockCache;
 use crate::clock::ManualClock;
-use crate::objstore::{open_store_url, DynStore, PutMode, Store, StoreResult};
+use crate::objstore::{open_store_url, Body, DynStore, PutMode, Store, StoreResult};
 use crate::{Env, Pool, PoolConfig};
 use bytes::Bytes;
 use std::ops::Range;
@@ -27,6 +27,10 @@ struct GatedStore {
     gated: AtomicUsize,
     range_gets: AtomicUsize,
     range_bytes: AtomicU64,
+    /// Ranged GETs answered as bodies in chunks of this many bytes (as a network client
+    /// delivers them, at no block boundary), counted in `chopped`.
+    chunk_bytes: Option<usize>,
+    chopped: AtomicUsize,
 }
 
 #[async_trait::async_trait]
@@ -50,6 +54,14 @@ impl Store for GatedStore {
             self.gate.acquire().await.expect("gate").forget();
         }
         self.inner.get_range(key, range).await
+    }
+    async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
+        let whole = self.get_range(key, range).await?;
+        let Some(n) = self.chunk_bytes else { return Ok(Body::from(whole)) };
+        self.chopped.fetch_add(1, Ordering::SeqCst);
+        Ok(Body::from_chunks(
+            (0..whole.len()).step_by(n).map(|at| whole.slice(at..(at + n).min(whole.len()))),
+        ))
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.inner.head(key).await
@@ -96,6 +108,15 @@ async fn cold_pool(name: &str) -> (Pool, Arc<GatedStore>) {
 
 /// `cold_pool`, with an ARC (`cached`) or with no block cache at all.
 async fn cold_pool_with(name: &str, cached: bool) -> (Pool, Arc<GatedStore>) {
+    cold_pool_chopped(name, cached, None).await
+}
+
+/// `cold_pool_with`, its store's bodies in chunks of `chunk_bytes`.
+async fn cold_pool_chopped(
+    name: &str,
+    cached: bool,
+    chunk_bytes: Option<usize>,
+) -> (Pool, Arc<GatedStore>) {
     let store = open_store_url(&format!("memory://fetch-join-{name}"), true).expect("store");
     let env = Env { clock: Arc::new(ManualClock::default()), seed: 7, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
@@ -124,6 +145,8 @@ async fn cold_pool_with(name: &str, cached: bool) -> (Pool, Arc<GatedStore>) {
         gated: AtomicUsize::new(0),
         range_gets: AtomicUsize::new(0),
         range_bytes: AtomicU64::new(0),
+        chunk_bytes,
+        chopped: AtomicUsize::new(0),
     });
     let pool = import(gated.clone(), cached).await;
     (pool, gated)
@@ -234,4 +257,22 @@ async fn without_a_cache_a_second_reader_fetches_beside_the_first_not_after_it()
     let (by_a, gated) =
         two_cold_reads(&pool, &store, |by_a| 2 * by_a, Duration::from_secs(10)).await;
     assert_eq!(gated, 2 * by_a, "B waited for A's GETs instead of making its own");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_are_cut_right_from_a_body_in_chunks_at_no_block_boundary() {
+    // 1,000-byte chunks: most 4 KiB blocks span two or more, some lie inside one.
+    for cached in [true, false] {
+        let (pool, store) = cold_pool_chopped(&format!("chop-{cached}"), cached, Some(1000)).await;
+        let vol = pool.volume_id("v").expect("v");
+        let mut got = Vec::with_capacity(DATA_BYTES);
+        for at in (0..DATA_BYTES as u64).step_by(64 << 10) {
+            got.extend_from_slice(&pool.read(vol, at, 64 << 10).await.expect("read"));
+        }
+        assert!(got == data(), "the bytes read differ from those written (cached: {cached})");
+        assert!(store.chopped.load(Ordering::SeqCst) > 0, "no body came in chunks");
+        // Read again: from the cache now, or from the store again without one.
+        let again = pool.read(vol, 4096 * 3 + 100, 50_000).await.expect("read again");
+        assert!(again[..] == data()[4096 * 3 + 100..4096 * 3 + 100 + 50_000]);
+    }
 }
