@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The reader's CPU and page faults per GiB during engine-store's raw read and its engine read
-# with an empty ARC: the figures behind bench/notes/engine-store.md, "Where the reader's time
+# The reader's CPU (all, user and system), page faults and context switches per GiB during
+# engine-store's raw read and its engine read with an empty ARC: the figures behind bench/notes/engine-store.md, "Where the reader's time
 # goes". One round of MIB on a MinIO of its own (loopback), `perf stat -p` started and stopped
 # on the bench's own phase lines.
 #   bench/lib/engine-store-cpu.sh MIB BIN      e.g. 2048 target/release/fardisk-bench

@@ -50,6 +50,16 @@ fn key(p: &BlockPtr) -> BlockKey {
     BlockKey { segment_id: p.segment_id, offset_bytes: p.offset_bytes }
 }
 
+/// The caller verified (or computed) the checksum for exactly these bytes; hits are answered on
+/// it without hashing again, so a caller that did not is a bug to catch.
+fn debug_assert_verified(ptr: &BlockPtr, physical: &[u8]) {
+    debug_assert_eq!(
+        crate::codec::checksum64(physical),
+        ptr.checksum,
+        "a block entered the ARC unverified"
+    );
+}
+
 impl ArcBlockCache {
     /// An ARC of at most `arc_max_bytes` (at least an eighth of that is kept when shrinking), with
     /// an optional L2ARC whose writer starts at once.
@@ -319,13 +329,7 @@ impl BlockCache for ArcBlockCache {
     }
 
     fn insert(&self, ptr: &BlockPtr, physical: Bytes, prefetch: bool) {
-        // The caller verified (or computed) the checksum for exactly these bytes; hits are
-        // answered on it without hashing again, so a caller that did not is a bug to catch.
-        debug_assert_eq!(
-            crate::codec::checksum64(&physical),
-            ptr.checksum,
-            "a block entered the ARC unverified"
-        );
+        debug_assert_verified(ptr, &physical);
         self.arc_insert(ptr, physical, prefetch);
     }
 
@@ -339,11 +343,7 @@ impl BlockCache for ArcBlockCache {
         let items = blocks
             .into_iter()
             .map(|(p, physical)| {
-                debug_assert_eq!(
-                    crate::codec::checksum64(&physical),
-                    p.checksum,
-                    "a block entered the ARC unverified"
-                );
+                debug_assert_verified(&p, &physical);
                 (key(&p), physical, p.checksum)
             })
             .collect();

@@ -100,17 +100,7 @@ impl Body {
 
     /// The whole body in one buffer: the chunk itself when there is one, else a copy.
     pub fn into_contiguous(self) -> Bytes {
-        match <[Bytes; 1]>::try_from(self.chunks) {
-            Ok([one]) => one,
-            Err(chunks) if chunks.is_empty() => Bytes::new(),
-            Err(chunks) => {
-                let mut out = BytesMut::with_capacity(self.len_bytes as usize);
-                for c in &chunks {
-                    out.extend_from_slice(c);
-                }
-                out.freeze()
-            }
-        }
+        self.slice(0..self.len_bytes)
     }
 }
 
