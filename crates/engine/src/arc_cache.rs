@@ -77,6 +77,8 @@ impl ArcBlockCache {
         let arc = AdaptiveCache::new(ArcConfig::new(arc_max_bytes / 8, arc_max_bytes));
         let writer = l2.as_ref().map(|l| l.spawn_writer(arc.feed(), L2_TICK));
         let has_l2 = l2.is_some();
+        // No cache device, nothing drains the feed: evicted blocks are freed at once.
+        arc.set_feeding(has_l2);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let cache = ArcBlockCache {
             arc_max_bytes,
@@ -163,6 +165,7 @@ impl ArcBlockCache {
             .map_err(|e| format!("L2ARC: {e}"))?;
         l2.add_device(path, size).map_err(|e| format!("cache device {}: {e}", path.display()))?;
         *self.writer.lock() = Some(l2.spawn_writer(self.arc.feed(), L2_TICK));
+        self.arc.set_feeding(true);
         *slot = Some(l2);
         drop(slot);
         self.start_device_reads();
@@ -362,5 +365,57 @@ impl BlockCache for ArcBlockCache {
         if let Some(l2) = self.l2.read().as_ref() {
             l2.remove(&k);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(i: u32) -> (BlockPtr, Bytes) {
+        let physical = Bytes::from(vec![i as u8; 4096]);
+        let ptr = BlockPtr {
+            segment_id: 1,
+            offset_bytes: i * 4096,
+            physical_bytes: 4096,
+            checksum: crate::codec::checksum64(&physical),
+            birth_txg: 1,
+            compression: 0,
+            logical_bytes: 4096,
+        };
+        (ptr, physical)
+    }
+
+    /// Four times the ARC's size goes through it, singly and in batches.
+    fn overflow(cache: &ArcBlockCache) {
+        let blocks_max = (cache.ram_bytes_max() / 4096) as u32;
+        for i in 0..blocks_max * 2 {
+            let (ptr, physical) = block(i);
+            cache.insert(&ptr, physical, false);
+        }
+        let batch: Vec<_> = (blocks_max * 2..blocks_max * 4).map(block).collect();
+        cache.insert_many(batch, false);
+        assert!(cache.arc().stats().evictions > 0);
+    }
+
+    #[test]
+    fn without_a_cache_device_evicted_blocks_are_freed_not_queued_for_one() {
+        let cache = ArcBlockCache::new(1 << 20, None);
+        overflow(&cache);
+        let feed = cache.arc().feed();
+        assert_eq!((feed.pushed(), feed.len(), feed.bytes()), (0, 0, 0));
+    }
+
+    #[test]
+    fn adding_a_cache_device_starts_the_feed() {
+        let dir = std::env::temp_dir().join(format!("fardisk-arc-feed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cache = ArcBlockCache::new(1 << 20, None);
+        cache.add_device(&dir.join("l2"), 7, 64 << 20).unwrap();
+        cache.stop_writer();
+        overflow(&cache);
+        let pushed = cache.arc().feed().pushed();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(pushed > 0, "evictions must reach the new cache device");
     }
 }

@@ -20,6 +20,7 @@ mod policy_tests;
 #[cfg(test)]
 mod proptests;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -42,12 +43,34 @@ pub const BATCH_ENTRIES_MAX: usize = 64;
 pub struct AdaptiveCache {
     state: Mutex<ArcState>,
     feed: Arc<EvictionFeed>,
+    /// Whether evictions go to the feed. Off while nothing drains it (a pool with no cache
+    /// device): the feed would otherwise hold up to `feed_bytes_max` of evicted blocks beyond
+    /// `arc_max_bytes`, and every eviction would take its lock for nothing.
+    feeding: AtomicBool,
 }
 
 impl AdaptiveCache {
     pub fn new(config: ArcConfig) -> Self {
         let feed = EvictionFeed::new(config.feed_entries_max, config.feed_bytes_max);
-        Self { state: Mutex::new(ArcState::new(&config)), feed: Arc::new(feed) }
+        Self {
+            state: Mutex::new(ArcState::new(&config)),
+            feed: Arc::new(feed),
+            feeding: AtomicBool::new(true),
+        }
+    }
+
+    /// Starts or stops handing evicted blocks to the feed. Stopping empties it: what waits there
+    /// is freed now rather than when a drainer that may never come takes it.
+    pub fn set_feeding(&self, feeding: bool) {
+        self.feeding.store(feeding, Ordering::Release);
+        if !feeding {
+            while self.feed.pop().is_some() {}
+        }
+    }
+
+    /// Whether evictions go to the feed (see [`AdaptiveCache::set_feeding`]).
+    pub fn is_feeding(&self) -> bool {
+        self.feeding.load(Ordering::Acquire)
     }
 
     /// A demand read of the block whose bytes hash to `checksum`. `None` is a miss: the caller
@@ -159,7 +182,10 @@ impl AdaptiveCache {
         self.state.lock().check_invariants()
     }
 
+    /// Called after the lock is released: blocks not fed are freed here, outside it.
     fn feed_all(&self, evicted: Vec<FeedItem>) {
-        self.feed.push_many(evicted);
+        if self.is_feeding() {
+            self.feed.push_many(evicted);
+        }
     }
 }

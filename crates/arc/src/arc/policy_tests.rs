@@ -351,3 +351,26 @@ fn concurrent_readers_and_writers_keep_invariants() {
     assert_eq!(stats.demand_hits + stats.demand_misses, 20_000);
     assert!(stats.size_bytes <= 6400);
 }
+
+/// With feeding off (no cache device drains the feed), evictions are freed, not queued, and
+/// turning it off empties what was queued; turning it on feeds again.
+#[test]
+fn evictions_reach_the_feed_only_while_feeding() {
+    let cache = cache_of(4);
+    for i in 0..8 {
+        demand(&cache, i);
+    }
+    assert_eq!(cache.feed().len(), 4);
+    cache.set_feeding(false);
+    assert!(cache.feed().is_empty());
+    for i in 8..16 {
+        demand(&cache, i);
+    }
+    assert_eq!((cache.feed().len(), cache.feed().bytes()), (0, 0));
+    cache.set_feeding(true);
+    for i in 16..18 {
+        demand(&cache, i);
+    }
+    assert_eq!(cache.feed().len(), 2);
+    check(&cache);
+}
