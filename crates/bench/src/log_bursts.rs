@@ -152,7 +152,7 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
                     let dir = args.dir.join(format!("pool-{order}"));
                     let pool = crate::sync_writes::bench_pool(
                         &dir,
-                        Some((log.as_path(), log_bytes)),
+                        Some((std::slice::from_ref(log), log_bytes)),
                         &simulate,
                         bytes,
                         args.seed,

@@ -228,6 +228,9 @@ struct SyncWritesArgs {
     writers: Vec<usize>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The pools' `log_leg_timeout_ms` (default: the property's default).
+    #[arg(long)]
+    log_leg_timeout_ms: Option<u64>,
     #[arg(long)]
     out: std::path::PathBuf,
     #[arg(long, default_value = "")]
@@ -551,6 +554,7 @@ async fn main() -> Result<()> {
                 latency_ms: a.latency_ms,
                 writer_counts: a.writers,
                 seed: a.seed,
+                log_leg_timeout_ms: a.log_leg_timeout_ms,
             };
             sync_writes::run(args, &a.out, &a.note).await
         }

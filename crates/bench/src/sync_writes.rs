@@ -38,6 +38,8 @@ pub struct Args {
     pub latency_ms: u64,
     pub writer_counts: Vec<usize>,
     pub seed: u64,
+    /// Set on every pool when given (`log_leg_timeout_ms`).
+    pub log_leg_timeout_ms: Option<u64>,
 }
 
 /// One timed run: latencies in µs with their completion time in ms since the start.
@@ -115,18 +117,18 @@ fn raw_run(
     Ok(run)
 }
 
-/// A fresh pool in `dir` (store 'far away'), with a log device when `with_log`.
+/// A fresh pool in `dir` (store 'far away'), with `log_legs` log devices (0: none; 2: a mirror).
 async fn pool(
     dir: &Path,
-    with_log: bool,
+    log_legs: usize,
     latency_ms: u64,
     seed: u64,
     clock: Arc<dyn Clock>,
 ) -> Result<Pool> {
-    let log = dir.join("log0");
+    let legs: Vec<PathBuf> = (0..log_legs).map(|i| dir.join(format!("log{i}"))).collect();
     bench_pool(
         dir,
-        with_log.then_some((log.as_path(), 1 << 30)),
+        (log_legs > 0).then_some((legs.as_slice(), 1 << 30)),
         &format!("latency={latency_ms}"),
         SPAN_BYTES,
         seed,
@@ -136,11 +138,11 @@ async fn pool(
 }
 
 /// A fresh pool whose store is a directory in `dir` made far away by `simulate` (a `--simulate`
-/// spec), with a log device of `log.1` bytes at `log.0` when given, no cache, and one volume "v"
-/// of `volume_bytes`.
+/// spec), with a log of `log.1` bytes per leg at the paths `log.0` when given (more than one: a
+/// mirror), no cache, and one volume "v" of `volume_bytes`.
 pub(crate) async fn bench_pool(
     dir: &Path,
-    log: Option<(&Path, u64)>,
+    log: Option<(&[PathBuf], u64)>,
     simulate: &str,
     volume_bytes: u64,
     seed: u64,
@@ -155,23 +157,24 @@ pub(crate) async fn bench_pool(
     let store: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock, seed));
     let guid = fardisk_engine::rng::Rng::new(seed).next_u128();
     let mut vdevs = Vec::new();
-    if let Some((leg, size_bytes)) = log {
-        let _ = std::fs::remove_file(leg);
+    if let Some((legs, size_bytes)) = log {
+        for leg in legs {
+            let _ = std::fs::remove_file(leg);
+        }
         let mut fo =
             fardisk_slog::FormatOptions::new(Arc::new(fardisk_slog::FileProvider::default()), seed);
         fo.size_bytes = size_bytes;
-        let cfg = fardisk_slog::IntentLog::format(
-            "bench",
-            guid,
-            &fardisk_slog::VdevSpec::Single(leg.to_path_buf()),
-            &fo,
-        )
-        .map_err(|e| anyhow!("{e}"))?;
+        let spec = match legs {
+            [one] => fardisk_slog::VdevSpec::Single(one.clone()),
+            _ => fardisk_slog::VdevSpec::Mirror(legs.to_vec()),
+        };
+        let cfg = fardisk_slog::IntentLog::format("bench", guid, &spec, &fo)
+            .map_err(|e| anyhow!("{e}"))?;
         vdevs.push(VdevEntry {
             role: fardisk_engine::root::VdevRole::Log,
-            mirror: false,
+            mirror: legs.len() > 1,
             guid: cfg.vdev_guid,
-            paths: vec![leg.display().to_string()],
+            paths: legs.iter().map(|l| l.display().to_string()).collect(),
         });
     }
     Pool::create(
@@ -343,6 +346,13 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
             group_commit: None,
             log_bytes_per_write: None,
         },
+        Config {
+            setup: "fardisk, log mirrored on two local files",
+            durable: true,
+            runs: Vec::new(),
+            group_commit: None,
+            log_bytes_per_write: None,
+        },
     ];
     for &w in &args.writer_counts {
         let r =
@@ -353,9 +363,12 @@ pub async fn run(args: Args, out: &Path, note: &str) -> Result<()> {
             percentile(&r.sorted(), 99.0)
         );
         configs[0].runs.push((w, r));
-        for (i, with_log) in [(1usize, true), (2, false)] {
-            let dir = args.dir.join(if with_log { "with-log" } else { "no-log" });
-            let pool = pool(&dir, with_log, args.latency_ms, args.seed, clock.clone()).await?;
+        for (i, log_legs) in [(1usize, 1usize), (2, 0), (3, 2)] {
+            let dir = args.dir.join(format!("log-legs-{log_legs}"));
+            let pool = pool(&dir, log_legs, args.latency_ms, args.seed, clock.clone()).await?;
+            if let Some(ms) = args.log_leg_timeout_ms {
+                pool.set_prop("log_leg_timeout_ms", &ms.to_string()).map_err(|e| anyhow!("{e}"))?;
+            }
             let r = engine_run(&pool, w, args.seconds, args.seed, &clock).await?;
             eprintln!(
                 "fardisk-bench: {} {w} writers: {:.0}/s, p99 {:.0} µs",

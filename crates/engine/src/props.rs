@@ -213,6 +213,18 @@ pub const FAILMODE: Prop = settable_choice("failmode", &["wait", "continue"], &[
 /// waits for it (BENCHMARKS.md nbd-latency and pgbench-latency, the log_write_ahead rows).
 pub const LOG_WRITE_AHEAD: Prop = settable_choice("log_write_ahead", &["on", "off"], &[], "off");
 
+/// How long a mirrored log's write waits for a leg that does not answer once another leg has
+/// answered it: past it the leg is FAULTED (`status` says it stopped answering) and sync writes
+/// go on with the other legs, as after a write error. A single log device has no other leg and
+/// is waited for. Far beyond a healthy flush (under a millisecond) so that only a device that
+/// stopped answering is given up on; a commit then stalls once, this long. 0: wait for every
+/// leg for as long as it takes, writing the first on the committing thread (about 15 % more
+/// one-writer sync writes/s on a mirror, bench/notes/sync-writes.md).
+pub const LOG_LEG_TIMEOUT_MS: Prop = Prop {
+    note: "0 = never give up on a leg",
+    ..settable_number("log_leg_timeout_ms", Unit::Milliseconds, 0, 600_000, 10_000)
+};
+
 /// Every property, in the order `get all` lists them.
 pub const POOL_PROPS: &[Prop] = &[
     COMPRESSION,
@@ -235,6 +247,7 @@ pub const POOL_PROPS: &[Prop] = &[
     MAP_READAHEAD_PAGES_MAX,
     FAILMODE,
     LOG_WRITE_AHEAD,
+    LOG_LEG_TIMEOUT_MS,
 ];
 
 /// The property called `name`, or the one-line refusal that lists the known ones.

@@ -95,6 +95,7 @@ impl IntentLog {
             inner,
             ring,
             Arc::clone(&shared.clock),
+            Arc::clone(&shared.leg_timeout_ms),
         )));
         Ok(())
     }

@@ -95,7 +95,17 @@ pub struct OpenOptions {
     /// The writer epoch of this import (e.g. the engine's fencing epoch). The log uses the
     /// larger of this and one more than any epoch found on the devices.
     pub writer_epoch: u64,
+    /// How long a mirror's write cycle waits for a leg once another leg has answered it, in
+    /// the clock's milliseconds; past it the leg is FAULTED and commits go on without it
+    /// (leg_io.rs). Changed at run time with `IntentLog::set_leg_timeout_ms`.
+    pub leg_timeout_ms: u64,
 }
+
+/// The default `leg_timeout_ms`: far beyond any healthy flush (well under a millisecond; a
+/// loaded disk's worst seen here is under a second), so only a device that stopped answering
+/// is taken out of service, and short enough that a database's commits stall once, for
+/// seconds, rather than until a person comes.
+pub const LEG_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 
 impl OpenOptions {
     pub fn new(provider: Arc<dyn DeviceProvider>) -> Self {
@@ -106,6 +116,7 @@ impl OpenOptions {
             max_waiters: 1024,
             missing: MissingPolicy::Refuse,
             writer_epoch: 0,
+            leg_timeout_ms: LEG_TIMEOUT_MS_DEFAULT,
         }
     }
 }

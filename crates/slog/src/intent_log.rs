@@ -1,7 +1,7 @@
 //! `IntentLog`: all log vdevs of one pool, behind the commit / release / replay interface the
 //! engine uses.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -45,20 +45,24 @@ impl IntentLog {
         if let Some(seq) = plan.gap_at_seq {
             tracing::warn!(seq, "log history has a gap; records after it are discarded");
         }
+        let leg_timeout_ms = Arc::new(AtomicU64::new(opts.leg_timeout_ms));
         let assembled: Vec<Arc<Vdev>> = vdevs
             .iter()
             .zip(opened)
             .zip(&plan.keep_blocks)
             .map(|((config, (legs, label)), &keep)| {
                 let clock = Arc::clone(&opts.clock);
-                Arc::new(assemble_vdev(config, legs, label, keep, plan.release_seq, clock))
+                let timeout = Arc::clone(&leg_timeout_ms);
+                let release_seq = plan.release_seq;
+                Arc::new(assemble_vdev(config, legs, label, keep, release_seq, clock, timeout))
             })
             .collect();
         let session = Session {
             writer_epoch: (plan.max_epoch + 1).max(opts.writer_epoch),
             epoch_first_seq: plan.next_seq,
         };
-        let shared = Arc::new(Shared::new(pool, assembled, session, plan.next_seq, opts));
+        let shared =
+            Arc::new(Shared::new(pool, assembled, session, plan.next_seq, opts, leg_timeout_ms));
         shared.write_epoch_markers();
         let writer_shared = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
@@ -182,6 +186,12 @@ impl IntentLog {
     }
 
     /// Per vdev and leg: path, state, error counters, volatile flag, space.
+    /// Changes how long a mirror's write cycle waits for a leg once another answered it
+    /// (`OpenOptions::leg_timeout_ms`); the next cycle uses it.
+    pub fn set_leg_timeout_ms(&self, leg_timeout_ms: u64) {
+        self.shared.leg_timeout_ms.store(leg_timeout_ms, Ordering::Relaxed);
+    }
+
     pub fn status(&self) -> Vec<VdevStatus> {
         self.shared.vdevs.read().iter().map(|v| v.status()).collect()
     }

@@ -70,7 +70,10 @@ mod writer;
 pub use admin::RemoveOutcome;
 pub use aligned::AlignedBuf;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{FormatOptions, MissingPolicy, OpenOptions, VdevConfig, VdevKind, VdevSpec};
+pub use config::{
+    FormatOptions, MissingPolicy, OpenOptions, VdevConfig, VdevKind, VdevSpec,
+    LEG_TIMEOUT_MS_DEFAULT,
+};
 pub use device::crash::{CrashDevice, MemProvider};
 pub use device::file::{FileDevice, FileProvider};
 pub use device::{DeviceProvider, LogDevice};

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::clock::Clock;
@@ -294,6 +295,7 @@ pub(crate) fn assemble_vdev(
     keep: usize,
     release_seq: u64,
     clock: Arc<dyn Clock>,
+    leg_timeout_ms: Arc<AtomicU64>,
 ) -> Vdev {
     let best = best_leg(&legs);
     let ring = match best.and_then(|i| legs[i].scan.as_ref()) {
@@ -318,7 +320,7 @@ pub(crate) fn assemble_vdev(
         next_head_slot,
         unflushed_first_seq: None,
     };
-    Vdev::new(config.vdev_guid, config.kind, label, inner, ring, clock)
+    Vdev::new(config.vdev_guid, config.kind, label, inner, ring, clock, leg_timeout_ms)
 }
 
 fn ring_from_scan(label: &DeviceLabel, scan: &LegScan, keep: usize, release_seq: u64) -> Ring {

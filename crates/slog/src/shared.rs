@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub provider: Arc<dyn DeviceProvider>,
     /// Replay streams reading the log now, and the release they hold back (release.rs).
     pub release_pins: Mutex<ReleasePins>,
+    /// Every vdev's `leg_timeout_ms` (OpenOptions), shared so a change reaches all of them.
+    pub leg_timeout_ms: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -46,6 +48,7 @@ impl Shared {
         session: Session,
         next_seq: u64,
         opts: &OpenOptions,
+        leg_timeout_ms: Arc<AtomicU64>,
     ) -> Shared {
         Shared {
             pool,
@@ -63,6 +66,7 @@ impl Shared {
             max_batch_bytes: opts.max_batch_bytes.max(1),
             provider: Arc::clone(&opts.provider),
             release_pins: Mutex::new(ReleasePins::default()),
+            leg_timeout_ms,
         }
     }
 

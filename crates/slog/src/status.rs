@@ -61,12 +61,17 @@ pub struct LegStatus {
     pub read_errors: u64,
     pub write_errors: u64,
     pub checksum_errors: u64,
+    /// Write cycles a mirror gave up waiting for on this leg (`leg_timeout_ms` after they
+    /// began, another leg having answered): each took the leg out of service.
+    pub timeouts: u64,
     /// The device does not survive a power cut (tmpfs, ramfs, RAM disk).
     pub volatile: bool,
     /// How long the write cycle under way on this leg (its writes and flush) has waited for the
     /// device, in milliseconds of the log's clock; `None` when none is under way. A leg that
-    /// does not answer holds every commit (a cycle ends when every leg has answered), so this is
-    /// what `status` shows when sync writes stall on a hung device.
+    /// does not answer holds commits until the cycle gives up on it (a mirror's other leg
+    /// answered, `leg_timeout_ms` passed) or for as long as it hangs (its vdev's only leg), so
+    /// this is what `status` shows when sync writes stall on a hung device. It stays set on a
+    /// leg given up on until the device answers.
     pub io_waiting_ms: Option<u64>,
 }
 
@@ -92,6 +97,7 @@ pub(crate) struct LegHealth {
     read_errors: AtomicU64,
     write_errors: AtomicU64,
     checksum_errors: AtomicU64,
+    timeouts: AtomicU64,
     volatile: AtomicBool,
     /// When the write cycle under way on this leg started (the log clock's monotonic ms, plus
     /// one so that 0 means none is under way).
@@ -112,6 +118,7 @@ impl LegHealth {
             read_errors: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
             checksum_errors: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
             volatile: AtomicBool::new(volatile),
             io_started_ms_plus_one: AtomicU64::new(0),
         }
@@ -148,6 +155,12 @@ impl LegHealth {
         self.set_state(HealthState::Faulted);
     }
 
+    /// Counts a write cycle given up on at its deadline and takes the leg out of service.
+    pub fn time_out(&self) {
+        self.timeouts.fetch_add(1, Ordering::Relaxed);
+        self.set_state(HealthState::Faulted);
+    }
+
     pub fn add_checksum_errors(&self, count: u64) {
         self.checksum_errors.fetch_add(count, Ordering::Relaxed);
     }
@@ -161,6 +174,7 @@ impl LegHealth {
             read_errors: self.read_errors.load(Ordering::Relaxed),
             write_errors: self.write_errors.load(Ordering::Relaxed),
             checksum_errors: self.checksum_errors.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
             volatile: self.volatile.load(Ordering::Relaxed),
             io_waiting_ms: (started > 0).then(|| now_ms.saturating_sub(started - 1)),
         }

@@ -28,7 +28,7 @@ use crate::device::LogDevice;
 use crate::head::LogHead;
 use crate::label::DeviceLabel;
 use crate::layout::{clamp_write_unit, BLOCK_SIZE_BYTES, HEAD_SLOT_OFFSETS_BYTES};
-use crate::leg_io::{LegTarget, LegThreads, LegWrite};
+use crate::leg_io::{LegDeadline, LegTarget, LegThreads, LegWrite};
 use crate::record::{DecodedRecord, LogRecord};
 use crate::ring::{ChainPoint, Extent, Ring};
 use crate::scan::{read_block_at, ReadBlockError, RingBounds};
@@ -83,10 +83,13 @@ pub(crate) struct Vdev {
     /// Blocks are padded to this (the largest atomic write unit of the legs), so a torn block
     /// write never reaches an earlier block. Recomputed when the legs change.
     unit_bytes: AtomicU64,
-    /// The threads that write the legs after the first, kept across cycles (leg_io.rs).
+    /// The threads that write a mirror's legs, kept across cycles (leg_io.rs).
     leg_threads: LegThreads,
-    /// The log's clock: when each leg's write cycle started, for `status`.
+    /// The log's clock: when each leg's write cycle started, for `status` and the deadline.
     clock: Arc<dyn Clock>,
+    /// How long a mirror's cycle waits for a leg after another answered it (the log's
+    /// `leg_timeout_ms`, shared by its vdevs and changed at run time).
+    leg_timeout_ms: Arc<AtomicU64>,
 }
 
 /// What a write needs from the log as a whole.
@@ -114,6 +117,7 @@ impl Vdev {
         inner: VdevInner,
         ring: Ring,
         clock: Arc<dyn Clock>,
+        leg_timeout_ms: Arc<AtomicU64>,
     ) -> Self {
         let legs_view = Mutex::new(legs_view(&inner));
         let unit_bytes = AtomicU64::new(write_unit_bytes(&inner.legs));
@@ -131,6 +135,7 @@ impl Vdev {
             space_total_bytes: AtomicU64::new(0),
             leg_threads: LegThreads::default(),
             clock,
+            leg_timeout_ms,
         };
         vdev.update_space(&vdev.ring.lock());
         vdev
@@ -253,7 +258,12 @@ impl Vdev {
         for target in &targets {
             target.health.io_started(now_ms);
         }
-        let results = self.leg_threads.run(&targets, writes, flush);
+        let deadline = LegDeadline {
+            clock: self.clock.as_ref(),
+            started_ms: now_ms,
+            timeout_ms: self.leg_timeout_ms.load(Ordering::Relaxed),
+        };
+        let results = self.leg_threads.run(&targets, writes, flush, &deadline);
         let mut ok = 0;
         for (index, result) in results {
             let leg = &inner.legs[index];
@@ -263,6 +273,10 @@ impl Vdev {
                     if flush {
                         StatsCounters::add(&stats.leg_flushes, 1);
                     }
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::TimedOut => {
+                    tracing::warn!(path = %leg.path.display(), error = %err, "log leg did not answer while its mirror did; leg FAULTED, sync writes go on without it");
+                    leg.health.time_out();
                 }
                 Err(err) => {
                     tracing::warn!(path = %leg.path.display(), error = %err, "log leg write failed; leg FAULTED");

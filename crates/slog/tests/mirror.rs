@@ -161,3 +161,53 @@ fn a_leg_that_does_not_answer_is_named_in_status_until_it_does() {
     rt.block_on(commit).expect("task").expect("the commit completes once m1 answers");
     assert_eq!((waiting(0), waiting(1)), (None, None), "answered: nothing under way");
 }
+
+/// A leg that stops answering is taken out of service once its mirror answered and
+/// `leg_timeout_ms` passed: the commit waiting for it completes, later commits do not wait for
+/// it, `status` says why, and every acknowledged record replays from the other leg, in the
+/// session and after a power cut.
+#[test]
+fn a_hung_leg_is_given_up_on_after_its_timeout_and_commits_go_on_without_it() {
+    use fardisk_slog::clock::{Clock, ManualClock};
+    use std::time::Duration;
+    let rt = runtime();
+    let provider = MemProvider::new();
+    let config = mirror(&provider, 4);
+    let clock = Arc::new(ManualClock::default());
+    let mut opts = open_opts(&provider);
+    opts.clock = Arc::clone(&clock) as Arc<dyn Clock>;
+    opts.leg_timeout_ms = 200;
+    let log = Arc::new(
+        IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &opts).expect("open"),
+    );
+    let mut expected = commit_txgs(&rt, &log, 1..3);
+    let hung = provider.device(path("m1")).expect("m1");
+    hung.hold_flushes();
+    let batch = vec![record(3, 30, 512)];
+    // The commit writes the legs on its own thread (writer.rs `lead`), so it runs on one of
+    // its own here and the wait for it is bounded: before, it waited as long as m1 hung.
+    let commit = {
+        let (log, batch) = (Arc::clone(&log), batch.clone());
+        std::thread::spawn(move || runtime().block_on(log.commit(batch)))
+    };
+    assert!(hung.wait_for_blocked_flushes(1, Duration::from_secs(30)), "m1's flush is held");
+    clock.advance(Duration::from_millis(200));
+    wait_until("the commit to complete without m1", || commit.is_finished());
+    commit.join().expect("commit thread").expect("the commit succeeds on m0");
+    expected.extend(batch);
+    let status = &log.status()[0];
+    assert_eq!((status.state, status.legs[1].state), (HealthState::Degraded, HealthState::Faulted));
+    assert_eq!((status.legs[1].timeouts, status.legs[1].write_errors), (1, 0));
+    assert!(status.legs[1].io_waiting_ms.is_some(), "m1's flush is still out");
+    // Later commits do not wait for m1 at all, though it still hangs.
+    expected.extend(commit_txgs(&rt, &log, 4..6));
+    assert_eq!(log.status()[0].legs[0].state, HealthState::Online);
+    assert_eq!(replayed(&log), expected, "in-session replay");
+    // Power cut while m1 still hangs; it comes back stale and is resynced from m0.
+    let crashed = provider.crash(11);
+    hung.release_flushes();
+    drop(log);
+    let log = open_mem(&crashed, &[config]);
+    assert_eq!(replayed(&log), expected, "replay after the power cut");
+    assert_eq!(log.status()[0].state, HealthState::Online, "the stale leg was resynced");
+}

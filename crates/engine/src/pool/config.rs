@@ -7,8 +7,8 @@ use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
     COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX,
-    LOG_WRITE_AHEAD, MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX,
-    READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
+    LOG_LEG_TIMEOUT_MS, LOG_WRITE_AHEAD, MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX,
+    READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -56,6 +56,9 @@ pub struct PoolConfig {
     /// `log_write_ahead=on`: plain writes' records are written to the log as they come, and a
     /// sync request then needs only the flush (pool/intent).
     pub log_write_ahead: bool,
+    /// How long a mirrored log's write waits for a leg once another answered it (fardisk-slog
+    /// `OpenOptions::leg_timeout_ms`).
+    pub log_leg_timeout_ms: u64,
     /// None: a txg whose upload fails is retried until the store comes back (production).
     /// Some(n): give up after n attempts and fault the pool (tests that simulate a crash).
     pub sync_attempts_max: Option<u64>,
@@ -91,6 +94,7 @@ impl Default for PoolConfig {
             map_readahead_pages_max: MAP_READAHEAD_PAGES_MAX.default_number(),
             failmode_wait: FAILMODE.default_text() == "wait",
             log_write_ahead: LOG_WRITE_AHEAD.default_text() == "on",
+            log_leg_timeout_ms: LOG_LEG_TIMEOUT_MS.default_number(),
             sync_attempts_max: None,
             held_records_dir: None,
             free_pages_per_txg_max: FREE_PAGES_PER_TXG_MAX.default_number(),
@@ -147,6 +151,9 @@ impl PoolConfig {
         }
         if let Some(v) = props.get(LOG_WRITE_AHEAD.name) {
             self.log_write_ahead = v == "on";
+        }
+        if let Some(ms) = LOG_LEG_TIMEOUT_MS.stored_number(props)? {
+            self.log_leg_timeout_ms = ms;
         }
         Ok(())
     }

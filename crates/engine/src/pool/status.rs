@@ -116,7 +116,8 @@ fn log_json(inner: &super::Inner) -> serde_json::Value {
                 "space_total_bytes": v.space_total_bytes,
                 "legs": v.legs.iter().map(|l| serde_json::json!({
                     "path": l.path, "state": l.state.name(), "read_errors": l.read_errors,
-                    "write_errors": l.write_errors, "checksum_errors": l.checksum_errors, "volatile": l.volatile,
+                    "write_errors": l.write_errors, "checksum_errors": l.checksum_errors, "timeouts": l.timeouts,
+                    "volatile": l.volatile,
                     "io_waiting_ms": l.io_waiting_ms,
                     "io_stalled": l.io_waiting_ms.is_some_and(|ms| ms >= fardisk_slog::LEG_IO_STALLED_MS),
                 })).collect::<Vec<_>>(),

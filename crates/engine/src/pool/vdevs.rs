@@ -105,6 +105,7 @@ impl Pool {
         let mut o = OpenOptions::new(self.inner.intent.devices.0.clone());
         o.clock = self.inner.env.clock.clone();
         o.writer_epoch = self.inner.epoch;
+        o.leg_timeout_ms = self.inner.config.read().log_leg_timeout_ms;
         let log = IntentLog::open(&self.inner.name, self.inner.guid, &[config], &o)
             .map_err(|e| slog_err("opening the new log", e))?;
         let txg = self.inner.txg.state.lock();

@@ -134,10 +134,12 @@ impl Pool {
     pub fn set_prop(&self, key: &str, value: &str) -> Result<()> {
         let value = crate::props::canonical_prop(key, value, true)?;
         self.check_writable()?;
-        self.inner
-            .config
-            .write()
-            .apply_props(&BTreeMap::from([(key.to_string(), value.clone())]))?;
+        let mut config = self.inner.config.write();
+        config.apply_props(&BTreeMap::from([(key.to_string(), value.clone())]))?;
+        if let Some(log) = self.inner.intent.log() {
+            log.set_leg_timeout_ms(config.log_leg_timeout_ms);
+        }
+        drop(config);
         self.inner.meta.write().root.props.insert(key.to_string(), value);
         self.inner.txg.queue_meta_change();
         self.inner.txg.kick();

@@ -13,6 +13,7 @@ mod damaged_roots;
 mod decoders_proptest;
 mod far_frees;
 mod golden_formats;
+mod hung_log_leg;
 mod idle_reclaim;
 mod idle_requests;
 mod intent_log;

@@ -42,6 +42,7 @@ fn ci_seeds() {
         totals.outages += r.outages;
         totals.suspended_seen += r.suspended_seen;
         totals.leg_faults += r.leg_faults;
+        totals.leg_hangs += r.leg_hangs;
         totals.cache_damages += r.cache_damages;
         totals.store_corruptions += r.store_corruptions;
         totals.unacked_ops_lost += r.unacked_ops_lost;
@@ -54,15 +55,16 @@ fn ci_seeds() {
         totals.crashes_mid_frees += r.crashes_mid_frees;
     }
     eprintln!(
-        "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush, {} followed by an import that died too), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults, {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, {} power cuts of a file:// store's host ({} objects not yet durable: {} reverted, {} torn), 0 acknowledged lost",
+        "sim totals: 6 seeds x {CI_STEPS} steps, {} ops, {} acknowledged syncs, {} crashes ({} inside a txg's uploads, {} between a log write and its flush, {} followed by an import that died too), {} outages (SUSPENDED seen {} times, every one healed by itself), {} log-leg faults ({} hung legs given up on), {} cache-device damages, {} corrupted store objects, {} unacknowledged ops cut by crashes, {} power cuts of a file:// store's host ({} objects not yet durable: {} reverted, {} torn), 0 acknowledged lost",
         totals.ops, totals.acks, totals.crashes, totals.crashes_mid_txg, totals.crashes_mid_commit, totals.imports_cut, totals.outages, totals.suspended_seen,
-        totals.leg_faults, totals.cache_damages, totals.store_corruptions, totals.unacked_ops_lost, totals.store_power_cuts,
+        totals.leg_faults, totals.leg_hangs, totals.cache_damages, totals.store_corruptions, totals.unacked_ops_lost, totals.store_power_cuts,
         totals.store_objects_volatile, totals.store_objects_reverted, totals.store_objects_torn
     );
     assert!(
         totals.crashes > 0 && totals.outages > 0 && totals.leg_faults > 0,
         "the CI seeds must exercise crashes, outages and leg faults"
     );
+    assert!(totals.leg_hangs > 0, "the CI seeds must hang a log leg mid-commit");
     eprintln!(
         "sim totals: {} big trims and {} snapshot destroys, {} of them cut by a crash with frees still queued or a walk under way",
         totals.big_frees, totals.snapshot_destroys, totals.crashes_mid_frees

@@ -152,14 +152,25 @@ fn age_text(time_ms: u64, now_ms: u64) -> String {
     format!("{:.1}s ago", now_ms.saturating_sub(time_ms) as f64 / 1000.0)
 }
 
-/// A leg whose write cycle has gone unanswered for a while: every commit waits for it (a
-/// cycle ends when every leg has answered), so this names why sync writes stall.
+/// A leg whose write cycle has gone unanswered for a while: commits wait for it until the
+/// cycle gives up on it (`log_leg_timeout_ms`, when a mirror's other leg answered), so this
+/// names why sync writes stall; and a leg that was given up on, which is out of service.
 fn stalled_text(leg: &Value) -> String {
-    match leg["io_waiting_ms"].as_u64() {
-        Some(ms) if leg["io_stalled"] == true => format!(
-            "  (a log write unanswered for {:.1} s: sync writes wait for this device)",
-            ms as f64 / 1000.0
-        ),
+    let timeouts = leg["timeouts"].as_u64().unwrap_or(0);
+    let waiting_s = leg["io_waiting_ms"].as_u64().map(|ms| ms as f64 / 1000.0);
+    if leg["state"] == "FAULTED" && timeouts > 0 {
+        let out = waiting_s
+            .map(|s| format!(", its last write unanswered for {s:.1} s"))
+            .unwrap_or_default();
+        let times = if timeouts == 1 { "once".to_string() } else { format!("{timeouts} times") };
+        return format!(
+            "  (stopped answering {times}{out}: out of service, sync writes go on without it; 'fardisk replace' it)"
+        );
+    }
+    match waiting_s {
+        Some(s) if leg["io_stalled"] == true => {
+            format!("  (a log write unanswered for {s:.1} s: sync writes wait for this device)")
+        }
         _ => String::new(),
     }
 }
@@ -605,6 +616,20 @@ mod tests {
             "{out}"
         );
         assert!(!line("/tmp/fdm/log0").contains("unanswered"), "a cycle under way is not news");
+        // Given up on at its deadline: out of service, and commits no longer wait for it.
+        let legs = &mut v["log"]["vdevs"][0]["legs"];
+        legs[1]["state"] = serde_json::json!("FAULTED");
+        legs[1]["timeouts"] = serde_json::json!(1);
+        let mut out = String::new();
+        render_status(&mut out, &v, false, now_ms(&v));
+        let line = out.lines().find(|l| l.contains("/tmp/fdm/log1")).unwrap();
+        assert!(
+            line.ends_with(
+                "FAULTED       0     0     0  (stopped answering once, its last write unanswered \
+                 for 12.3 s: out of service, sync writes go on without it; 'fardisk replace' it)"
+            ),
+            "{out}"
+        );
     }
 
     #[test]

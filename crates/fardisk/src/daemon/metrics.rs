@@ -520,6 +520,15 @@ impl Scrape {
                 samples,
             )?;
         }
+        let samples =
+            legs.iter().map(|(g, l)| (leg_labels(g, l), l.get("timeouts").and_then(num))).collect();
+        family(
+            enc,
+            "fardisk_log_device_timeouts",
+            "write cycles given up on at log_leg_timeout_ms (each took the leg out of service)",
+            C,
+            samples,
+        )?;
         Ok(())
     }
 

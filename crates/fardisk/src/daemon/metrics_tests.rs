@@ -111,6 +111,13 @@ fn log_legs_and_cache_devices_are_labelled_by_path() {
         ),
         0.0
     );
+    assert_eq!(
+        sample(
+            &t,
+            r#"fardisk_log_device_timeouts_total{pool="tank",vdev="9beed356c3b4a301",device="/tmp/fdm/log1"}"#
+        ),
+        0.0
+    );
     assert_eq!(sample(&t, r#"fardisk_log_capacity_bytes{pool="tank"}"#), 268419072.0);
     assert_eq!(
         sample(&t, r#"fardisk_l2arc_device_online{pool="tank",device="/tmp/fdm/cache0"}"#),

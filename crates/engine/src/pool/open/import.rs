@@ -45,7 +45,7 @@ impl Pool {
             );
         }
         // The log is opened before the pool is claimed: a refused import changes nothing.
-        let log = open_log(&latest, &opts, &env)?;
+        let log = open_log(&latest, &opts, &env, config.log_leg_timeout_ms)?;
         let me = holder(&env, &rng, true);
         let claim = Root {
             txg: rewind.claim_txg,

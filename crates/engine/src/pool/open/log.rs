@@ -28,6 +28,7 @@ pub(super) fn open_log(
     root: &Root,
     opts: &ImportOptions,
     env: &Env,
+    leg_timeout_ms: u64,
 ) -> Result<Option<Arc<fardisk_slog::IntentLog>>> {
     let missing_ok = opts.missing_log;
     let configs = log_configs(root);
@@ -40,6 +41,7 @@ pub(super) fn open_log(
     let whole_vdev_missing = configs.iter().any(|c| c.legs.iter().all(|p| !devices.exists(p)));
     let mut o = fardisk_slog::OpenOptions::new(devices.0.clone());
     o.clock = env.clock.clone();
+    o.leg_timeout_ms = leg_timeout_ms;
     // After a clean export every acknowledged write is in the store: a missing log loses nothing.
     let clean_export = !root.holder.active;
     if whole_vdev_missing && clean_export {

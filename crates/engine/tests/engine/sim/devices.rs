@@ -26,6 +26,8 @@ pub enum LegFault {
     Vanish,
     /// A range of the leg is overwritten with garbage (media rot or a stray write).
     Rot,
+    /// Stops answering its flushes mid-commit, and is given up on (hung_leg.rs).
+    Hang,
 }
 
 pub struct LogDevices {
@@ -67,6 +69,11 @@ impl LogDevices {
         (0..self.legs.len()).filter_map(|l| self.device(l)).inspect(|d| d.hold_flushes()).collect()
     }
 
+    /// Holds one leg's flushes (a hung device); the caller lets them go.
+    pub fn hang(&self, leg: usize) -> Option<CrashDevice> {
+        self.device(leg).inspect(|d| d.hold_flushes())
+    }
+
     pub fn inject(&self, leg: usize, fault: LegFault, rng: &Rng) {
         let Some(d) = self.device(leg) else { return };
         match fault {
@@ -79,6 +86,8 @@ impl LogDevices {
                 let offset = (64 << 10) + rng.below(LOG_LEG_BYTES - (64 << 10) - len) / 512 * 512;
                 d.corrupt(offset, len);
             }
+            // Needs a commit under way and the clock moved: the step does it (hung_leg.rs).
+            LegFault::Hang => unreachable!("a hang is injected by World::hang_leg"),
         }
     }
 

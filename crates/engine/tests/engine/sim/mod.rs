@@ -14,6 +14,7 @@
 mod big_frees;
 pub mod devices;
 pub mod history;
+mod hung_leg;
 mod steps;
 
 use bytes::Bytes;
@@ -76,6 +77,8 @@ pub struct Report {
     pub outages: u64,
     pub suspended_seen: u64,
     pub leg_faults: u64,
+    /// Of those, legs that stopped answering mid-commit and were given up on (hung_leg.rs).
+    pub leg_hangs: u64,
     pub leg_replacements: u64,
     pub cache_damages: u64,
     pub store_corruptions: u64,
@@ -138,6 +141,9 @@ const TRACE_LINES_MAX: usize = 2_000_000;
 /// within a few thousand).
 const IMPORT_POLLS_MAX: u64 = 2_000_000;
 
+/// The least `log_leg_timeout_ms`: a hung leg costs a seed this much real waiting.
+pub const SIM_LOG_LEG_TIMEOUT_MS: u64 = 100;
+
 pub fn config() -> PoolConfig {
     PoolConfig {
         txg_timeout: None,
@@ -153,6 +159,7 @@ pub fn config() -> PoolConfig {
         // One queued map page per txg: a big trim's frees span several txgs, and crashes fall
         // between them (big_frees.rs).
         free_pages_per_txg_max: 1,
+        log_leg_timeout_ms: SIM_LOG_LEG_TIMEOUT_MS,
         ..PoolConfig::default()
     }
 }

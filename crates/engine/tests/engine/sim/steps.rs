@@ -25,7 +25,7 @@ impl World {
             62..=64 => self.compact().await,
             65..=71 => self.change_weather(),
             72..=78 => self.crash().await,
-            79..=82 => self.fault_leg(),
+            79..=82 => self.fault_leg().await,
             83..=85 => self.replace_leg().await,
             86..=88 => self.corrupt_store_object().await,
             89..=91 => self.export_import().await,
@@ -396,13 +396,21 @@ impl World {
         self.crash_now::<()>(Vec::new()).await;
     }
 
-    fn fault_leg(&mut self) {
+    async fn fault_leg(&mut self) {
         if self.log.is_none() || !self.bad_legs.is_empty() {
             return;
         }
         let leg = self.rng.below(2) as usize;
-        let fault = [LegFault::FailWrites, LegFault::FailFlushes, LegFault::Vanish, LegFault::Rot]
-            [self.rng.below(4) as usize];
+        let fault = [
+            LegFault::FailWrites,
+            LegFault::FailFlushes,
+            LegFault::Vanish,
+            LegFault::Rot,
+            LegFault::Hang,
+        ][self.rng.below(5) as usize];
+        if fault == LegFault::Hang {
+            return self.hang_leg(leg).await;
+        }
         if let Some(log) = &self.log {
             log.inject(leg, fault, &self.rng);
         }
