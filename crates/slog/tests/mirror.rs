@@ -29,6 +29,22 @@ fn replayed(log: &IntentLog) -> Vec<LogRecord> {
     replay_checked(log, 0).expect("replay").records.into_iter().map(|r| r.record).collect()
 }
 
+/// The log over `config` on a manual clock the test moves, with `leg_timeout_ms` when given.
+fn open_on_manual_clock(
+    provider: &MemProvider,
+    config: &VdevConfig,
+    leg_timeout_ms: Option<u64>,
+) -> (Arc<IntentLog>, Arc<fardisk_slog::clock::ManualClock>) {
+    let clock = Arc::new(fardisk_slog::clock::ManualClock::default());
+    let mut opts = open_opts(provider);
+    opts.clock = Arc::clone(&clock) as Arc<dyn fardisk_slog::clock::Clock>;
+    if let Some(ms) = leg_timeout_ms {
+        opts.leg_timeout_ms = ms;
+    }
+    let configs = std::slice::from_ref(config);
+    (Arc::new(IntentLog::open(POOL, POOL_GUID, configs, &opts).expect("open")), clock)
+}
+
 fn leg_state(log: &IntentLog, leg: usize) -> HealthState {
     log.status()[0].legs[leg].state
 }
@@ -129,15 +145,11 @@ fn replace_leg_resilvers_live_records() {
 
 #[test]
 fn a_leg_that_does_not_answer_is_named_in_status_until_it_does() {
-    use fardisk_slog::clock::{Clock, ManualClock};
     use std::time::Duration;
     let rt = runtime();
     let provider = MemProvider::new();
     let config = mirror(&provider, 3);
-    let clock = Arc::new(ManualClock::default());
-    let mut opts = open_opts(&provider);
-    opts.clock = Arc::clone(&clock) as Arc<dyn Clock>;
-    let log = Arc::new(IntentLog::open(POOL, POOL_GUID, &[config], &opts).expect("open"));
+    let (log, clock) = open_on_manual_clock(&provider, &config, None);
     commit_txgs(&rt, &log, 1..2);
     let waiting = |leg: usize| log.status()[0].legs[leg].io_waiting_ms;
     assert_eq!((waiting(0), waiting(1)), (None, None), "no cycle under way between commits");
@@ -168,18 +180,11 @@ fn a_leg_that_does_not_answer_is_named_in_status_until_it_does() {
 /// session and after a power cut.
 #[test]
 fn a_hung_leg_is_given_up_on_after_its_timeout_and_commits_go_on_without_it() {
-    use fardisk_slog::clock::{Clock, ManualClock};
     use std::time::Duration;
     let rt = runtime();
     let provider = MemProvider::new();
     let config = mirror(&provider, 4);
-    let clock = Arc::new(ManualClock::default());
-    let mut opts = open_opts(&provider);
-    opts.clock = Arc::clone(&clock) as Arc<dyn Clock>;
-    opts.leg_timeout_ms = 200;
-    let log = Arc::new(
-        IntentLog::open(POOL, POOL_GUID, std::slice::from_ref(&config), &opts).expect("open"),
-    );
+    let (log, clock) = open_on_manual_clock(&provider, &config, Some(200));
     let mut expected = commit_txgs(&rt, &log, 1..3);
     let hung = provider.device(path("m1")).expect("m1");
     hung.hold_flushes();
