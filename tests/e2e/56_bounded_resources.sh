@@ -9,7 +9,8 @@
 # L2ARC cycle several times; /proc/PID/status, /proc/PID/fd and the metrics endpoint are sampled
 # every second. Then: RSS within its bound and not creeping up (last third vs second third),
 # threads and fds within the bounds derived from the code and back to idle afterwards, object-store
-# requests in flight (metrics) within the bounds of the code, and the NBD connection limit holds.
+# requests in flight (metrics) within the bounds of the code, and the NBD connection limit holds;
+# the daemon runs with the allocator's start-time tunables (transparent huge pages).
 E2E_NAME=56_bounded_resources
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 umask 022
@@ -273,6 +274,17 @@ done
 THREADS_AFTER="$(proc_field Threads)" FDS_AFTER="$(fd_count)" RSS_AFTER_KB="$(proc_field VmRSS)"
 check "threads back to idle ($THREADS_AFTER, idle $THREADS_IDLE)" test "$THREADS_AFTER" -le $((THREADS_IDLE + 1))
 check "fds back to idle ($FDS_AFTER, idle $FDS_IDLE)" test "$FDS_AFTER" -le "$FDS_IDLE"
+# The allocator's start-time settings (crates/common/src/malloc.rs): `fardisk import` hands the
+# daemon glibc's tunables, and with them its heap gets transparent huge pages on a kernel that
+# gives them on request (`madvise`, the common default) or always.
+check "the daemon runs with glibc.malloc.hugetlb=1 (GLIBC_TUNABLES)" \
+    bash -c "tr '\\0' '\\n' </proc/$PID/environ | grep -q '^GLIBC_TUNABLES=.*glibc.malloc.hugetlb=1'"
+THP_MODE="$(sed -E 's/.*\[([a-z]+)\].*/\1/' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo never)"
+ANON_HUGE_KB="$(awk '$1 == "AnonHugePages:" {print $2}' "/proc/$PID/smaps_rollup")"
+echo "$E2E_NAME: transparent huge pages: mode $THP_MODE, the daemon's AnonHugePages ${ANON_HUGE_KB:-?} kB"
+if [ "$THP_MODE" != never ]; then
+    check "the daemon's heap has transparent huge pages (${ANON_HUGE_KB:-0} kB)" test "${ANON_HUGE_KB:-0}" -gt 0
+fi
 
 # --- the NBD connection limit: 64 served, the rest closed at once, no thread per connection --
 conn="$(python3 - "$SOCK" "$PID" <<'PY'

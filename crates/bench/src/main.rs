@@ -471,8 +471,19 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
     Ok(())
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() -> Result<()> {
+/// The engine in this process runs with the daemon's allocator settings, so its rows are what the
+/// daemon does (fardisk_common::malloc; the raw rows share them).
+fn main() -> Result<()> {
+    if let Err(e) = fardisk_common::malloc::reexec_with_tunables() {
+        log(format!(
+            "could not restart with the daemon's allocator tunables ({e}); going on without"
+        ));
+    }
+    fardisk_common::malloc::tune_allocator();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run())
+}
+
+async fn run() -> Result<()> {
     match Cli::parse().command {
         Command::EngineStore(args) => engine_store(args).await,
         Command::CacheReads(a) => {

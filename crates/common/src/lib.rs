@@ -7,6 +7,7 @@
 //! * [`rng`]: seeded randomness ([`Rng`], SplitMix64), so a seed replays.
 //! * [`le`]: the explicit-width little-endian codec and the checksum (xxh3-64) of every stored
 //!   format. Reading never panics: a short buffer is an error.
+//! * [`malloc`]: the C allocator's settings the daemon and its benchmarks run with.
 //!
 //! The rules these serve are in docs/design/0000-rules.md (rule 3: verify before use; the
 //! injected environment makes the simulation replay).
@@ -14,6 +15,7 @@
 pub mod clock;
 pub mod golden;
 pub mod le;
+pub mod malloc;
 pub mod rng;
 
 pub use clock::{timeout, Clock, ManualClock, SystemClock};

@@ -265,6 +265,8 @@ fn start_background(
     if cfg.log.is_none() {
         cmd.env("FARDISK_LOG", "info");
     }
+    // The allocator's start-time settings, so the daemon need not start itself again for them.
+    fardisk_common::malloc::with_tunables(&mut cmd);
     // SAFETY: the pre_exec closure only calls setsid(2), which is async-signal-safe and touches
     // no memory of the parent.
     unsafe {

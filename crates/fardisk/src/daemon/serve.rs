@@ -27,40 +27,16 @@ use crate::holder::link::{EngineMessage, HolderLink};
 /// How long an engine handing over waits for its running FUSE data requests.
 const HANDOVER_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Buffers of this size or more get their own mapping from glibc's malloc (see `tune_allocator`).
-const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 128 << 10;
-
-/// Keeps memory the daemon frees from staying resident (docs/resources.md has the measurements).
-///
-/// glibc's malloc raises its mmap threshold to the size of every large mapped buffer freed (up to
-/// 32 MiB); after that, segment buffers, NBD payloads and coalesced GET ranges come from its heap
-/// arenas, where they fragment and freed memory is not returned. Under mixed NBD load the daemon
-/// grew without levelling off, to 3.4x its cache and dirty limits in a minute. A fixed threshold
-/// turns the adjustment off: every buffer of 128 KiB or more is mapped on its own and unmapped
-/// when freed.
-///
-/// glibc also gives threads up to 8 arenas per CPU; the blocking pool's threads (store file I/O,
-/// cache-device reads) come and go, and what they freed in their arenas stays there. One arena per
-/// CPU keeps that slack ~35 MiB smaller at a 64 MiB ARC.
-///
-/// Call before any thread starts. Other C libraries: nothing to do.
-pub fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let arenas =
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 64) as i32;
-        // SAFETY: mallopt only sets malloc parameters; called before the daemon starts its threads.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES);
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
-        }
-    }
-}
-
 /// Runs a daemon in this process until it exports (`fardisk import --foreground`; the CLI's
 /// `control::DaemonRunner`).
 pub fn run_foreground(opts: DaemonOptions, config: &Config) -> Result<()> {
-    tune_allocator();
+    // `fardisk import` and the holder start the daemon with the tunables in its environment;
+    // a daemon started some other way (`import --foreground` from a supervisor) starts itself
+    // again with them, once.
+    if let Err(e) = fardisk_common::malloc::reexec_with_tunables() {
+        tracing::warn!(error = %e, "could not restart with the allocator's tunables; running without transparent huge pages");
+    }
+    fardisk_common::malloc::tune_allocator();
     // Under a holder (`import --holder`): its handover, read before anything else starts.
     let holder = crate::holder::link::HolderLink::from_env()?.map(Arc::new);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
