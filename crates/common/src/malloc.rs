@@ -16,7 +16,7 @@
 use std::ffi::OsString;
 
 /// Buffers of this size or more get their own mapping from glibc's malloc (see [`tune_allocator`]).
-pub const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 128 << 10;
+pub const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 4 << 20;
 
 /// `GLIBC_TUNABLES` entries the daemon runs with.
 ///
@@ -38,8 +38,11 @@ const REEXEC_MARK_ENV: &str = "FARDISK_MALLOC_REEXEC";
 /// 32 MiB); after that, segment buffers, NBD payloads and coalesced GET ranges come from its heap
 /// arenas, where they fragment and freed memory is not returned. Under mixed NBD load the daemon
 /// grew without levelling off, to 3.4x its cache and dirty limits in a minute. A fixed threshold
-/// turns the adjustment off: every buffer of 128 KiB or more is mapped on its own and unmapped
-/// when freed.
+/// turns the adjustment off: every buffer of 4 MiB or more (segments, coalesced GET ranges) is
+/// mapped on its own and unmapped when freed. Smaller ones (a GET body's receive buffers, NBD
+/// payloads) come from the arenas and are reused: at 128 KiB each was mapped afresh, a fault per
+/// 4 KiB page of every byte received, for no less resident memory under the bounded-resources
+/// load (docs/resources.md).
 ///
 /// glibc also gives threads up to 8 arenas per CPU; the blocking pool's threads (store file I/O,
 /// cache-device reads) come and go, and what they freed in their arenas stays there. One arena per
