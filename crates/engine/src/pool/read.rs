@@ -4,7 +4,7 @@
 //! is published.
 
 use super::fetch::{fetch_blocks, is_missing_segment, Source};
-use super::readahead::through_segment_end;
+use super::readahead::step_selection;
 use super::{bad, Pool};
 use crate::blkptr::BlockPtr;
 use crate::blockmap::FANOUT;
@@ -256,15 +256,18 @@ impl Pool {
         }
         // At most an eighth of the cache's RAM ahead: blocks the cache cannot hold until the
         // reader gets there are fetched twice.
-        let (max, step) = {
+        // Map pages ahead in batches of at most an eighth of the map cache, so a batch is not
+        // evicted before the reader gets there (one leaf page maps FANOUT blocks).
+        let (max, step, map_batch_max) = {
             let c = self.inner.config.read();
             let max = c.readahead_bytes_max.min(self.inner.blocks.ram_bytes_max() / 8);
-            (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES)
+            let map_leaves = (c.map_cache_bytes / 8 / crate::blockmap::PAGE_BYTES) as u64;
+            (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES, map_leaves * FANOUT as u64)
         };
         let (ahead, tree) = {
             let mut ra = self.inner.readahead.0.lock();
             let d = ra.entry(volume_id).or_default();
-            let Some(ahead) = d.on_read(first, last, max, step) else { return };
+            let Some(ahead) = d.on_read(first, last, max, step, map_batch_max) else { return };
             let tree =
                 self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
             (ahead, tree)
@@ -283,10 +286,10 @@ impl Pool {
         let pool = self.clone();
         // Resolved a GET's worth further (the map pages are loaded a distance ahead), and at most
         // a quarter of the distance's cap, so a small ARC still holds what goes out: the step
-        // runs on to the end of the segment its last block is in.
+        // takes the rest of the runs it started in its segments.
         let resolve_end = (end + step.min(max / 4)).min(end_block);
         tokio::spawn(async move {
-            let Ok(mut sources) = pool.resolve(volume_id, tree, from, resolve_end - 1).await else {
+            let Ok(sources) = pool.resolve(volume_id, tree, from, resolve_end - 1).await else {
                 return;
             };
             let locations: Vec<Option<(u64, std::ops::Range<u64>)>> = sources
@@ -296,13 +299,14 @@ impl Pool {
                     _ => None,
                 })
                 .collect();
-            let n = through_segment_end(&locations, (end - from) as usize);
-            sources.truncate(n);
+            let (chosen, leading) = step_selection(&locations, (end - from) as usize);
             if let Some(d) = pool.inner.readahead.0.lock().get_mut(&volume_id) {
-                d.extended(end, from + n as u64);
+                d.extended(end, from + leading as u64);
             }
-            pool.inner.counters.add_readahead(n as u64);
-            let _ = fetch_blocks(&pool.inner, &sources, true).await;
+            let mut sources: Vec<Option<Source>> = sources.into_iter().map(Some).collect();
+            let step: Vec<Source> = chosen.iter().filter_map(|&i| sources[i].take()).collect();
+            pool.inner.counters.add_readahead(step.len() as u64);
+            let _ = fetch_blocks(&pool.inner, &step, true).await;
         });
     }
 }

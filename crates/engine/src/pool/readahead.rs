@@ -5,15 +5,25 @@
 //! (a GET, `read_request_bytes_max`, or a quarter of the distance when that is less), the range
 //! up to a full distance ahead goes out, so about distance / GET size GETs stay in flight all the
 //! time, as a reader with that many parallel GETs keeps. Whole windows, one at a time, left the
-//! store idle while the reader drained each one (BENCHMARKS.md, engine-store). The map pages of
-//! one distance further go out with each step, so a window finds its pages cached instead of
-//! waiting a map round trip before its data GETs can start. A step runs on to the end of the
-//! segment its last block is in (`through_segment_end`, at most a GET or a quarter of the
-//! distance's cap further), so a segment read in order is one GET, not two halves.
+//! store idle while the reader drained each one (BENCHMARKS.md, engine-store).
+//!
+//! The map pages a step needs are cached before it goes out: when fewer than one distance past
+//! the prefetched blocks are loaded, the pages of up to `MAP_BATCH_DISTANCES` distances further
+//! go out in one batch (capped by the caller, an eighth of the map cache), so a long read pays a
+//! map GET per metadata segment per batch instead of one per step (44 of a cold GiB's 120 GETs
+//! were map pages loaded a step at a time).
+//!
+//! A step takes the rest of the runs it started in its segments (`step_selection`): blocks
+//! resolved past its end that continue, in a segment, a range the step already fetches. A
+//! segment read in order is then one GET, not two halves, also where writers that raced at a
+//! txg's edge left its blocks out of volume order.
 
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+
+/// How many distances of map pages past the prefetched blocks one map batch loads.
+const MAP_BATCH_DISTANCES: u64 = 8;
 
 /// Sequential streams per volume, which drive readahead.
 #[derive(Debug, Default)]
@@ -39,13 +49,14 @@ pub(crate) struct Ahead {
 
 impl SeqDetector {
     /// Notes a read of `first..=last` and returns what goes out ahead of it, if anything.
-    /// `distance_max` and `step_max` are in blocks.
+    /// `distance_max`, `step_max` and `map_batch_max` (the most map a batch covers) are in blocks.
     pub(crate) fn on_read(
         &mut self,
         first: u64,
         last: u64,
         distance_max: u64,
         step_max: u64,
+        map_batch_max: u64,
     ) -> Option<Ahead> {
         if first == self.next_block && first != 0 {
             self.run_blocks += last - first + 1;
@@ -61,9 +72,14 @@ impl SeqDetector {
             return None;
         }
         self.prefetched_to = to;
+        // The pages up to a distance past `to` must be cached before the next steps resolve;
+        // a batch grows with the stream's distance, as the distance grows with its run.
         let map_from = self.map_loaded_to.max(to);
-        self.map_loaded_to = self.map_loaded_to.max(to + distance);
-        Some(Ahead { blocks: from..to, map: map_from..self.map_loaded_to })
+        if self.map_loaded_to < to + distance {
+            let batch = (MAP_BATCH_DISTANCES * distance).min(map_batch_max).max(distance);
+            self.map_loaded_to = to + batch;
+        }
+        Some(Ahead { blocks: from..to, map: map_from..self.map_loaded_to.max(map_from) })
     }
 
     /// A step that went out as `..end` was extended to `..new_end` (to the end of the segment
@@ -76,27 +92,64 @@ impl SeqDetector {
     }
 }
 
-/// How many of `locations` (a step's blocks as (segment, byte range), `None` for blocks that need
-/// no GET, then blocks resolved past its end) a step fetches: its first `step_len`, then those
-/// that continue its last block's run in the same segment. A step that ends inside a segment
-/// would otherwise split it between two GETs, one per step, each paying a round trip for part of
-/// the bytes.
-pub(crate) fn through_segment_end(
+/// Which of `locations` (a step's blocks as (segment, byte range), `None` for blocks that need
+/// no GET, then blocks resolved past its end) a step fetches, as indices in order, and how many
+/// of them lead without a gap: its first `step_len`, then the blocks past it that continue, in
+/// their segment, a byte range it already takes. A step that ends inside a segment would otherwise
+/// split it between two GETs, one per step, each paying a round trip for part of the bytes. The
+/// blocks taken past a gap are fetched early; the next step finds them cached or claimed.
+pub(crate) fn step_selection(
     locations: &[Option<(u64, Range<u64>)>],
     step_len: usize,
-) -> usize {
-    let mut n = step_len.min(locations.len());
-    let Some(Some((segment, mut range))) = n.checked_sub(1).map(|i| locations[i].clone()) else {
-        return n;
-    };
-    while let Some(Some((s, r))) = locations.get(n) {
-        if *s != segment || r.start != range.end {
-            break;
-        }
-        range = r.clone();
-        n += 1;
+) -> (Vec<usize>, usize) {
+    let n = step_len.min(locations.len());
+    let mut chosen: Vec<usize> = (0..n).collect();
+    let mut taken = TakenRuns::default();
+    for (s, r) in locations[..n].iter().flatten() {
+        taken.add(*s, r);
     }
-    n
+    let mut leading = n;
+    for (i, loc) in locations.iter().enumerate().skip(n) {
+        let Some((s, r)) = loc else { continue };
+        if !taken.touches(*s, r) {
+            continue;
+        }
+        taken.add(*s, r);
+        if leading == i {
+            leading += 1;
+        }
+        chosen.push(i);
+    }
+    (chosen, leading)
+}
+
+/// The byte ranges a step takes, per segment, merged as they grow; found by either end, so a
+/// step of blocks scattered over many segments costs O(1) per block.
+#[derive(Default)]
+struct TakenRuns {
+    end_by_start: HashMap<(u64, u64), u64>,
+    start_by_end: HashMap<(u64, u64), u64>,
+}
+
+impl TakenRuns {
+    fn touches(&self, segment: u64, r: &Range<u64>) -> bool {
+        self.start_by_end.contains_key(&(segment, r.start))
+            || self.end_by_start.contains_key(&(segment, r.end))
+    }
+
+    fn add(&mut self, segment: u64, r: &Range<u64>) {
+        let (mut start, mut end) = (r.start, r.end);
+        if let Some(s0) = self.start_by_end.remove(&(segment, start)) {
+            self.end_by_start.remove(&(segment, s0));
+            start = s0;
+        }
+        if let Some(e0) = self.end_by_start.remove(&(segment, end)) {
+            self.start_by_end.remove(&(segment, e0));
+            end = e0;
+        }
+        self.end_by_start.insert((segment, start), end);
+        self.start_by_end.insert((segment, end), start);
+    }
 }
 
 #[cfg(test)]
@@ -105,32 +158,60 @@ mod tests {
 
     /// Reads `n` MiB (256 blocks each) in order and returns what each one sent ahead.
     fn sequential(n: u64, distance_max: u64, step_max: u64) -> Vec<Option<Ahead>> {
+        sequential_with_map(n, distance_max, step_max, 0)
+    }
+
+    fn sequential_with_map(
+        n: u64,
+        distance_max: u64,
+        step_max: u64,
+        map_batch_max: u64,
+    ) -> Vec<Option<Ahead>> {
         let mut d = SeqDetector::default();
-        (0..n).map(|i| d.on_read(i * 256, i * 256 + 255, distance_max, step_max)).collect()
+        (0..n)
+            .map(|i| d.on_read(i * 256, i * 256 + 255, distance_max, step_max, map_batch_max))
+            .collect()
     }
 
     #[test]
     fn a_step_runs_on_to_the_end_of_its_last_blocks_segment() {
         let at = |seg: u64, i: u64| Some((seg, i * 4096..(i + 1) * 4096));
+        let sel = |locs: &[Option<(u64, Range<u64>)>], n| step_selection(locs, n);
         // Blocks 0-3 in segment 7 (offsets 10-13), then 4-5 in segment 7 (14-15), then segment 8.
         let locs = vec![at(7, 10), at(7, 11), at(7, 12), at(7, 13), at(7, 14), at(7, 15), at(8, 0)];
-        assert_eq!(through_segment_end(&locs, 4), 6, "on through the rest of segment 7");
-        assert_eq!(through_segment_end(&locs, 6), 6, "a step ending at a segment's end stays");
-        assert_eq!(through_segment_end(&locs, 7), 7);
-        assert_eq!(through_segment_end(&locs, 9), 7, "never past what was resolved");
-        // A hole, or a block elsewhere in the segment, ends the run.
+        assert_eq!(sel(&locs, 4), ((0..6).collect(), 6), "on through the rest of segment 7");
+        assert_eq!(sel(&locs, 6), ((0..6).collect(), 6), "a step ending at a segment's end stays");
+        assert_eq!(sel(&locs, 7), ((0..7).collect(), 7));
+        assert_eq!(sel(&locs, 9), ((0..7).collect(), 7), "never past what was resolved");
+        // A hole ends the leading run; a block elsewhere in the segment is not taken.
         let gap = vec![at(7, 10), at(7, 11), None, at(7, 12)];
-        assert_eq!(through_segment_end(&gap, 2), 2);
+        assert_eq!(sel(&gap, 2), (vec![0, 1, 3], 2), "the run goes on past the hole");
         let jump = vec![at(7, 10), at(7, 11), at(7, 20)];
-        assert_eq!(through_segment_end(&jump, 2), 2);
-        let hole_last = vec![at(7, 10), None, at(7, 11)];
-        assert_eq!(through_segment_end(&hole_last, 2), 2, "a step ending in a hole stays");
+        assert_eq!(sel(&jump, 2), (vec![0, 1], 2));
+    }
+
+    #[test]
+    fn a_step_takes_the_rest_of_a_segment_that_writers_left_out_of_volume_order() {
+        // The e2e trace of a cold read: segment 0x21's first 13 MiB, then the start of the next
+        // txg's segment 0x24, then 0x21's last 3 MiB. The step ending in 0x24 took 0x21 in two
+        // GETs; now the tail rides along with the head.
+        let at = |seg: u64, i: u64| Some((seg, i * 4096..(i + 1) * 4096));
+        let locs =
+            vec![at(0x21, 0), at(0x21, 1), at(0x24, 0), at(0x21, 2), at(0x21, 3), at(0x24, 1)];
+        assert_eq!(step_selection(&locs, 2), (vec![0, 1, 3, 4], 2));
+        // Both of the step's segments grow, and a block just before a taken range counts too.
+        assert_eq!(step_selection(&locs, 3), (vec![0, 1, 2, 3, 4, 5], 6));
+        let before = vec![at(9, 5), at(9, 6), at(9, 4), at(9, 3), at(9, 9)];
+        assert_eq!(step_selection(&before, 2), (vec![0, 1, 2, 3], 4));
+        // A block of another segment the step never touched waits for its own step.
+        let other = vec![at(1, 0), at(2, 1), at(1, 1)];
+        assert_eq!(step_selection(&other, 1), (vec![0, 2], 1));
     }
 
     #[test]
     fn an_extended_step_moves_the_next_one_unless_it_went_out_already() {
         let mut d = SeqDetector::default();
-        let got = (0..40).filter_map(|i| d.on_read(i * 256, i * 256 + 255, 32768, 4096)).last();
+        let got = (0..40).filter_map(|i| d.on_read(i * 256, i * 256 + 255, 32768, 4096, 0)).last();
         let end = got.expect("ahead").blocks.end;
         d.extended(end, end + 100);
         assert_eq!(d.prefetched_to, end + 100);
@@ -141,10 +222,10 @@ mod tests {
     #[test]
     fn a_single_read_or_a_random_one_sends_nothing_ahead() {
         let mut d = SeqDetector::default();
-        assert_eq!(d.on_read(0, 255, 32768, 4096), None);
-        assert_eq!(d.on_read(256, 511, 32768, 4096), None, "a run of one read is not yet one");
-        assert!(d.on_read(512, 767, 32768, 4096).is_some());
-        assert_eq!(d.on_read(10_000, 10_255, 32768, 4096), None, "a jump starts over");
+        assert_eq!(d.on_read(0, 255, 32768, 4096, 0), None);
+        assert_eq!(d.on_read(256, 511, 32768, 4096, 0), None, "a run of one read is not yet one");
+        assert!(d.on_read(512, 767, 32768, 4096, 0).is_some());
+        assert_eq!(d.on_read(10_000, 10_255, 32768, 4096, 0), None, "a jump starts over");
     }
 
     #[test]
@@ -202,5 +283,33 @@ mod tests {
         }
         let last = got.iter().rev().flatten().next().expect("ahead");
         assert_eq!(last.map.end, last.blocks.end + 32768, "the map runs a distance ahead");
+    }
+
+    #[test]
+    fn map_pages_go_out_in_batches_and_always_a_distance_ahead() {
+        // 128 MiB distance, 16 MiB steps, batches of at most 1 GiB of volume (262,144 blocks).
+        let got = sequential_with_map(4096, 32768, 4096, 262_144);
+        let mut loaded_to = 0;
+        let mut batches = 0;
+        for (i, a) in got.iter().enumerate() {
+            let Some(a) = a else { continue };
+            let distance = a.blocks.end - (i as u64 + 1) * 256;
+            if !a.map.is_empty() {
+                assert_eq!(a.map.start, loaded_to.max(a.blocks.end), "no page asked twice");
+                assert!(a.map.end - a.blocks.end <= 262_144, "{a:?}: never past the cap");
+                loaded_to = a.map.end;
+                batches += 1;
+            }
+            assert!(loaded_to >= a.blocks.end + distance, "{a:?}: the pages a distance ahead");
+        }
+        // 1 GiB of volume per batch once the distance is full, against one per 16 MiB step:
+        // 4 GiB read in 4 full batches and the few small ones of the ramp.
+        let steps = got.iter().flatten().count();
+        assert!(batches <= 12, "{batches} map batches for {steps} steps");
+        assert!(steps > 200);
+        // A short run's batch is small: a few distances, not the cap.
+        let short = sequential_with_map(3, 32768, 4096, 262_144);
+        let first = short[2].as_ref().expect("third read");
+        assert_eq!(first.map.end - first.blocks.end, 8 * 2048, "eight distances of 2048 blocks");
     }
 }

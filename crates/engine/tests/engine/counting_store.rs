@@ -1,7 +1,7 @@
 //! A store wrapper for tests that count the requests a pool makes: ranged GETs (block and page
 //! reads), how many of them were in flight at once (`big_frees`, `map_fetch`), and the keys of
-//! PUTs in the order they were issued (`behaviour`); it can hold every DELETE until released
-//! (`sync_sharing`).
+//! PUTs and ranged GETs in the order they were issued (`behaviour`, `map_fetch`); it can hold
+//! every DELETE until released (`sync_sharing`).
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -19,6 +19,8 @@ pub struct CountingStore {
     pub in_flight_max: AtomicU64,
     /// Keys of the PUTs issued, in order.
     pub puts: Mutex<Vec<String>>,
+    /// Keys and byte ranges of the ranged GETs issued, in order.
+    pub get_ranges: Mutex<Vec<(String, Range<u64>)>>,
     /// While set, a DELETE waits (counted in `deletes_waiting`) until it is cleared.
     deletes_held: std::sync::atomic::AtomicBool,
     pub deletes_waiting: AtomicU64,
@@ -34,6 +36,7 @@ impl CountingStore {
             in_flight: zero(),
             in_flight_max: zero(),
             puts: Mutex::default(),
+            get_ranges: Mutex::default(),
             deletes_held: Default::default(),
             deletes_waiting: zero(),
             deletes_released: tokio::sync::Notify::new(),
@@ -52,6 +55,7 @@ impl CountingStore {
         self.in_flight_max.store(0, Ordering::SeqCst);
         self.gets.store(0, Ordering::SeqCst);
         self.puts.lock().expect("puts").clear();
+        self.get_ranges.lock().expect("get ranges").clear();
     }
 
     pub fn put_keys(&self) -> Vec<String> {
@@ -70,6 +74,7 @@ impl Store for CountingStore {
     }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.gets.fetch_add(1, Ordering::SeqCst);
+        self.get_ranges.lock().expect("get ranges").push((key.to_string(), range.clone()));
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.in_flight_max.fetch_max(now, Ordering::SeqCst);
         // A store far away: the other reads of the same round trip start before this one ends.
