@@ -191,17 +191,25 @@ impl TreeRef {
         // Most reads find their leaves cached: they stop here, without touching the pages above.
         let missing: Vec<u64> =
             leaves.iter().copied().filter(|&l| l < leaves_max && !cached(l)).collect();
-        let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
+        // The missing leaves by parent; the parents not cached come at once, not one round trip
+        // after the other (a batch of map pages ahead of a sequential reader spans several).
+        let mut groups: Vec<(u64, &[u64])> = Vec::new();
         let mut i = 0;
         while i < missing.len() {
             let parent_index = missing[i] / fanout;
             let under = missing[i..].iter().take_while(|l| *l / fanout == parent_index).count();
-            let group = &missing[i..i + under];
+            groups.push((parent_index, &missing[i..i + under]));
             i += under;
+        }
+        let parents = futures::future::join_all(groups.iter().map(|&(parent_index, _)| {
             let first_slot = parent_index.checked_shl(16).unwrap_or(u64::MAX);
-            let Some(parent) =
-                self.page_for(cache, src, first_slot, 1, false, Some(generation)).await?
-            else {
+            self.page_for(cache, src, first_slot, 1, false, Some(generation))
+        }))
+        .await;
+        let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
+        let groups_n = groups.len();
+        for (g, ((parent_index, group), parent)) in groups.into_iter().zip(parents).enumerate() {
+            let Some(parent) = parent? else {
                 continue; // A hole above: every leaf under it reads as zeros.
             };
             let slots = parent.slots.read();
@@ -214,7 +222,7 @@ impl TreeRef {
                     last = Some((leaf, ptr));
                 }
             }
-            let (Some((last_leaf, mut prev)), true) = (last, i == missing.len()) else {
+            let (Some((last_leaf, mut prev)), true) = (last, g + 1 == groups_n) else {
                 continue;
             };
             let ahead_end = (last_leaf + 1 + ahead_pages_max).min((parent_index + 1) * fanout);

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// Where one block of a read comes from.
 pub(crate) enum Source {
@@ -87,6 +87,17 @@ pub(super) async fn fetch_blocks(
     sources: &[Source],
     prefetch: bool,
 ) -> Result<Vec<Bytes>> {
+    fetch_blocks_then(inner, sources, prefetch, None).await
+}
+
+/// [`fetch_blocks`], sending on `claimed` (or dropping it) once every block it will GET is
+/// claimed, before the GETs: a readahead step lets the next one go on from there.
+pub(super) async fn fetch_blocks_then(
+    inner: &Inner,
+    sources: &[Source],
+    prefetch: bool,
+    claimed: Option<oneshot::Sender<()>>,
+) -> Result<Vec<Bytes>> {
     let zero = Bytes::from_static(&ZERO_BLOCK);
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
     let mut wanted: Vec<Wanted> = Vec::new();
@@ -130,6 +141,9 @@ pub(super) async fn fetch_blocks(
         (c.read_request_bytes_max, c.read_concurrency.max(1))
     };
     let (joined, groups) = claim(inner, wanted, prefetch, &mut out, max_req);
+    if let Some(tx) = claimed {
+        let _ = tx.send(());
+    }
     let own = futures::stream::iter(groups)
         .map(|(g, claim)| async move {
             let r = fetch_group(inner, g, prefetch).await;

@@ -3,7 +3,7 @@
 //! Reads never wait for uploads: the syncing txg's data stays readable in memory until its root
 //! is published.
 
-use super::fetch::{fetch_blocks, is_missing_segment, Source};
+use super::fetch::{fetch_blocks, fetch_blocks_then, is_missing_segment, Source};
 use super::readahead::step_selection;
 use super::{bad, Pool};
 use crate::blkptr::BlockPtr;
@@ -264,13 +264,17 @@ impl Pool {
             let map_leaves = (c.map_cache_bytes / 8 / crate::blockmap::PAGE_BYTES) as u64;
             (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES, map_leaves * FANOUT as u64)
         };
-        let (ahead, tree) = {
+        let (ahead, tree, claimed, after) = {
             let mut ra = self.inner.readahead.0.lock();
-            let d = ra.entry(volume_id).or_default();
-            let Some(ahead) = d.on_read(first, last, max, step, map_batch_max) else { return };
+            let stream = ra.entry(volume_id).or_default();
+            let Some(ahead) = stream.detector.on_read(first, last, max, step, map_batch_max) else {
+                return;
+            };
             let tree =
                 self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
-            (ahead, tree)
+            let (claimed, next) = tokio::sync::oneshot::channel();
+            let after = stream.claimed.replace(next);
+            (ahead, tree, claimed, after)
         };
         let Some((tree, size)) = tree else { return };
         let end_block = size / BLOCK_BYTES;
@@ -289,6 +293,9 @@ impl Pool {
         // takes the rest of the runs it started in its segments.
         let resolve_end = (end + step.min(max / 4)).min(end_block);
         tokio::spawn(async move {
+            if let Some(after) = after {
+                let _ = after.await; // The step before this one has claimed its blocks.
+            }
             let Ok(sources) = pool.resolve(volume_id, tree, from, resolve_end - 1).await else {
                 return;
             };
@@ -300,13 +307,13 @@ impl Pool {
                 })
                 .collect();
             let (chosen, leading) = step_selection(&locations, (end - from) as usize);
-            if let Some(d) = pool.inner.readahead.0.lock().get_mut(&volume_id) {
-                d.extended(end, from + leading as u64);
+            if let Some(stream) = pool.inner.readahead.0.lock().get_mut(&volume_id) {
+                stream.detector.extended(end, from + leading as u64);
             }
             let mut sources: Vec<Option<Source>> = sources.into_iter().map(Some).collect();
             let step: Vec<Source> = chosen.iter().filter_map(|&i| sources[i].take()).collect();
             pool.inner.counters.add_readahead(step.len() as u64);
-            let _ = fetch_blocks(&pool.inner, &step, true).await;
+            let _ = fetch_blocks_then(&pool.inner, &step, true, Some(claimed)).await;
         });
     }
 }

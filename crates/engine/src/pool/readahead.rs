@@ -21,13 +21,25 @@
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use tokio::sync::oneshot;
 
 /// How many distances of map pages past the prefetched blocks one map batch loads.
 const MAP_BATCH_DISTANCES: u64 = 8;
 
 /// Sequential streams per volume, which drive readahead.
 #[derive(Debug, Default)]
-pub(crate) struct Readahead(pub(super) Mutex<BTreeMap<u32, SeqDetector>>);
+pub(crate) struct Readahead(pub(super) Mutex<BTreeMap<u32, Stream>>);
+
+/// One volume's stream and its last step's signal.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    pub detector: SeqDetector,
+    /// Fires (or drops) once the last step that went out has claimed its blocks. The next step
+    /// resolves and claims after it: two steps claiming at once in the other order split the
+    /// segment between them (the later one first takes the tail the earlier one would have run
+    /// on into), one GET each.
+    pub claimed: Option<oneshot::Receiver<()>>,
+}
 
 /// One volume's sequential stream.
 #[derive(Debug, Default, Clone, Copy)]
