@@ -7,11 +7,11 @@
 //! time, as a reader with that many parallel GETs keeps. Whole windows, one at a time, left the
 //! store idle while the reader drained each one (BENCHMARKS.md, engine-store).
 //!
-//! The map pages a step needs are cached before it goes out: when fewer than one distance past
-//! the prefetched blocks are loaded, the pages of up to `MAP_BATCH_DISTANCES` distances further
-//! go out in one batch (capped by the caller, an eighth of the map cache), so a long read pays a
-//! map GET per metadata segment per batch instead of one per step (44 of a cold GiB's 120 GETs
-//! were map pages loaded a step at a time).
+//! The map pages a step needs are cached before it goes out: when less than half a batch past
+//! the prefetched blocks is loaded, the pages up to `MAP_BATCH_DISTANCES` distances further go
+//! out at once (capped by the caller, an eighth of the map cache), so a long read pays a map GET
+//! per metadata segment per half batch instead of one per step (44 of a cold GiB's 120 GETs were
+//! map pages loaded a step at a time).
 //!
 //! A step takes the rest of the runs it started in its segments (`step_selection`): blocks
 //! resolved past its end that continue, in a segment, a range the step already fetches. A
@@ -85,10 +85,13 @@ impl SeqDetector {
         }
         self.prefetched_to = to;
         // The pages up to a distance past `to` must be cached before the next steps resolve;
-        // a batch grows with the stream's distance, as the distance grows with its run.
+        // a batch grows with the stream's distance, as the distance grows with its run. The next
+        // batch goes out once half of one is left ahead, so a far store's batch (the parents,
+        // then the leaves: two round trips) arrives long before a step needs it: a step waiting
+        // for its pages holds up the steps after it.
         let map_from = self.map_loaded_to.max(to);
-        if self.map_loaded_to < to + distance {
-            let batch = (MAP_BATCH_DISTANCES * distance).min(map_batch_max).max(distance);
+        let batch = (MAP_BATCH_DISTANCES * distance).min(map_batch_max).max(distance);
+        if self.map_loaded_to < to + (batch / 2).max(distance) {
             self.map_loaded_to = to + batch;
         }
         Some(Ahead { blocks: from..to, map: map_from..self.map_loaded_to.max(map_from) })
@@ -313,9 +316,15 @@ mod tests {
                 batches += 1;
             }
             assert!(loaded_to >= a.blocks.end + distance, "{a:?}: the pages a distance ahead");
+            if distance == 32768 {
+                // At full distance half a batch (four distances) is always loaded ahead, so a
+                // far store's batch has that long to arrive.
+                assert!(loaded_to >= a.blocks.end + 4 * 32768, "{a:?}: half a batch ahead");
+            }
         }
-        // 1 GiB of volume per batch once the distance is full, against one per 16 MiB step:
-        // 4 GiB read in 4 full batches and the few small ones of the ramp.
+        // Half a GiB of volume per batch once the distance is full (each tops the loaded map up
+        // to 1 GiB ahead), against one per 16 MiB step: 4 GiB read in 8 batches and the few
+        // small ones of the ramp (12 in all).
         let steps = got.iter().flatten().count();
         assert!(batches <= 12, "{batches} map batches for {steps} steps");
         assert!(steps > 200);
