@@ -135,18 +135,12 @@ async fn a_sequential_reader_asks_for_about_one_map_get_per_readahead_pages() {
 
 /// Chunk `i` of the racing-writers volume: 1 MiB of incompressible bytes of its own.
 fn chunk(i: u64) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (i + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
-    (0..1 << 17)
-        .flat_map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()
-        })
-        .collect()
+    let mut bytes = vec![0u8; 1 << 20];
+    fardisk_engine::rng::Rng::new(i + 1).fill(&mut bytes);
+    bytes
 }
 
-/// engine-store's cold read with an empty ARC, traced on MinIO (2026-11-30): of 120 GETs for a
+/// engine-store's cold read with an empty ARC, traced on MinIO (2026-11-29): of 120 GETs for a
 /// GiB, 44 were leaf pages loaded one readahead step at a time (11 per txg's metadata segment),
 /// and segments whose blocks writers racing at a txg's edge had left out of volume order came
 /// in two or three GETs. Here five txgs of 48 MiB, each with its next-to-last MiB written in the
