@@ -311,9 +311,9 @@ impl Pool {
                 stream.detector.extended(end, from + leading as u64);
             }
             let mut sources: Vec<Option<Source>> = sources.into_iter().map(Some).collect();
-            let step: Vec<Source> = chosen.iter().filter_map(|&i| sources[i].take()).collect();
-            pool.inner.counters.add_readahead(step.len() as u64);
-            let _ = fetch_blocks_then(&pool.inner, &step, true, Some(claimed)).await;
+            let wanted: Vec<Source> = chosen.iter().filter_map(|&i| sources[i].take()).collect();
+            pool.inner.counters.add_readahead(wanted.len() as u64);
+            let _ = fetch_blocks_then(&pool.inner, &wanted, true, Some(claimed)).await;
         });
     }
 }

@@ -97,9 +97,9 @@ impl SeqDetector {
         Some(Ahead { blocks: from..to, map: map_from..self.map_loaded_to.max(map_from) })
     }
 
-    /// A step that went out as `..end` was extended to `..new_end` (to the end of the segment
-    /// its last block is in): the next step starts there, unless one went out meanwhile (its
-    /// first GET then skips the blocks this one claimed).
+    /// A step that went out as `..end` was extended to `..new_end` (the blocks right after it
+    /// that `step_selection` took): the next step starts there, unless one went out meanwhile
+    /// (it then skips the blocks this one claimed).
     pub(crate) fn extended(&mut self, end: u64, new_end: u64) {
         if self.prefetched_to == end && new_end > end {
             self.prefetched_to = new_end;
