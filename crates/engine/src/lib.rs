@@ -8,6 +8,7 @@
 
 pub mod arc_cache;
 pub mod blkptr;
+pub mod block_buffers;
 pub mod blockmap;
 pub mod cache;
 pub mod clock;

@@ -59,10 +59,33 @@ impl Body {
     pub fn copy(&self, range: Range<u64>) -> Bytes {
         match self.locate(&range) {
             Ok((chunk, at)) => {
-                Bytes::copy_from_slice(&self.chunks[chunk][at..at + range_len(&range)])
+                crate::block_buffers::copy_block(&self.chunks[chunk][at..at + range_len(&range)])
             }
-            Err(first) => self.gather(first, range),
+            Err(first) => {
+                self.gather_block(first, &range).unwrap_or_else(|| self.gather(first, range))
+            }
         }
+    }
+
+    /// A block-sized `range` that starts in chunk `first`, gathered into a recycled block buffer
+    /// (see crate::block_buffers); `None` for any other size.
+    fn gather_block(&self, first: usize, range: &Range<u64>) -> Option<Bytes> {
+        let len = range_len(range);
+        if len != crate::block_buffers::BLOCK_BUFFER_BYTES {
+            return None;
+        }
+        let mut at = (range.start - self.starts[first]) as usize;
+        let mut left = len;
+        let parts = self.chunks[first..].iter().map_while(|c| {
+            if left == 0 {
+                return None;
+            }
+            let n = (c.len() - at).min(left);
+            let part = &c[at..at + n];
+            (at, left) = (0, left - n);
+            Some(part)
+        });
+        crate::block_buffers::gather_block(parts)
     }
 
     /// `Ok((chunk, offset in it))` when one chunk holds all of `range` (or it is empty), else
@@ -159,6 +182,23 @@ mod tests {
         let c = body.copy(10..50);
         assert_eq!(c[..], s[..]);
         assert_ne!(c.as_ptr(), s.as_ptr(), "a copy is a buffer of its own");
+    }
+
+    #[test]
+    fn a_block_copied_from_any_cuts_reads_its_bytes() {
+        let block = crate::block_buffers::BLOCK_BUFFER_BYTES;
+        let data: Vec<u8> = (0..3 * block).map(|i| (i * 7 % 251) as u8).collect();
+        for cuts in [vec![], vec![5000], vec![100, 2000, 4100], vec![4096, 8192], vec![1; 3]] {
+            let body = body_of(&data, &cuts);
+            for start in [0, 1, 100, 4000, 4096, 2 * block] {
+                let r = start as u64..(start + block) as u64;
+                assert_eq!(
+                    &body.copy(r)[..],
+                    &data[start..start + block],
+                    "cuts {cuts:?} at {start}"
+                );
+            }
+        }
     }
 
     #[test]
