@@ -6,8 +6,9 @@
 //! together and leave together: whole arena heaps came free, were unmapped, and the next blocks
 //! (and the HTTP client's receive buffers beside them) were faulted in afresh. Late in a cold
 //! 4 GiB read, with the ARC full and evicting, 30 % of the reader's samples were the kernel
-//! zeroing those fresh pages (bench/notes/engine-store.md, "Recycled block buffers"). A block
-//! buffer used again skips the fault, the zeroing and the arena's lock.
+//! zeroing fresh pages, about half of them for these blocks (bench/notes/engine-store.md,
+//! "Recycled block buffers"). A block buffer used again skips the fault, the zeroing and the
+//! arena's lock.
 //!
 //! Bounded: at most [`IDLE_BUFFERS_MAX`] buffers wait here (32 MiB); past that a buffer goes
 //! back to the allocator as before. Held buffers are whatever holds the blocks (the ARC, a

@@ -61,31 +61,13 @@ impl Body {
             Ok((chunk, at)) => {
                 crate::block_buffers::copy_block(&self.chunks[chunk][at..at + range_len(&range)])
             }
-            Err(first) => {
-                self.gather_block(first, &range).unwrap_or_else(|| self.gather(first, range))
+            // A block spanning chunks goes into a recycled block buffer too.
+            Err(first) if range_len(&range) == crate::block_buffers::BLOCK_BUFFER_BYTES => {
+                crate::block_buffers::gather_block(self.parts(first, &range))
+                    .unwrap_or_else(|| self.gather(first, range))
             }
+            Err(first) => self.gather(first, range),
         }
-    }
-
-    /// A block-sized `range` that starts in chunk `first`, gathered into a recycled block buffer
-    /// (see crate::block_buffers); `None` for any other size.
-    fn gather_block(&self, first: usize, range: &Range<u64>) -> Option<Bytes> {
-        let len = range_len(range);
-        if len != crate::block_buffers::BLOCK_BUFFER_BYTES {
-            return None;
-        }
-        let mut at = (range.start - self.starts[first]) as usize;
-        let mut left = len;
-        let parts = self.chunks[first..].iter().map_while(|c| {
-            if left == 0 {
-                return None;
-            }
-            let n = (c.len() - at).min(left);
-            let part = &c[at..at + n];
-            (at, left) = (0, left - n);
-            Some(part)
-        });
-        crate::block_buffers::gather_block(parts)
     }
 
     /// `Ok((chunk, offset in it))` when one chunk holds all of `range` (or it is empty), else
@@ -107,18 +89,26 @@ impl Body {
 
     /// A copy of `range`, which starts in chunk `first`.
     fn gather(&self, first: usize, range: Range<u64>) -> Bytes {
-        let len = range_len(&range);
-        let mut out = BytesMut::with_capacity(len);
-        let mut at = self.starts.get(first).map_or(0, |&s| (range.start - s) as usize);
-        for c in self.chunks.iter().skip(first) {
-            if out.len() == len {
-                break;
-            }
-            let n = (c.len() - at).min(len - out.len());
-            out.extend_from_slice(&c[at..at + n]);
-            at = 0;
+        let mut out = BytesMut::with_capacity(range_len(&range));
+        for part in self.parts(first, &range) {
+            out.extend_from_slice(part);
         }
         out.freeze()
+    }
+
+    /// The pieces of the chunks from `first` on that hold `range`, in order.
+    fn parts<'a>(&'a self, first: usize, range: &Range<u64>) -> impl Iterator<Item = &'a [u8]> {
+        let mut at = self.starts.get(first).map_or(0, |&s| (range.start - s) as usize);
+        let mut left = range_len(range);
+        self.chunks.iter().skip(first).map_while(move |c| {
+            if left == 0 {
+                return None;
+            }
+            let n = (c.len() - at).min(left);
+            let part = &c[at..at + n];
+            (at, left) = (0, left - n);
+            Some(part)
+        })
     }
 
     /// The whole body in one buffer: the chunk itself when there is one, else a copy.
