@@ -478,7 +478,9 @@ mod tests {
         devices[1].set_hang(false);
         let results = threads.run(&targets(&devices), &[], true, &never());
         assert!(results.iter().all(|(_, r)| r.is_ok()), "{results:?}");
-        assert_eq!(devices[1].flushes.load(Ordering::SeqCst), 2);
+        // Both flushes finish: the new cycle's and the released one, whose thread (let go) may
+        // count it after this cycle returned.
+        wait_for("both of leg 1's flushes", || devices[1].flushes.load(Ordering::SeqCst) == 2);
     }
 
     #[test]
