@@ -31,7 +31,7 @@ pub use arc::{
 };
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use hot_set::{decode_hot_set, encode_hot_set, HotSetError, HOT_SET_ENTRIES_MAX};
-pub use key::BlockKey;
+pub use key::{BlockKey, LocationHash, LocationHasher};
 // The device decoders for the cargo-fuzz targets in fuzz/ (not an API).
 #[doc(hidden)]
 pub use l2arc::fuzz_api;

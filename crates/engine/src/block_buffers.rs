@@ -88,32 +88,86 @@ pub fn copy_block(src: &[u8]) -> Bytes {
 }
 
 fn copy_block_with(idle: &'static Idle, src: &[u8]) -> Bytes {
-    if src.len() != BLOCK_BUFFER_BYTES {
-        return Bytes::copy_from_slice(src);
-    }
-    let mut b = idle.take();
-    b.copy_from_slice(src);
-    Bytes::from_owner(Recycled { buffer: Some(b), idle })
+    let mut fill = BlockFill::with_idle(idle, src.len());
+    fill.extend(src);
+    fill.freeze()
 }
 
-/// `parts` (one block long in all) gathered into one recycled buffer; `None` when they are not
-/// one block long.
-pub fn gather_block<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> Option<Bytes> {
-    let mut b = IDLE.take();
-    let mut at = 0;
-    for p in parts {
-        if at + p.len() > BLOCK_BUFFER_BYTES {
-            IDLE.give_back(b);
-            return None;
+/// One block's buffer, filled from pieces that arrive apart (a GET's chunks, which the reader
+/// drops as it goes so that the HTTP client can use their memory again): a recycled buffer when
+/// the block is one block buffer long, one of its own size otherwise. Dropped unfilled, a
+/// recycled buffer goes back for reuse.
+pub struct BlockFill {
+    buffer: Fill,
+    filled: usize,
+}
+
+enum Fill {
+    Recycled(Option<Buffer>, &'static Idle),
+    Own(Vec<u8>),
+}
+
+impl BlockFill {
+    pub fn new(len: usize) -> Self {
+        Self::with_idle(&IDLE, len)
+    }
+
+    fn with_idle(idle: &'static Idle, len: usize) -> Self {
+        let buffer = if len == BLOCK_BUFFER_BYTES {
+            Fill::Recycled(Some(idle.take()), idle)
+        } else {
+            Fill::Own(Vec::with_capacity(len))
+        };
+        BlockFill { buffer, filled: 0 }
+    }
+
+    fn len(&self) -> usize {
+        match &self.buffer {
+            Fill::Recycled(..) => BLOCK_BUFFER_BYTES,
+            Fill::Own(v) => v.capacity(),
         }
-        b[at..at + p.len()].copy_from_slice(p);
-        at += p.len();
     }
-    if at != BLOCK_BUFFER_BYTES {
-        IDLE.give_back(b);
-        return None;
+
+    /// Bytes still to come.
+    pub fn missing(&self) -> usize {
+        self.len() - self.filled
     }
-    Some(Bytes::from_owner(Recycled { buffer: Some(b), idle: &IDLE }))
+
+    /// Appends `piece`. Panics past the block's end.
+    pub fn extend(&mut self, piece: &[u8]) {
+        assert!(piece.len() <= self.missing(), "piece past the block's end");
+        let at = self.filled;
+        match &mut self.buffer {
+            Fill::Recycled(b, _) => {
+                b.as_mut().expect("held until frozen")[at..at + piece.len()].copy_from_slice(piece)
+            }
+            Fill::Own(v) => v.extend_from_slice(piece),
+        }
+        self.filled += piece.len();
+    }
+
+    /// The block's bytes. Panics unless every byte was written (a recycled buffer holds an
+    /// earlier block's bytes past what was written).
+    pub fn freeze(mut self) -> Bytes {
+        assert_eq!(self.missing(), 0, "block frozen unfilled");
+        match &mut self.buffer {
+            Fill::Recycled(b, idle) => {
+                let idle: &'static Idle = idle;
+                Bytes::from_owner(Recycled { buffer: b.take(), idle })
+            }
+            Fill::Own(v) => Bytes::from(std::mem::take(v)),
+        }
+    }
+}
+
+impl Drop for BlockFill {
+    fn drop(&mut self) {
+        if let Fill::Recycled(b, idle) = &mut self.buffer {
+            if let Some(b) = b.take() {
+                idle.give_back(b);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -148,13 +202,36 @@ mod tests {
     }
 
     #[test]
-    fn other_sizes_get_buffers_of_their_own_and_gathers_must_fill_a_block() {
+    fn other_sizes_get_buffers_of_their_own_and_a_fill_takes_its_pieces_in_order() {
         assert_eq!(&copy_block(b"abc")[..], b"abc");
-        let half = [3u8; BLOCK_BUFFER_BYTES / 2];
-        let whole = gather_block([&half[..], &half[..]]).expect("one block");
-        assert!(whole.iter().all(|&x| x == 3));
-        assert_eq!(gather_block([&half[..]]), None, "short");
-        assert_eq!(gather_block([&half[..], &half[..], &half[..]]), None, "long");
+        let idle = own_idle();
+        let mut fill = BlockFill::with_idle(idle, BLOCK_BUFFER_BYTES);
+        fill.extend(&[3u8; 1000]);
+        fill.extend(&[4u8; BLOCK_BUFFER_BYTES - 1000]);
+        assert_eq!(fill.missing(), 0);
+        let whole = fill.freeze();
+        assert!(whole[..1000].iter().all(|&x| x == 3) && whole[1000..].iter().all(|&x| x == 4));
+        drop(whole);
+        assert_eq!(idle.idle(), 1, "the filled block's buffer came back");
+        let mut unfinished = BlockFill::with_idle(idle, BLOCK_BUFFER_BYTES);
+        assert_eq!(idle.idle(), 0);
+        unfinished.extend(&[1u8; 10]);
+        drop(unfinished);
+        assert_eq!(idle.idle(), 1, "a fill dropped unfinished gives its buffer back");
+    }
+
+    #[test]
+    #[should_panic(expected = "block frozen unfilled")]
+    fn a_fill_is_not_frozen_short() {
+        let mut fill = BlockFill::new(100);
+        fill.extend(&[0u8; 99]);
+        fill.freeze();
+    }
+
+    #[test]
+    #[should_panic(expected = "piece past the block's end")]
+    fn a_fill_takes_no_more_than_its_block() {
+        BlockFill::new(100).extend(&[0u8; 101]);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use crate::key::BlockKey;
+use crate::key::{BlockKey, LocationHash};
 
 /// Which list a node is on. Heads are most recently used, tails least recently used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub(crate) struct Lists {
     nodes: Vec<Option<Node>>,
     free: Vec<u32>,
     heads: [ListHead; LIST_COUNT],
-    index: HashMap<BlockKey, u32>,
+    index: HashMap<BlockKey, u32, LocationHash>,
 }
 
 impl Lists {
@@ -80,7 +80,7 @@ impl Lists {
             nodes: Vec::new(),
             free: Vec::new(),
             heads: [ListHead::EMPTY; LIST_COUNT],
-            index: HashMap::new(),
+            index: HashMap::default(),
         }
     }
 

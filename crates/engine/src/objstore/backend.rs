@@ -1,7 +1,7 @@
 //! [`Store`] over any `object_store::ObjectStore`: local directory, memory, S3, GCS, Azure.
 
 use super::url::{scheme_settings, SchemeSettings};
-use super::{Body, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
+use super::{BlockCutter, Body, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -206,6 +206,38 @@ impl Store for ObjectStoreBackend {
         Ok(body)
     }
 
+    /// A network store's body cut into blocks as its chunks arrive, each chunk dropped once
+    /// copied (objstore/blocks.rs); a local file's range read into one buffer and cut.
+    async fn get_range_blocks(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        ends: &[u64],
+    ) -> StoreResult<Vec<Bytes>> {
+        super::blocks::check_cut(key, &range, ends)?;
+        let r = self
+            .inner
+            .get_opts(&self.path(key), GetOptions::new().with_range(Some(range)))
+            .await
+            .map_err(|e| self.err("GET", key, e))?;
+        let mut cutter = BlockCutter::new(ends);
+        match r.payload {
+            GetResultPayload::Stream(mut chunks) => {
+                while let Some(chunk) =
+                    chunks.try_next().await.map_err(|e| self.err("GET", key, e))?
+                {
+                    // A server sending more than it was asked for is cut off at once.
+                    cutter.push(&chunk).map_err(|e| e.into_error(key))?;
+                }
+            }
+            GetResultPayload::File(..) => {
+                let whole = r.bytes().await.map_err(|e| self.err("GET", key, e))?;
+                cutter.push(&whole).map_err(|e| e.into_error(key))?;
+            }
+        }
+        cutter.finish().map_err(|e| e.into_error(key))
+    }
+
     async fn head(&self, key: &str) -> StoreResult<u64> {
         let meta = self.inner.head(&self.path(key)).await.map_err(|e| self.err("HEAD", key, e))?;
         Ok(meta.size)
@@ -244,13 +276,7 @@ fn check_length(key: &str, got: u64, want: u64) -> StoreResult<()> {
     if got == want {
         return Ok(());
     }
-    let what = if got < want { "short read" } else { "long read" };
-    Err(StoreError::new(
-        StoreErrorKind::Transient,
-        "GET",
-        key,
-        format!("{what}: {got} of {want} bytes"),
-    ))
+    Err(super::blocks::length_error(key, got, want))
 }
 
 #[cfg(test)]
@@ -293,6 +319,20 @@ mod tests {
             assert_eq!(body.into_contiguous()[..], data[100..19_000], "{url}");
             let whole = store.get_range("k", 0..20_000).await.expect("range");
             assert_eq!(whole[..], data[..], "{url}");
+            // The same range cut into blocks as it arrives: one block buffer long, shorter, longer.
+            let ends = [4096, 8192, 8900, 18_900];
+            let blocks = store.get_range_blocks("k", 100..19_000, &ends).await.expect("blocks");
+            let mut at = 100;
+            for (b, end) in blocks.iter().zip(ends) {
+                assert_eq!(b[..], data[at..100 + end as usize], "{url}");
+                at = 100 + end as usize;
+            }
+            assert_eq!(blocks.len(), ends.len());
+            // Blocks that do not end where the range does: refused before the GET, for good.
+            let past = store.get_range_blocks("k", 100..19_000, &[4096, 20_000]).await;
+            let e = past.expect_err("blocks past the range");
+            assert_eq!(e.kind, StoreErrorKind::Permanent, "{url}: {e}");
+            assert!(e.message.contains("end at byte 20000 of a 18900-byte range"), "{url}: {e}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

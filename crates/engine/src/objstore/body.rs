@@ -2,9 +2,9 @@
 //!
 //! Gathering a body into one buffer costs a copy of every byte into memory freshly faulted in
 //! (a 16 MiB buffer per coalesced GET): the largest share of a cold reader's CPU in the profile
-//! of bench/notes/engine-store.md. A reader that cuts the body into blocks anyway (pool/fetch.rs)
-//! takes each block from the chunks instead: as a slice where it lies inside one chunk, copied
-//! where it spans two.
+//! of bench/notes/engine-store.md. A reader without a cache takes each block from the chunks
+//! instead: as a slice where it lies inside one chunk, copied where it spans two. A reader that
+//! caches its blocks has them cut as the body arrives (objstore/blocks.rs).
 
 use bytes::{Bytes, BytesMut};
 use std::ops::Range;
@@ -45,27 +45,16 @@ impl Body {
         self.len_bytes == 0
     }
 
+    /// The chunks, in order.
+    pub fn chunks(&self) -> impl Iterator<Item = &Bytes> {
+        self.chunks.iter()
+    }
+
     /// Bytes `range` of the body: shared with the chunk that holds all of it, or a copy when it
     /// spans chunks. Panics when `range` reaches past the body, as slicing does.
     pub fn slice(&self, range: Range<u64>) -> Bytes {
         match self.locate(&range) {
             Ok((chunk, at)) => self.chunks[chunk].slice(at..at + range_len(&range)),
-            Err(first) => self.gather(first, range),
-        }
-    }
-
-    /// Bytes `range` of the body in a buffer of their own, exactly their size: what a cache
-    /// keeps (a slice would keep its whole chunk alive for as long as the block stays cached).
-    pub fn copy(&self, range: Range<u64>) -> Bytes {
-        match self.locate(&range) {
-            Ok((chunk, at)) => {
-                crate::block_buffers::copy_block(&self.chunks[chunk][at..at + range_len(&range)])
-            }
-            // A block spanning chunks goes into a recycled block buffer too.
-            Err(first) if range_len(&range) == crate::block_buffers::BLOCK_BUFFER_BYTES => {
-                crate::block_buffers::gather_block(self.parts(first, &range))
-                    .unwrap_or_else(|| self.gather(first, range))
-            }
             Err(first) => self.gather(first, range),
         }
     }
@@ -157,7 +146,6 @@ mod tests {
             let (x, y) = (a % (data.len() + 1), b % (data.len() + 1));
             let (lo, hi) = (x.min(y), x.max(y));
             prop_assert_eq!(&body.slice(lo as u64..hi as u64)[..], &data[lo..hi]);
-            prop_assert_eq!(&body.copy(lo as u64..hi as u64)[..], &data[lo..hi]);
             prop_assert_eq!(&body.clone().into_contiguous()[..], &data[..]);
         }
     }
@@ -169,26 +157,6 @@ mod tests {
         let s = body.slice(10..50);
         assert_eq!(s.as_ptr(), chunk[7..].as_ptr());
         assert_eq!(body.slice(1..5)[..], [b'b', b'c', 7, 7]);
-        let c = body.copy(10..50);
-        assert_eq!(c[..], s[..]);
-        assert_ne!(c.as_ptr(), s.as_ptr(), "a copy is a buffer of its own");
-    }
-
-    #[test]
-    fn a_block_copied_from_any_cuts_reads_its_bytes() {
-        let block = crate::block_buffers::BLOCK_BUFFER_BYTES;
-        let data: Vec<u8> = (0..3 * block).map(|i| (i * 7 % 251) as u8).collect();
-        for cuts in [vec![], vec![5000], vec![100, 2000, 4100], vec![4096, 8192], vec![1; 3]] {
-            let body = body_of(&data, &cuts);
-            for start in [0, 1, 100, 4000, 4096, 2 * block] {
-                let r = start as u64..(start + block) as u64;
-                assert_eq!(
-                    &body.copy(r)[..],
-                    &data[start..start + block],
-                    "cuts {cuts:?} at {start}"
-                );
-            }
-        }
     }
 
     #[test]

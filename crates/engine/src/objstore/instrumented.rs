@@ -221,6 +221,15 @@ impl Store for InstrumentedStore {
     async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
         self.ranged(range, |r| self.inner.get_range_body(key, r), Body::len).await
     }
+    async fn get_range_blocks(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        ends: &[u64],
+    ) -> StoreResult<Vec<Bytes>> {
+        let len = |blocks: &Vec<Bytes>| blocks.iter().map(|b| b.len() as u64).sum();
+        self.ranged(range, |r| self.inner.get_range_blocks(key, r, ends), len).await
+    }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         let t = self.clock.mono_us();
         let r = {

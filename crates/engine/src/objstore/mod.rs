@@ -3,6 +3,7 @@
 //! distance, retries, instrumentation, fault injection and client-side encryption.
 
 mod backend;
+mod blocks;
 mod body;
 mod capability;
 mod encrypted;
@@ -15,6 +16,7 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
+pub use blocks::BlockCutter;
 pub use body::Body;
 pub use capability::{
     check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
@@ -95,6 +97,25 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// (encryption, fault injection) leave the default, which is their own `get_range`.
     async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
         self.get_range(key, range).await.map(Body::from)
+    }
+    /// The bytes of `range` cut at `ends` (offsets in the range, strictly ascending, the last the
+    /// range's length; see [`BlockCutter`]), each block in a buffer of its own: for readers that
+    /// keep what they fetch. A network backend copies the blocks out as the body streams in and
+    /// drops each chunk at once; the default cuts [`Store::get_range_body`]'s body. Decorators
+    /// pass it on where they pass `get_range_body` on.
+    async fn get_range_blocks(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        ends: &[u64],
+    ) -> StoreResult<Vec<Bytes>> {
+        blocks::check_cut(key, &range, ends)?;
+        let body = self.get_range_body(key, range).await?;
+        let mut cutter = BlockCutter::new(ends);
+        for chunk in body.chunks() {
+            cutter.push(chunk).map_err(|e| e.into_error(key))?;
+        }
+        cutter.finish().map_err(|e| e.into_error(key))
     }
     /// Size of the object, or `NotFound`.
     async fn head(&self, key: &str) -> StoreResult<u64>;

@@ -149,6 +149,15 @@ impl Store for PowerCutStore {
         self.inner.get_range_body(key, range).await
     }
 
+    async fn get_range_blocks(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        ends: &[u64],
+    ) -> StoreResult<Vec<Bytes>> {
+        self.inner.get_range_blocks(key, range, ends).await
+    }
+
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.inner.head(key).await
     }

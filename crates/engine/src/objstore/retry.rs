@@ -111,6 +111,14 @@ impl Store for RetryingStore {
     async fn get_range_body(&self, key: &str, range: Range<u64>) -> StoreResult<Body> {
         self.run(|| self.inner.get_range_body(key, range.clone())).await
     }
+    async fn get_range_blocks(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        ends: &[u64],
+    ) -> StoreResult<Vec<Bytes>> {
+        self.run(|| self.inner.get_range_blocks(key, range.clone(), ends)).await
+    }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.run(|| self.inner.head(key)).await
     }

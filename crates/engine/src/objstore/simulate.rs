@@ -159,6 +159,15 @@ impl Store for SimulatedStore {
         self.delay("GET", key, range.end - range.start).await?;
         self.inner.get_range_body(key, range).await
     }
+    async fn get_range_blocks(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        ends: &[u64],
+    ) -> StoreResult<Vec<Bytes>> {
+        self.delay("GET", key, range.end - range.start).await?;
+        self.inner.get_range_blocks(key, range, ends).await
+    }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.delay("HEAD", key, 0).await?;
         self.inner.head(key).await

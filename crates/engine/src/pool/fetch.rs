@@ -35,7 +35,7 @@ pub(crate) enum Source {
 pub(crate) struct Fetching(Arc<Mutex<Claims>>);
 
 /// A block's location (segment, offset) and the signal of the GET that claimed it.
-type Claims = HashMap<(u64, u32), watch::Receiver<bool>>;
+type Claims = HashMap<(u64, u32), watch::Receiver<bool>, fardisk_arc::LocationHash>;
 
 /// The blocks one coalesced GET claimed in [`Fetching`]. Dropping it (the GET done, failed, or
 /// abandoned with its read) releases them and wakes whoever joined; the GET has put its blocks
@@ -322,18 +322,24 @@ async fn wait_for_fetches(
 async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Vec<Fetched>> {
     let start = g[0].ptr.range().start;
     let end = g[g.len() - 1].ptr.range().end;
-    let body = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
     let caching = !inner.blocks.holds_nothing();
+    // Each block copied out of the body once, into a buffer of its own, which the cache keeps
+    // and a demand read returns: a slice would keep its whole chunk of the body (or a decrypted
+    // run) alive for as long as any one of its blocks stays cached, and the ARC only counts the
+    // block. The store copies them out as the body arrives (objstore/blocks.rs). Without a
+    // cache the reader's slice of the body is enough.
+    let blocks = if caching {
+        let ends: Vec<u64> = g.iter().map(|w| w.ptr.range().end - start).collect();
+        get_segment_blocks(inner, g[0].ptr.segment_id, start..end, &ends).await?
+    } else {
+        let body = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
+        g.iter()
+            .map(|w| body.slice(w.ptr.range().start - start..w.ptr.range().end - start))
+            .collect()
+    };
     let mut out = Vec::with_capacity(g.len());
     let mut cached = Vec::with_capacity(if caching { g.len() } else { 0 });
-    for Wanted { at, ptr: p } in g {
-        let r = p.range();
-        let within = r.start - start..r.end - start;
-        // Each block copied out of the body once, into a buffer of its own, which the cache
-        // keeps and a demand read returns: a slice would keep its whole chunk of the body (or a
-        // decrypted run) alive for as long as any one of its blocks stays cached, and the ARC
-        // only counts the block. Without a cache the reader's slice is enough.
-        let phys = if caching { body.copy(within) } else { body.slice(within) };
+    for (Wanted { at, ptr: p }, phys) in g.into_iter().zip(blocks) {
         // A prefetch only caches the block: the reader that takes it from the cache checks and
         // decodes it then, so decoding it here too would be a copy thrown away.
         let logical = if prefetch {
@@ -366,12 +372,28 @@ async fn get_segment_range(
     range: std::ops::Range<u64>,
 ) -> Result<Body> {
     inner.counters.add_store_read(range.end - range.start);
-    match inner.store.get_range_body(&segment_key(segment_id), range).await {
-        Ok(b) => Ok(b),
-        Err(e) if e.kind == StoreErrorKind::NotFound => {
-            Err(Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING))
-        }
-        Err(e) => Err(e.into()),
+    let got = inner.store.get_range_body(&segment_key(segment_id), range).await;
+    got.map_err(|e| segment_read_error(segment_id, e))
+}
+
+/// A segment's bytes `range` cut at `ends` (offsets in the range), each block in a buffer of
+/// its own (objstore/blocks.rs).
+async fn get_segment_blocks(
+    inner: &Inner,
+    segment_id: u64,
+    range: std::ops::Range<u64>,
+    ends: &[u64],
+) -> Result<Vec<Bytes>> {
+    inner.counters.add_store_read(range.end - range.start);
+    let got = inner.store.get_range_blocks(&segment_key(segment_id), range, ends).await;
+    got.map_err(|e| segment_read_error(segment_id, e))
+}
+
+fn segment_read_error(segment_id: u64, e: crate::objstore::StoreError) -> Error {
+    if e.kind == StoreErrorKind::NotFound {
+        Error::corrupt(format!("segment {segment_id:016x}"), SEGMENT_MISSING)
+    } else {
+        e.into()
     }
 }
 

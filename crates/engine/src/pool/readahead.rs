@@ -18,6 +18,7 @@
 //! segment read in order is then one GET, not two halves, also where writers that raced at a
 //! txg's edge left its blocks out of volume order.
 
+use fardisk_arc::LocationHash;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -142,8 +143,8 @@ pub(crate) fn step_selection(
 /// step of blocks scattered over many segments costs O(1) per block.
 #[derive(Default)]
 struct TakenRuns {
-    end_by_start: HashMap<(u64, u64), u64>,
-    start_by_end: HashMap<(u64, u64), u64>,
+    end_by_start: HashMap<(u64, u64), u64, LocationHash>,
+    start_by_end: HashMap<(u64, u64), u64, LocationHash>,
 }
 
 impl TakenRuns {
