@@ -1,7 +1,7 @@
 //! [`Store`] over any `object_store::ObjectStore`: local directory, memory, S3, GCS, Azure.
 
 use super::url::{scheme_settings, SchemeSettings};
-use super::{BlockCutter, Body, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
+use super::{BlockCutter, Body, CutBlock, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -213,7 +213,7 @@ impl Store for ObjectStoreBackend {
         key: &str,
         range: Range<u64>,
         ends: &[u64],
-    ) -> StoreResult<Vec<Bytes>> {
+    ) -> StoreResult<Vec<CutBlock>> {
         super::blocks::check_cut(key, &range, ends)?;
         let r = self
             .inner
@@ -324,7 +324,7 @@ mod tests {
             let blocks = store.get_range_blocks("k", 100..19_000, &ends).await.expect("blocks");
             let mut at = 100;
             for (b, end) in blocks.iter().zip(ends) {
-                assert_eq!(b[..], data[at..100 + end as usize], "{url}");
+                assert_eq!(b.bytes[..], data[at..100 + end as usize], "{url}");
                 at = 100 + end as usize;
             }
             assert_eq!(blocks.len(), ends.len());

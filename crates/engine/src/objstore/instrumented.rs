@@ -1,7 +1,7 @@
 //! Counts requests, bytes, errors and latency per kind of request: the numbers behind `iostat`,
 //! metrics and the PUT/GET-per-GiB figures in BENCHMARKS.md.
 
-use super::{Body, PutMode, Store, StoreResult};
+use super::{Body, CutBlock, PutMode, Store, StoreResult};
 use crate::clock::Clock;
 use bytes::Bytes;
 use std::ops::Range;
@@ -226,8 +226,8 @@ impl Store for InstrumentedStore {
         key: &str,
         range: Range<u64>,
         ends: &[u64],
-    ) -> StoreResult<Vec<Bytes>> {
-        let len = |blocks: &Vec<Bytes>| blocks.iter().map(|b| b.len() as u64).sum();
+    ) -> StoreResult<Vec<CutBlock>> {
+        let len = |blocks: &Vec<CutBlock>| blocks.iter().map(|b| b.bytes.len() as u64).sum();
         self.ranged(range, |r| self.inner.get_range_blocks(key, r, ends), len).await
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {

@@ -16,7 +16,7 @@ mod simulate;
 mod url;
 
 pub use backend::ObjectStoreBackend;
-pub use blocks::BlockCutter;
+pub use blocks::{BlockCutter, CutBlock};
 pub use body::Body;
 pub use capability::{
     check_store_capabilities, refusal, MissingCapability, StoreUse, RACERS, REQUESTS_MAX,
@@ -99,8 +99,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         self.get_range(key, range).await.map(Body::from)
     }
     /// The bytes of `range` cut at `ends` (offsets in the range, strictly ascending, the last the
-    /// range's length; see [`BlockCutter`]), each block in a buffer of its own: for readers that
-    /// keep what they fetch. A network backend copies the blocks out as the body streams in and
+    /// range's length; see [`BlockCutter`]), each block in a buffer of its own with its xxh3-64
+    /// ([`CutBlock`]): for readers that keep what they fetch. A network backend copies the blocks out as the body streams in and
     /// drops each chunk at once; the default cuts [`Store::get_range_body`]'s body. Decorators
     /// pass it on where they pass `get_range_body` on.
     async fn get_range_blocks(
@@ -108,7 +108,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         key: &str,
         range: Range<u64>,
         ends: &[u64],
-    ) -> StoreResult<Vec<Bytes>> {
+    ) -> StoreResult<Vec<CutBlock>> {
         blocks::check_cut(key, &range, ends)?;
         let body = self.get_range_body(key, range).await?;
         let mut cutter = BlockCutter::new(ends);

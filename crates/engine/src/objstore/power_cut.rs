@@ -10,7 +10,7 @@
 //! before a PUT returns; it never syncs a delete.
 
 use super::url::FILE_STORE_FSYNC;
-use super::{Body, PutMode, Store, StoreResult};
+use super::{Body, CutBlock, PutMode, Store, StoreResult};
 use crate::rng::Rng;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -154,7 +154,7 @@ impl Store for PowerCutStore {
         key: &str,
         range: Range<u64>,
         ends: &[u64],
-    ) -> StoreResult<Vec<Bytes>> {
+    ) -> StoreResult<Vec<CutBlock>> {
         self.inner.get_range_blocks(key, range, ends).await
     }
 

@@ -3,7 +3,7 @@
 //! `AlreadyExists` for its own earlier attempt: callers verify (roots carry a put id, segment ids
 //! are unique per writer epoch).
 
-use super::{Body, PutMode, Store, StoreError, StoreResult};
+use super::{Body, CutBlock, PutMode, Store, StoreError, StoreResult};
 use crate::clock::Clock;
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -116,7 +116,7 @@ impl Store for RetryingStore {
         key: &str,
         range: Range<u64>,
         ends: &[u64],
-    ) -> StoreResult<Vec<Bytes>> {
+    ) -> StoreResult<Vec<CutBlock>> {
         self.run(|| self.inner.get_range_blocks(key, range.clone(), ends)).await
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {

@@ -2,7 +2,7 @@
 //! outage windows. Lets a new user see "far away" behaviour on the embedded default, and tests
 //! reproduce it from a seed.
 
-use super::{Body, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
+use super::{Body, CutBlock, PutMode, Store, StoreError, StoreErrorKind, StoreResult};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::rng::Rng;
@@ -164,7 +164,7 @@ impl Store for SimulatedStore {
         key: &str,
         range: Range<u64>,
         ends: &[u64],
-    ) -> StoreResult<Vec<Bytes>> {
+    ) -> StoreResult<Vec<CutBlock>> {
         self.delay("GET", key, range.end - range.start).await?;
         self.inner.get_range_blocks(key, range, ends).await
     }

@@ -11,7 +11,7 @@ use crate::codec::checksum64;
 use crate::compress::{decompress, Compression};
 use crate::dirty::ZERO_BLOCK;
 use crate::error::{Error, Result};
-use crate::objstore::{Body, StoreErrorKind};
+use crate::objstore::{Body, CutBlock, StoreErrorKind};
 use crate::segment::segment_key;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -326,27 +326,24 @@ async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Ve
     // Each block copied out of the body once, into a buffer of its own, which the cache keeps
     // and a demand read returns: a slice would keep its whole chunk of the body (or a decrypted
     // run) alive for as long as any one of its blocks stays cached, and the ARC only counts the
-    // block. The store copies them out as the body arrives (objstore/blocks.rs). Without a
-    // cache the reader's slice of the body is enough.
+    // block. The store copies them out as the body arrives and hashes each as it is cut, while
+    // it is in the CPU's cache (objstore/blocks.rs). Without a cache the reader's slice of the
+    // body is enough.
     let blocks = if caching {
         let ends: Vec<u64> = g.iter().map(|w| w.ptr.range().end - start).collect();
         get_segment_blocks(inner, g[0].ptr.segment_id, start..end, &ends).await?
     } else {
         let body = get_segment_range(inner, g[0].ptr.segment_id, start..end).await?;
-        g.iter()
-            .map(|w| body.slice(w.ptr.range().start - start..w.ptr.range().end - start))
-            .collect()
+        let slice = |w: &Wanted| body.slice(w.ptr.range().start - start..w.ptr.range().end - start);
+        g.iter().map(|w| CutBlock::new(slice(w))).collect()
     };
     let mut out = Vec::with_capacity(g.len());
     let mut cached = Vec::with_capacity(if caching { g.len() } else { 0 });
-    for (Wanted { at, ptr: p }, phys) in g.into_iter().zip(blocks) {
-        // A prefetch only caches the block: the reader that takes it from the cache checks and
-        // decodes it then, so decoding it here too would be a copy thrown away.
-        let logical = if prefetch {
-            verify(inner, &p, &phys).map(|()| Bytes::new())?
-        } else {
-            verify_decode(inner, &p, &phys)?
-        };
+    for (Wanted { at, ptr: p }, CutBlock { bytes: phys, checksum }) in g.into_iter().zip(blocks) {
+        check_sum(inner, &p, checksum)?;
+        // A prefetch only caches the block: the reader that takes it from the cache decodes it
+        // then, so decoding it here too would be a copy thrown away.
+        let logical = if prefetch { Bytes::new() } else { decode(&p, &phys)? };
         if caching {
             cached.push((p, phys));
         }
@@ -383,7 +380,7 @@ async fn get_segment_blocks(
     segment_id: u64,
     range: std::ops::Range<u64>,
     ends: &[u64],
-) -> Result<Vec<Bytes>> {
+) -> Result<Vec<CutBlock>> {
     inner.counters.add_store_read(range.end - range.start);
     let got = inner.store.get_range_blocks(&segment_key(segment_id), range, ends).await;
     got.map_err(|e| segment_read_error(segment_id, e))
@@ -422,10 +419,14 @@ fn decode(p: &BlockPtr, phys: &Bytes) -> Result<Bytes> {
     }
 }
 
-/// The checksum alone: what a prefetch checks before it caches a block (the reader that takes
-/// it from the cache checks and decodes it again).
+/// The checksum alone.
 fn verify(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<()> {
-    let found = checksum64(phys);
+    check_sum(inner, p, checksum64(phys))
+}
+
+/// A block's bytes hashed to `found` (rule 3): a mismatch is counted, the cached copy dropped,
+/// and the read fails.
+fn check_sum(inner: &Inner, p: &BlockPtr, found: u64) -> Result<()> {
     if found != p.checksum {
         inner.counters.add_checksum_error();
         inner.blocks.invalidate(p);
