@@ -1,12 +1,12 @@
 //! A ranged GET's body cut into blocks as its chunks arrive.
 //!
 //! A reader that caches what it fetches copies every block out of the body into a buffer of its
-//! own anyway (objstore/body.rs, `Body::copy`). Doing that while the body streams in, and
-//! dropping each chunk as soon as its bytes are copied, lets the HTTP client read the next chunk
-//! into the memory of the last one: a body held whole until its GET ends (16 MiB per coalesced
-//! GET) made the client fault in a fresh receive buffer for every chunk, about an eighth of a
-//! cold reader's CPU late in a 4 GiB read (bench/notes/engine-store.md, "Blocks cut as the body
-//! arrives").
+//! own anyway (the ARC keeps exactly the block). Doing it while the body streams in, each chunk
+//! dropped once its bytes are copied, means a GET holds the blocks it has so far and the one it
+//! is filling, not a 16 MiB body beside its copies, and each block is hashed while its bytes are
+//! still in the CPU's cache ([`CutBlock`]). The hope that the HTTP client would then read into
+//! the memory of the chunks it had handed over did not show: page faults per GiB stayed as they
+//! were (bench/notes/engine-store.md, "Blocks cut as the body arrives").
 
 use super::{StoreError, StoreErrorKind};
 use crate::block_buffers::BlockFill;
