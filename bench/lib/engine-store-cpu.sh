@@ -6,6 +6,8 @@
 #   bench/lib/engine-store-cpu.sh MIB BIN      e.g. 2048 target/release/fardisk-bench
 # The engine window starts when the read without a cache ends, so it also holds the fresh
 # import before the empty-ARC read (a few requests). Needs perf (Debian linux-perf).
+# FARDISK_PROFILE_OUT=FILE also records a 2 s call-graph profile of the reader from 2.5 s into
+# the engine window (`perf report -i FILE --no-children --sort sym`); it slows that run.
 set -euo pipefail
 FD_NAME=engine-store-cpu
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -26,10 +28,22 @@ mkfifo "$OUT/lines"
     --writers 4 --seed 1 --out "$OUT/rows.json" --note cpu --setup-suffix "" \
     --compressible-zero-percent 0 >"$OUT/lines" 2>&1 &
 bench=$!
-perf_pid=""
+perf_pid="" profile_pid=""
 # utime and stime (clock ticks) of the whole process, from /proc: perf counts neither with -p.
 ticks() { awk '{ print $14, $15 }' "/proc/$bench/stat" >"$OUT/$1"; }
-start_stat() { ticks "$1.ticks0"; perf stat -x, -e page-faults,task-clock,context-switches -p "$bench" -o "$OUT/$1.stat" & perf_pid=$!; }
+profile() {
+    sleep 2.5
+    perf record -F 499 -e cpu-clock --call-graph dwarf,16384 -p "$bench" -o "$FARDISK_PROFILE_OUT" -- sleep 2
+}
+start_stat() {
+    ticks "$1.ticks0"
+    if [ "$1" = engine ] && [ -n "${FARDISK_PROFILE_OUT:-}" ]; then
+        profile &
+        profile_pid=$!
+    fi
+    perf stat -x, -e page-faults,task-clock,context-switches -p "$bench" -o "$OUT/$1.stat" &
+    perf_pid=$!
+}
 stop_stat() { ticks "$1.ticks1"; kill -INT "$perf_pid"; wait "$perf_pid" || true; }
 while IFS= read -r line; do
     case "$line" in
@@ -40,6 +54,7 @@ while IFS= read -r line; do
     esac
 done <"$OUT/lines"
 wait "$bench" || fd_die "$BIN failed"
+[ -z "$profile_pid" ] || wait "$profile_pid" || true
 for phase in raw engine; do
     read -r u0 s0 <"$OUT/$phase.ticks0"
     read -r u1 s1 <"$OUT/$phase.ticks1"
