@@ -341,6 +341,11 @@ impl BlockCache for ArcBlockCache {
         self.arc.get_many(&keys, prefetch)
     }
 
+    fn let_go_read_once(&self, ptrs: &[BlockPtr]) {
+        let keys: Vec<BlockKey> = ptrs.iter().map(key).collect();
+        self.arc.let_go_read_once(&keys);
+    }
+
     fn insert_many(&self, blocks: Vec<(BlockPtr, Bytes)>, prefetch: bool) {
         let kind = if prefetch { InsertKind::Prefetch } else { InsertKind::Demand };
         let items = blocks

@@ -66,6 +66,11 @@ pub trait BlockCache: Send + Sync + std::fmt::Debug + 'static {
     fn hits_verified(&self) -> bool {
         false
     }
+    /// A long sequential stream (past `arc_stream_bytes_max`) has read these blocks: the ones
+    /// nothing but this read has used may leave memory now, so that a scan reuses the memory
+    /// of the blocks behind it rather than filling the whole cache (ARC:
+    /// `AdaptiveCache::let_go_read_once`). Blocks that were in use before stay.
+    fn let_go_read_once(&self, _ptrs: &[BlockPtr]) {}
     /// A cached copy failed verification: drop it.
     fn invalidate(&self, ptr: &BlockPtr);
     /// True when nothing is ever cached (readahead would only waste requests).

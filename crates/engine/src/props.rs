@@ -190,6 +190,18 @@ pub const READ_CONCURRENCY: Prop = settable_number("read_concurrency", Unit::Cou
 /// whole windows about half, issue #21).
 pub const READAHEAD_BYTES_MAX: Prop =
     Prop { note: "0 = none", ..settable_size("readahead_bytes_max", Unit::Bytes, 0, 128 << 20) };
+/// How much of one sequential stream the ARC keeps (0: all of it): past this many bytes of a
+/// run, and past a quarter of `arc_max`, the blocks a stream is the first to read leave the
+/// ARC once it has read them (to the L2ARC feed, as evictions go), and their memory holds the
+/// blocks it fetches next. PostgreSQL's ring buffer for large scans, for the same reasons: a
+/// backup or a table scan does not push the hot set out, and it does not take `arc_max` of
+/// fresh memory, which on the VM of BENCHMARKS.md cost 1.2-1.5 CPU-s of system time per GiB of
+/// a cold 4 GiB read (bench/notes/engine-store.md, "The ARC's first fill"; issue #21). Blocks
+/// read before the stream came stay.
+pub const ARC_STREAM_BYTES_MAX: Prop = Prop {
+    note: "0 = no limit",
+    ..settable_size("arc_stream_bytes_max", Unit::Bytes, 0, 256 << 20)
+};
 /// Leaf map pages past the ones a read needs that come along in the same ranged GET when they
 /// sit right after them in one segment (pool/read.rs): bytes, not requests. A sequential reader
 /// then asks for one map GET per this many MiB of volume instead of one per MiB (issue #21).
@@ -244,6 +256,7 @@ pub const POOL_PROPS: &[Prop] = &[
     FREE_QUEUE_ENTRIES_MAX,
     READ_CONCURRENCY,
     READAHEAD_BYTES_MAX,
+    ARC_STREAM_BYTES_MAX,
     MAP_READAHEAD_PAGES_MAX,
     FAILMODE,
     LOG_WRITE_AHEAD,

@@ -132,6 +132,26 @@ impl AdaptiveCache {
         self.feed_all(evicted);
     }
 
+    /// A long sequential stream has read these blocks: the ones it alone has used leave the
+    /// cache now (see `ArcState::let_go_read_once`), so that a scan recycles the memory of the
+    /// blocks behind it for the blocks ahead of it instead of filling the whole ARC with data
+    /// read once. PostgreSQL's ring buffer for large sequential scans, for the same reasons:
+    /// the hot set stays, and a scan does not take `arc_max` of fresh memory (which cost this
+    /// VM 1.2-1.5 CPU-s per GiB read, bench/notes/engine-store.md "The ARC's first fill").
+    /// Returns how many were let go.
+    pub fn let_go_read_once(&self, keys: &[BlockKey]) -> usize {
+        let mut out = Vec::new();
+        let mut n = 0;
+        for batch in keys.chunks(BATCH_ENTRIES_MAX) {
+            let mut state = self.state.lock();
+            for key in batch {
+                n += usize::from(state.let_go_read_once(key, &mut out));
+            }
+        }
+        self.feed_all(out);
+        n
+    }
+
     /// Forgets a block (resident or ghost). Returns whether it was resident.
     pub fn remove(&self, key: &BlockKey) -> bool {
         self.state.lock().remove(key)

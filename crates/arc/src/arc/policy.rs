@@ -323,6 +323,26 @@ impl ArcState {
         self.lists.len(ListId::MruGhost) + self.lists.len(ListId::MfuGhost)
     }
 
+    /// A long sequential stream has read `key`: if nothing but that read has used the block (it
+    /// is on an MRU list: brought in by the stream's readahead or its miss, read once), it
+    /// leaves the cache now, handed to the L2ARC feed as an eviction would (it was read, so it
+    /// is fed even when prefetched blocks are not). No ghost is kept: a stream read again must
+    /// not look like reuse and promote a whole scan to MFU. A block read before the stream
+    /// came (MFU) stays. Returns whether it was let go.
+    pub(crate) fn let_go_read_once(&mut self, key: &BlockKey, out: &mut Vec<FeedItem>) -> bool {
+        let Some(id) = self.resident_id(key) else {
+            return false;
+        };
+        if !matches!(self.lists.node(id).list, ListId::Mru | ListId::MruPrefetch) {
+            return false;
+        }
+        let node = self.lists.remove(id);
+        let value = node.value.expect("resident node has a value");
+        self.counters.stream_dropped += 1;
+        out.push(FeedItem { key: node.key, data: value, checksum: node.checksum });
+        true
+    }
+
     /// Forgets a key entirely (resident or ghost). Not fed to the L2ARC: the caller removes
     /// blocks that are no longer referenced.
     pub(crate) fn remove(&mut self, key: &BlockKey) -> bool {
@@ -396,6 +416,7 @@ impl ArcState {
             evictions: c.evictions,
             evicted_bytes: c.evicted_bytes,
             stale_dropped: c.stale_dropped,
+            stream_dropped: c.stream_dropped,
             feed_dropped: 0,
             feed_bytes: 0,
         }

@@ -374,3 +374,37 @@ fn evictions_reach_the_feed_only_while_feeding() {
     assert_eq!(cache.feed().len(), 2);
     check(&cache);
 }
+
+/// A long stream's blocks that nothing but the stream has used leave the cache once read (fed
+/// to the L2ARC, no ghost kept); a block read twice before the stream came stays in MFU, and a
+/// block the stream's readahead brought in but it has not read yet stays too.
+#[test]
+fn a_stream_lets_go_of_what_it_alone_read_and_keeps_the_hot_blocks() {
+    let cache = cache_of(10);
+    demand(&cache, 1);
+    demand(&cache, 1); // Read twice: MFU.
+    demand(&cache, 2); // Read once by the stream's miss: MRU.
+    cache.insert(key(3), block(3), SUM, InsertKind::Prefetch);
+    assert!(cache.get(&key(3), SUM).is_some()); // The stream reads what its readahead brought.
+    cache.insert(key(4), block(4), SUM, InsertKind::Prefetch); // Joined: never asked of the ARC.
+    cache.insert(key(5), block(5), SUM, InsertKind::Prefetch); // Ahead of the reader.
+    let n = cache.let_go_read_once(&[key(1), key(2), key(3), key(4), key(9)]);
+    check(&cache);
+    assert_eq!(n, 3);
+    assert!(cache.contains(&key(1)), "the hot block stays");
+    assert!(cache.contains(&key(5)), "the block ahead of the reader stays");
+    for i in [2, 3, 4] {
+        assert!(!cache.contains(&key(i)), "block {i} read once by the stream is gone");
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.stream_dropped, stats.ghost_entries, stats.entries), (3, 0, 2));
+    assert_eq!(stats.size_bytes, 2 * BLOCK_BYTES as u64);
+    let mut fed: Vec<u64> =
+        std::iter::from_fn(|| cache.feed().pop()).map(|f| f.key.segment_id).collect();
+    fed.sort_unstable();
+    assert_eq!(fed, vec![2, 3, 4], "what was let go goes to the L2ARC feed");
+    // Read again later, a let-go block is a plain miss, not a ghost hit promoting it to MFU.
+    demand(&cache, 2);
+    let stats = cache.stats();
+    assert_eq!((stats.mru_ghost_hits, stats.mfu_bytes), (0, BLOCK_BYTES as u64));
+}

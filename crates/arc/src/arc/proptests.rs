@@ -20,6 +20,7 @@ enum Op {
     GetPrefetch(u64),
     Insert { key: u64, len_bytes: usize, prefetch: bool },
     Remove(u64),
+    LetGo(Vec<u64>),
     SetMax(u64),
     SetMin(u64),
     Shrink(u64),
@@ -32,7 +33,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => key.clone().prop_map(Op::GetPrefetch),
         6 => (key.clone(), 16usize..400, any::<bool>())
             .prop_map(|(key, len_bytes, prefetch)| Op::Insert { key, len_bytes, prefetch }),
-        1 => key.prop_map(Op::Remove),
+        1 => key.clone().prop_map(Op::Remove),
+        1 => proptest::collection::vec(key, 1..6).prop_map(Op::LetGo),
         1 => (200u64..6000).prop_map(Op::SetMax),
         1 => (0u64..3000).prop_map(Op::SetMin),
         1 => (0u64..2000).prop_map(Op::Shrink),
@@ -79,6 +81,16 @@ fn run(ops: &[Op], overhead_bytes: u64) -> Result<(), TestCaseError> {
             Op::Remove(k) => {
                 cache.remove(&block_key(*k));
                 model.remove(k);
+            }
+            Op::LetGo(ks) => {
+                let keys: Vec<BlockKey> = ks.iter().map(|k| block_key(*k)).collect();
+                cache.let_go_read_once(&keys);
+                for k in ks {
+                    if cache.contains(&block_key(*k)) {
+                        continue;
+                    }
+                    model.remove(k); // Let go: a later get may only miss (checked above).
+                }
             }
             Op::SetMax(b) => cache.set_max_bytes(*b),
             Op::SetMin(b) => cache.set_min_bytes(*b),

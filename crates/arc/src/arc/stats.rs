@@ -15,6 +15,7 @@ pub(crate) struct Counters {
     pub(crate) evictions: u64,
     pub(crate) evicted_bytes: u64,
     pub(crate) stale_dropped: u64,
+    pub(crate) stream_dropped: u64,
 }
 
 /// A point-in-time view of the ARC. Byte figures are charges (value length plus per-entry
@@ -53,6 +54,9 @@ pub struct ArcStats {
     /// Entries dropped because a read's checksum named other bytes at their key: a stale copy
     /// that was never returned (expected to stay 0).
     pub stale_dropped: u64,
+    /// Blocks a long sequential stream read for the first time, let go once read
+    /// ([`crate::AdaptiveCache::let_go_read_once`]): their memory holds the stream's next blocks.
+    pub stream_dropped: u64,
     /// Evicted entries the L2ARC feed had to drop because its writer fell behind.
     pub feed_dropped: u64,
     pub feed_bytes: u64,

@@ -6,9 +6,10 @@ use crate::compress::Compression;
 use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
-    COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX,
-    LOG_LEG_TIMEOUT_MS, LOG_WRITE_AHEAD, MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX,
-    READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S, TXG_TIMEOUT,
+    ARC_STREAM_BYTES_MAX, COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX,
+    FREE_QUEUE_ENTRIES_MAX, LOG_LEG_TIMEOUT_MS, LOG_WRITE_AHEAD, MAP_CACHE_BYTES,
+    MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S,
+    TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,6 +49,8 @@ pub struct PoolConfig {
     pub root_retention_s: u64,
     /// Sequential reads trigger readahead up to this many bytes ahead.
     pub readahead_bytes_max: u64,
+    /// The most of one sequential stream the ARC keeps (`arc_stream_bytes_max`; 0: no limit).
+    pub arc_stream_bytes_max: u64,
     /// Leaf map pages that ride along in a map page's GET when stored right after it.
     pub map_readahead_pages_max: u64,
     /// `failmode=wait`: a read the store cannot answer within the retry budget retries until it
@@ -91,6 +94,7 @@ impl Default for PoolConfig {
             roots_kept: ROOTS_KEPT.default_number(),
             root_retention_s: ROOT_RETENTION_S.default_number(),
             readahead_bytes_max: READAHEAD_BYTES_MAX.default_number(),
+            arc_stream_bytes_max: ARC_STREAM_BYTES_MAX.default_number(),
             map_readahead_pages_max: MAP_READAHEAD_PAGES_MAX.default_number(),
             failmode_wait: FAILMODE.default_text() == "wait",
             log_write_ahead: LOG_WRITE_AHEAD.default_text() == "on",
@@ -142,6 +146,9 @@ impl PoolConfig {
         }
         if let Some(bytes) = READAHEAD_BYTES_MAX.stored_number(props)? {
             self.readahead_bytes_max = bytes;
+        }
+        if let Some(bytes) = ARC_STREAM_BYTES_MAX.stored_number(props)? {
+            self.arc_stream_bytes_max = bytes;
         }
         if let Some(n) = MAP_READAHEAD_PAGES_MAX.stored_number(props)? {
             self.map_readahead_pages_max = n;

@@ -68,9 +68,13 @@ impl Pool {
         self.inner.hot.touch(volume_id, first, last);
         let mut tree = tree;
         let mut looked_again = 0;
+        let mut sources = Vec::new();
         let blocks = loop {
             let got = match self.resolve(volume_id, tree, first, last).await {
-                Ok(sources) => fetch_blocks(&self.inner, &sources, false).await,
+                Ok(s) => {
+                    sources = s;
+                    fetch_blocks(&self.inner, &sources, false).await
+                }
                 Err(e) => Err(e),
             };
             match got {
@@ -94,7 +98,18 @@ impl Pool {
             }
         };
         let start = (offset % BLOCK_BYTES) as usize;
-        self.maybe_readahead(volume_id, first, last);
+        if self.maybe_readahead(volume_id, first, last) {
+            // A long stream: what it alone used leaves the cache (`arc_stream_bytes_max`).
+            // `blocks` holds these bytes until the reply is built from them.
+            let ptrs: Vec<_> = sources
+                .iter()
+                .filter_map(|s| match s {
+                    Source::Ptr(p) => Some(*p),
+                    _ => None,
+                })
+                .collect();
+            self.inner.blocks.let_go_read_once(&ptrs);
+        }
         // A read inside one block (a database's or a VM's 4 KiB random read) is answered with
         // the block's own bytes (the cache's or the dirty set's, shared, never changed): no
         // buffer to allocate and fill.
@@ -250,33 +265,44 @@ impl Pool {
         let _ = self.load_leaves(tree, &leaves, self.inner.cache.generation()).await;
     }
 
-    fn maybe_readahead(&self, volume_id: u32, first: u64, last: u64) {
+    /// Sends readahead for a read of `first..=last` when it continues a sequential stream.
+    /// Returns whether that stream has run past what the ARC keeps of one stream
+    /// (`arc_stream_bytes_max`, at most a quarter of the cache's RAM).
+    fn maybe_readahead(&self, volume_id: u32, first: u64, last: u64) -> bool {
         if self.inner.blocks.holds_nothing() {
-            return; // Prefetched blocks would have nowhere to go.
+            return false; // Prefetched blocks would have nowhere to go.
         }
         // At most an eighth of the cache's RAM ahead: blocks the cache cannot hold until the
         // reader gets there are fetched twice.
         // Map pages ahead in batches of at most an eighth of the map cache, so a batch is not
         // evicted before the reader gets there (one leaf page maps FANOUT blocks).
-        let (max, step, map_batch_max) = {
+        let (max, step, map_batch_max, kept_blocks) = {
             let c = self.inner.config.read();
-            let max = c.readahead_bytes_max.min(self.inner.blocks.ram_bytes_max() / 8);
+            let ram = self.inner.blocks.ram_bytes_max();
+            let max = c.readahead_bytes_max.min(ram / 8);
             let map_leaves = (c.map_cache_bytes / 8 / crate::blockmap::PAGE_BYTES) as u64;
-            (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES, map_leaves * FANOUT as u64)
+            let kept = match c.arc_stream_bytes_max {
+                0 => u64::MAX,
+                bytes => bytes.min(ram / 4) / BLOCK_BYTES,
+            };
+            let map_batch_max = map_leaves * FANOUT as u64;
+            (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES, map_batch_max, kept)
         };
-        let (ahead, tree, claimed, after) = {
+        let (ahead, tree, claimed, after, streamed) = {
             let mut ra = self.inner.readahead.0.lock();
             let stream = ra.entry(volume_id).or_default();
-            let Some(ahead) = stream.detector.on_read(first, last, max, step, map_batch_max) else {
-                return;
+            let ahead = stream.detector.on_read(first, last, max, step, map_batch_max);
+            let streamed = stream.detector.run_blocks() > kept_blocks;
+            let Some(ahead) = ahead else {
+                return streamed;
             };
             let tree =
                 self.inner.meta.read().volumes.get(&volume_id).map(|v| (v.tree, v.size_bytes));
             let (claimed, next) = tokio::sync::oneshot::channel();
             let after = stream.claimed.replace(next);
-            (ahead, tree, claimed, after)
+            (ahead, tree, claimed, after, streamed)
         };
-        let Some((tree, size)) = tree else { return };
+        let Some((tree, size)) = tree else { return streamed };
         let end_block = size / BLOCK_BYTES;
         let map = ahead.map.start..ahead.map.end.min(end_block);
         if !map.is_empty() {
@@ -285,7 +311,7 @@ impl Pool {
         }
         let (from, end) = (ahead.blocks.start, ahead.blocks.end.min(end_block));
         if from >= end {
-            return;
+            return streamed;
         }
         let pool = self.clone();
         // Resolved a GET's worth further (the map pages are loaded a distance ahead), and at most
@@ -315,6 +341,7 @@ impl Pool {
             pool.inner.counters.add_readahead(wanted.len() as u64);
             let _ = fetch_blocks_then(&pool.inner, &wanted, true, Some(claimed)).await;
         });
+        streamed
     }
 }
 

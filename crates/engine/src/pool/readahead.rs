@@ -98,6 +98,12 @@ impl SeqDetector {
         Some(Ahead { blocks: from..to, map: map_from..self.map_loaded_to.max(map_from) })
     }
 
+    /// Blocks read in order so far by the stream the last read continued (0 after a read that
+    /// did not continue one).
+    pub(crate) fn run_blocks(&self) -> u64 {
+        self.run_blocks
+    }
+
     /// A step that went out as `..end` was extended to `..new_end` (the blocks right after it
     /// that `step_selection` took): the next step starts there, unless one went out meanwhile
     /// (it then skips the blocks this one claimed).

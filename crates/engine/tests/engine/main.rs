@@ -23,6 +23,7 @@ mod multihost;
 mod orphans;
 mod outage_reads;
 mod point_in_time;
+mod scan_memory;
 mod scrub;
 mod simulation;
 mod snapshot_destroy;

@@ -209,6 +209,12 @@ const ARC_FIELDS: &[Field] = &[
         C,
         "Entries dropped because a read named other bytes at their key",
     ),
+    (
+        "stream_dropped",
+        "arc_stream_dropped",
+        C,
+        "Blocks a long sequential read used once, let go once read (arc_stream_bytes_max)",
+    ),
     ("feed_dropped", "arc_l2_feed_dropped", C, "Evicted blocks the L2ARC feed dropped"),
     ("size_bytes", "arc_size_bytes", G, "ARC size"),
     ("c_bytes", "arc_target_bytes", G, "ARC target size (c)"),
