@@ -9,6 +9,7 @@ use crate::compress::Compression;
 use crate::error::{Error, Result};
 use crate::segment::{BlockOwner, SegmentBuilder};
 use bytes::Bytes;
+use futures::StreamExt;
 use std::sync::Arc;
 
 /// Reads a block by pointer: verified against its checksum, decompressed.
@@ -248,6 +249,34 @@ impl TreeRef {
             cache.insert_if_absent(key, CachedPage::new(slots, ptr), Some(generation));
         }
         Ok(())
+    }
+
+    /// Brings the level-1 pages `parents` (each names the leaves of 256 MiB of volume) into the
+    /// page cache with the pages above them, `concurrency` GETs at a time: the first alone, so
+    /// that the pages above, which they share, are read once. A lookup of a leaf that is not
+    /// cached then asks for the leaf alone. Holes are skipped; `generation` as for `lookup`.
+    pub async fn load_interior_pages(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        parents: std::ops::Range<u64>,
+        generation: u64,
+        concurrency: usize,
+    ) -> Result<()> {
+        if self.levels < 2 || parents.is_empty() {
+            return Ok(());
+        }
+        let load = |parent: u64| {
+            let first_slot = parent.checked_shl(16).unwrap_or(u64::MAX);
+            self.page_for(cache, src, first_slot, 1, false, Some(generation))
+        };
+        load(parents.start).await?;
+        let loaded: Vec<Result<_>> = futures::stream::iter(parents.start + 1..parents.end)
+            .map(load)
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        loaded.into_iter().try_for_each(|r| r.map(|_| ()))
     }
 
     /// Sets one slot (sync thread only); returns the previous value.

@@ -9,8 +9,8 @@
 //! ```text
 //!  open/     create; import: checks, claim, log replay (replay.rs), rewind; read-only import
 //!    |
-//!  the facade: mod.rs and write, read, volume, snapshot, vdevs, scrub, hotset, audit, status,
-//!    |         lease (the Pool methods live here, by topic; nothing below sees Pool)
+//!  the facade: mod.rs and write, read, volume, snapshot, vdevs, scrub, hotset, map_warm, audit,
+//!    |         status, lease (the Pool methods live here, by topic; nothing below sees Pool)
 //!    v
 //!  intent/   sync requests: records made durable on the intent log, or a txg waited for
 //!    v
@@ -38,6 +38,7 @@
 mod audit;
 mod hotset;
 mod lease;
+mod map_warm;
 mod open;
 mod read;
 mod readahead;

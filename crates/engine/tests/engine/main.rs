@@ -9,6 +9,7 @@
 mod behaviour;
 mod big_frees;
 mod big_volume;
+mod cold_random_read;
 mod damaged_roots;
 mod decoders_proptest;
 mod far_frees;

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::fence::{data_txg, publish_root, scan_roots};
 use crate::objstore::{DynStore, Store};
 use crate::pool::lease::{self, Lease, LeaseRecord};
-use crate::pool::{syncer, Env, Inner, InnerParts, Pool};
+use crate::pool::{map_warm, syncer, Env, Inner, InnerParts, Pool};
 use crate::rng::Rng;
 use crate::root::{Holder, Root};
 use std::sync::Arc;
@@ -200,5 +200,6 @@ async fn start(
     if let Some(lease) = inner.lease.get().cloned() {
         pool.spawn(lease::renew_loop(inner.clone(), lease));
     }
+    pool.spawn(map_warm::warm_map_interior(inner.clone()));
     Ok(pool)
 }
