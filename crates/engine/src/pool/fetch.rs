@@ -27,6 +27,17 @@ pub(crate) enum Source {
     Ptr(BlockPtr),
 }
 
+/// The pointers among `sources`, in order (the blocks the caches or the store hold).
+pub(super) fn block_ptrs(sources: &[Source]) -> Vec<BlockPtr> {
+    sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Ptr(p) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Blocks being fetched from the store, by location (segment, offset), each with the signal its
 /// GET sends when it is done: a second reader of a block (a demand read or a prefetch) joins that
 /// GET instead of repeating it. Only store fetches are claimed here, so a cache hit never takes
@@ -102,13 +113,7 @@ pub(super) async fn fetch_blocks_then(
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(sources.len());
     let mut wanted: Vec<Wanted> = Vec::new();
     let mut on_device: Vec<Wanted> = Vec::new();
-    let ptrs: Vec<BlockPtr> = sources
-        .iter()
-        .filter_map(|s| match s {
-            Source::Ptr(p) => Some(*p),
-            _ => None,
-        })
-        .collect();
+    let ptrs = block_ptrs(sources);
     let mut hits = inner.blocks.get_ram_many(&ptrs, prefetch).into_iter();
     for (i, s) in sources.iter().enumerate() {
         out.push(match s {

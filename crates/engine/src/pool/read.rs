@@ -3,7 +3,7 @@
 //! Reads never wait for uploads: the syncing txg's data stays readable in memory until its root
 //! is published.
 
-use super::fetch::{fetch_blocks, fetch_blocks_then, is_missing_segment, Source};
+use super::fetch::{block_ptrs, fetch_blocks, fetch_blocks_then, is_missing_segment, Source};
 use super::readahead::step_selection;
 use super::{bad, Pool};
 use crate::blkptr::BlockPtr;
@@ -101,14 +101,7 @@ impl Pool {
         if self.maybe_readahead(volume_id, first, last) {
             // A long stream: what it alone used leaves the cache (`arc_stream_bytes_max`).
             // `blocks` holds these bytes until the reply is built from them.
-            let ptrs: Vec<_> = sources
-                .iter()
-                .filter_map(|s| match s {
-                    Source::Ptr(p) => Some(*p),
-                    _ => None,
-                })
-                .collect();
-            self.inner.blocks.let_go_read_once(&ptrs);
+            self.inner.blocks.let_go_read_once(&block_ptrs(&sources));
         }
         // A read inside one block (a database's or a VM's 4 KiB random read) is answered with
         // the block's own bytes (the cache's or the dirty set's, shared, never changed): no

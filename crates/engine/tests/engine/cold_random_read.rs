@@ -11,12 +11,11 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::counting_store::CountingStore;
+use crate::fresh_pool;
 use bytes::Bytes;
 use fardisk_engine::arc_cache::ArcBlockCache;
-use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
-use fardisk_engine::pool::{CreateOptions, ImportOptions};
+use fardisk_engine::objstore::{SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,13 +34,8 @@ fn mib_bytes(mib: u64) -> Vec<u8> {
 async fn a_cold_random_read_asks_for_its_leaf_then_its_block_and_nothing_more() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
     let env = Env { clock: clock.clone(), seed: 13, blocking_inline: false };
-    let base = open_store_url("memory://cold-random-read", true).expect("store");
-    Pool::create(base.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let options = || ImportOptions { config: config.clone(), ..Default::default() };
-    let pool = Pool::import(base.clone(), "tank", options(), env.clone(), Arc::new(NoCache))
-        .await
-        .expect("import");
+    let (pool, base) = fresh_pool::created("memory://cold-random-read", &config, &env).await;
     let vol = pool.volume_create("v", VOLUME_MIB << 20).expect("volume");
     for i in 0..VOLUME_MIB {
         pool.write(vol, i << 20, Bytes::from(mib_bytes(i))).await.expect("write");
@@ -55,7 +49,8 @@ async fn a_cold_random_read_asks_for_its_leaf_then_its_block_and_nothing_more() 
     let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock, 13));
     let counting = Arc::new(CountingStore::new(far));
     let cache = Arc::new(ArcBlockCache::new(64 << 20, None));
-    let pool = Pool::import(counting.clone(), "tank", options(), env, cache).await.expect("import");
+    let options = fresh_pool::options(&config);
+    let pool = Pool::import(counting.clone(), "tank", options, env, cache).await.expect("import");
     let vol = pool.volume_id("v").expect("v");
     // Let the import's background work (root listing, space walk) finish first.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;

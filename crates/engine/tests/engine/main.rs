@@ -37,5 +37,6 @@ mod warmup;
 
 // Shared by the modules above.
 mod counting_store;
+mod fresh_pool;
 mod golden;
 mod sim;

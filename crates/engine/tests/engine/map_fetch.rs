@@ -10,11 +10,11 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::counting_store::CountingStore;
+use crate::fresh_pool;
 use bytes::Bytes;
 use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{open_store_url, SimulateSpec, SimulatedStore, Store};
-use fardisk_engine::pool::{CreateOptions, ImportOptions};
+use fardisk_engine::objstore::{SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,13 +23,9 @@ use std::sync::Arc;
 async fn the_leaf_pages_of_a_long_read_are_fetched_together_in_one_get() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
     let env = Env { clock: clock.clone(), seed: 3, blocking_inline: false };
-    let base = open_store_url("memory://map-fetch", true).expect("store");
-    Pool::create(base.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let options = || ImportOptions { config: config.clone(), ..Default::default() };
-    let pool = Pool::import(base.clone(), "tank", options(), env.clone(), Arc::new(NoCache))
-        .await
-        .expect("import");
+    let options = || fresh_pool::options(&config);
+    let (pool, base) = fresh_pool::created("memory://map-fetch", &config, &env).await;
     let vol = pool.volume_create("v", 64 << 20).expect("volume");
     for i in 0..16u64 {
         pool.write(vol, i << 20, Bytes::from(vec![i as u8 + 1; 1 << 20])).await.expect("write");
@@ -75,16 +71,9 @@ async fn cold_pool(
     config: PoolConfig,
 ) -> (Pool, u32, Arc<CountingStore>) {
     let env = Env { clock: Arc::new(SystemClock::default()), seed: 5, blocking_inline: false };
-    let base = open_store_url(
-        &format!("memory://map-ahead-{mib}-{mib_per_txg}-{}", config.map_readahead_pages_max),
-        true,
-    )
-    .expect("store");
-    Pool::create(base.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
-    let options = || ImportOptions { config: config.clone(), ..Default::default() };
-    let pool = Pool::import(base.clone(), "tank", options(), env.clone(), Arc::new(NoCache))
-        .await
-        .expect("import");
+    let url = format!("memory://map-ahead-{mib}-{mib_per_txg}-{}", config.map_readahead_pages_max);
+    let options = || fresh_pool::options(&config);
+    let (pool, base) = fresh_pool::created(&url, &config, &env).await;
     let vol = pool.volume_create("v", mib << 20).expect("volume");
     for i in 0..mib {
         pool.write(vol, i << 20, Bytes::from(vec![i as u8 + 1; 1 << 20])).await.expect("write");
@@ -154,12 +143,9 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
     const TXGS: u64 = 5;
     let env = Env { clock: Arc::new(SystemClock::default()), seed: 7, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let base = open_store_url("memory://map-ahead-racing-writers", true).expect("store");
-    Pool::create(base.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
-    let options = || ImportOptions { config: config.clone(), ..Default::default() };
-    let pool = Pool::import(base.clone(), "tank", options(), env.clone(), Arc::new(NoCache))
-        .await
-        .expect("import");
+    let options = || fresh_pool::options(&config);
+    let (pool, base) =
+        fresh_pool::created("memory://map-ahead-racing-writers", &config, &env).await;
     let mib = TXG_MIB * TXGS;
     let vol = pool.volume_create("v", mib << 20).expect("volume");
     let mut late = None;

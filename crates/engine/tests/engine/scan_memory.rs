@@ -8,12 +8,10 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::counting_store::CountingStore;
+use crate::fresh_pool;
 use bytes::Bytes;
 use fardisk_engine::arc_cache::ArcBlockCache;
-use fardisk_engine::cache::NoCache;
 use fardisk_engine::clock::SystemClock;
-use fardisk_engine::objstore::{open_store_url, Store};
-use fardisk_engine::pool::{CreateOptions, ImportOptions};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,22 +34,19 @@ async fn scanned_pool(
     config: PoolConfig,
 ) -> (Pool, u32, Arc<ArcBlockCache>, Arc<CountingStore>) {
     let env = Env { clock: Arc::new(SystemClock::default()), seed: 9, blocking_inline: false };
-    let base = open_store_url(&format!("memory://scan-memory-{name}"), true).expect("store");
-    Pool::create(base.clone(), "tank", CreateOptions::default(), &env).await.expect("create");
-    let options = || ImportOptions { config: config.clone(), ..Default::default() };
-    let pool = Pool::import(base.clone(), "tank", options(), env.clone(), Arc::new(NoCache))
-        .await
-        .expect("import");
+    let url = format!("memory://scan-memory-{name}");
+    let (pool, base) = fresh_pool::created(&url, &config, &env).await;
     let vol = pool.volume_create("v", VOLUME_MIB << 20).expect("volume");
     for i in 0..VOLUME_MIB {
         pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
     }
     pool.export().await.expect("export");
-    let counting = Arc::new(CountingStore::new(base as Arc<dyn Store>));
+    let counting = Arc::new(CountingStore::new(base));
     let cache = Arc::new(ArcBlockCache::new(ARC_MIB << 20, None));
-    let pool = Pool::import(counting.clone(), "tank", options(), env, cache.clone())
-        .await
-        .expect("import");
+    let pool =
+        Pool::import(counting.clone(), "tank", fresh_pool::options(&config), env, cache.clone())
+            .await
+            .expect("import");
     let vol = pool.volume_id("v").expect("v");
     (pool, vol, cache, counting)
 }
