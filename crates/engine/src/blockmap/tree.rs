@@ -202,10 +202,11 @@ impl TreeRef {
             groups.push((parent_index, &missing[i..i + under]));
             i += under;
         }
-        let parents = futures::future::join_all(groups.iter().map(|&(parent_index, _)| {
-            let first_slot = parent_index.checked_shl(16).unwrap_or(u64::MAX);
-            self.page_for(cache, src, first_slot, 1, false, Some(generation))
-        }))
+        let parents = futures::future::join_all(
+            groups
+                .iter()
+                .map(|&(parent_index, _)| self.level1_page(cache, src, parent_index, generation)),
+        )
         .await;
         let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
         let groups_n = groups.len();
@@ -251,6 +252,19 @@ impl TreeRef {
         Ok(())
     }
 
+    /// Level-1 page `parent_index` (it names the leaves of slots `parent_index * FANOUT^2..`),
+    /// read with the pages above it where they are not cached.
+    async fn level1_page(
+        &self,
+        cache: &PageCache,
+        src: &dyn BlockSource,
+        parent_index: u64,
+        generation: u64,
+    ) -> Result<Option<Arc<CachedPage>>> {
+        let first_slot = parent_index.checked_shl(16).unwrap_or(u64::MAX);
+        self.page_for(cache, src, first_slot, 1, false, Some(generation)).await
+    }
+
     /// Brings the level-1 pages `parents` (each names the leaves of 256 MiB of volume) into the
     /// page cache with the pages above them, `concurrency` GETs at a time: the first alone, so
     /// that the pages above, which they share, are read once. A lookup of a leaf that is not
@@ -266,10 +280,7 @@ impl TreeRef {
         if self.levels < 2 || parents.is_empty() {
             return Ok(());
         }
-        let load = |parent: u64| {
-            let first_slot = parent.checked_shl(16).unwrap_or(u64::MAX);
-            self.page_for(cache, src, first_slot, 1, false, Some(generation))
-        };
+        let load = |parent: u64| self.level1_page(cache, src, parent, generation);
         load(parents.start).await?;
         let loaded: Vec<Result<_>> = futures::stream::iter(parents.start + 1..parents.end)
             .map(load)
