@@ -7,6 +7,7 @@ use crate::data::Dataset;
 use crate::progress::{Direction, InFlightSampler, Sampler};
 use crate::stats::{Requests, Sample};
 use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
 use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::cache::{BlockCache, NoCache};
 use fardisk_engine::clock::Clock;
@@ -152,6 +153,18 @@ async fn run_writers(pool: &Pool, vol: u32, data: &Arc<Dataset>, drive: &Drive) 
     Ok(())
 }
 
+/// Whether `parts`, one after the other, are `want`.
+fn same_bytes(parts: &[Bytes], want: &[u8]) -> bool {
+    let mut at = 0;
+    for part in parts {
+        if want.get(at..at + part.len()) != Some(&part[..]) {
+            return false;
+        }
+        at += part.len();
+    }
+    at == want.len()
+}
+
 /// Imports the pool afresh with an empty `cache` and reads the volume back sequentially in
 /// `chunk_bytes` reads, checking every byte against `data`.
 pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) -> Result<Sample> {
@@ -169,8 +182,9 @@ pub async fn read(url: &str, data: &Dataset, drive: &Drive, cache: ReadCache) ->
     let len = u32::try_from(chunk).context("chunk size fits a read")?;
     for i in 0..data.total_bytes() / chunk as u64 {
         let offset = i * chunk as u64;
-        let got = pool.read(vol, offset, len).await.map_err(engine_err("read"))?;
-        if got != data.chunk(offset, chunk) {
+        // As the FUSE front end reads: the blocks themselves, not one buffer built from them.
+        let got = pool.read_parts(vol, offset, len).await.map_err(engine_err("read"))?;
+        if !same_bytes(&got, &data.chunk(offset, chunk)) {
             bail!("volume bytes at offset {offset} differ from what was written");
         }
     }

@@ -99,6 +99,11 @@ impl BlockDevice for VolumeDevice {
         self.pool.read(self.volume_id, offset, length_bytes).await.map_err(device_error)
     }
 
+    async fn read_parts(&self, offset: u64, length_bytes: u32) -> Result<Vec<Bytes>, DeviceError> {
+        self.check_open()?;
+        self.pool.read_parts(self.volume_id, offset, length_bytes).await.map_err(device_error)
+    }
+
     async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
         self.check_writable()?;
         self.pool.write(self.volume_id, offset, data).await.map_err(device_error)?;
@@ -137,7 +142,8 @@ impl BlockDevice for VolumeDevice {
 
     async fn cache(&self, offset: u64, length_bytes: u32) -> Result<(), DeviceError> {
         self.check_open()?;
-        self.pool.read(self.volume_id, offset, length_bytes).await.map_err(device_error)?;
+        // Read only to fill the caches: the parts, not one buffer built from them.
+        self.pool.read_parts(self.volume_id, offset, length_bytes).await.map_err(device_error)?;
         Ok(())
     }
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use fardisk::fuse::FuseOptions;
 use fardisk_nbd::SectorDevice;
 use fardisk_nbd::{BlockDevice, MemDevice};
-use fuse_support::devices::GatedDevice;
-use fuse_support::{open_rw, AlignedBuf, Mounted, Rng, TestProvider};
+use fuse_support::devices::{GatedDevice, PartsDevice};
+use fuse_support::{open_rw, transports, AlignedBuf, Mounted, Rng, TestProvider};
 
 const MIB: u64 = 1 << 20;
 
@@ -83,6 +83,29 @@ fn odd_offsets_and_sizes_land_exactly_in_every_mode() {
                 0x5eed + index as u64 * 2 + o_direct as u64,
                 &label,
             );
+        }
+    }
+}
+
+#[test]
+fn reads_answered_in_parts_arrive_whole_on_both_transports() {
+    let size = 2 * MIB;
+    for uring in transports("reads_answered_in_parts_arrive_whole_on_both_transports") {
+        for (direct_io, part_bytes) in [(true, 4096), (false, 4096), (true, 1000)] {
+            let label = format!("uring={uring} direct_io={direct_io} parts of {part_bytes} bytes");
+            let provider = Arc::new(TestProvider::default());
+            let device = Arc::new(PartsDevice::new(size, part_bytes));
+            provider.add("vol", device.clone());
+            let options = FuseOptions { uring, ..options(direct_io, false) };
+            let mounted = Mounted::with_transport("parts", provider, options);
+            let file = open_rw(&mounted.image("vol"), libc::O_DIRECT);
+            let contents = || device.inner.contents(0, size).expect("contents");
+            random_io_matches_model(&file, &contents, size, 0xa11 + part_bytes as u64, &label);
+            // A read of 256 KiB: 64 parts or more in one reply.
+            let mut buf = AlignedBuf::new(256 << 10);
+            file.read_exact_at(buf.as_mut_slice(), 4096).expect("big read");
+            assert!(buf.as_slice() == &contents()[4096..4096 + (256 << 10)], "{label}: big read");
+            assert!(device.parts_reads.load(Ordering::SeqCst) > 0, "{label}: read in parts");
         }
     }
 }

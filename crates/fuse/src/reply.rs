@@ -1,7 +1,8 @@
 //! Replies: encoded on the stack (every reply struct is at most 128 bytes) and sent on the
 //! channel the request came from, from whichever thread finishes the request. Nothing here
-//! allocates on the data path: READ data goes out as the caller's [`Bytes`] (writev on
-//! /dev/fuse; one copy into the ring entry's payload buffer on io_uring), struct replies
+//! allocates on the data path: READ data goes out as the caller's [`Bytes`], one buffer or
+//! the parts it is made of (writev on /dev/fuse; one copy into the ring entry's payload
+//! buffer on io_uring), struct replies
 //! from a stack buffer. A [`Reply`] dropped unanswered sends EIO, so no request is left
 //! hanging in the kernel — except once the session is handing its connection over
 //! ([`crate::Session::begin_handover`]): then the request is left to the kernel, which
@@ -24,6 +25,8 @@ pub(crate) enum Body<'a> {
     Empty,
     Slice(&'a [u8]),
     Data(Bytes),
+    /// Data in parts, in order (a device's blocks).
+    Parts(Vec<Bytes>),
 }
 
 impl Body<'_> {
@@ -32,6 +35,7 @@ impl Body<'_> {
             Body::Empty => 0,
             Body::Slice(bytes) => bytes.len(),
             Body::Data(bytes) => bytes.len(),
+            Body::Parts(parts) => parts.iter().map(Bytes::len).sum(),
         }
     }
 }
@@ -96,6 +100,15 @@ impl Reply {
     /// READ data held in `data` (no copy on /dev/fuse).
     pub fn data(self, data: Bytes) {
         self.send(0, Body::Data(data));
+    }
+
+    /// READ data held in `parts`, in order (no copy on /dev/fuse: one writev of them all).
+    pub fn data_parts(self, mut parts: Vec<Bytes>) {
+        match parts.len() {
+            0 => self.send(0, Body::Empty),
+            1 => self.send(0, Body::Data(parts.pop().unwrap_or_default())),
+            _ => self.send(0, Body::Parts(parts)),
+        }
     }
 
     /// Data from a borrowed slice (directory listings).

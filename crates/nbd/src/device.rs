@@ -68,6 +68,17 @@ pub trait BlockDevice: Send + Sync + 'static {
 
     async fn read(&self, offset: u64, length_bytes: u32) -> Result<bytes::Bytes, DeviceError>;
 
+    /// The same bytes as [`BlockDevice::read`], as parts in order, for a caller that writes them
+    /// out with one vectored write instead of needing them in one buffer. A device that holds
+    /// its data in pieces (blocks) returns them without copying; by default, one part.
+    async fn read_parts(
+        &self,
+        offset: u64,
+        length_bytes: u32,
+    ) -> Result<Vec<bytes::Bytes>, DeviceError> {
+        Ok(vec![self.read(offset, length_bytes).await?])
+    }
+
     /// With `fua`, returns only once the data is durable.
     async fn write(&self, offset: u64, data: bytes::Bytes, fua: bool) -> Result<(), DeviceError>;
 

@@ -27,6 +27,16 @@ impl Pool {
     /// aborts the transaction (pgbench aborts the client), and ext4 an EIO on its metadata into
     /// an error that may take the file system read-only. Status counts the reads waiting.
     pub async fn read(&self, volume_id: u32, offset: u64, len: u32) -> Result<Bytes> {
+        let parts = self.read_parts(volume_id, offset, len).await?;
+        Ok(join_parts(parts, len as usize))
+    }
+
+    /// Reads `len` bytes at `offset` as parts in order (the cache's or the dirty set's blocks,
+    /// the first and the last cut to the range), whose concatenation is what [`Pool::read`]
+    /// returns: a front end that writes them out with one vectored write (FUSE's writev) saves
+    /// the copy into one buffer, about a tenth of a cold sequential reader's CPU. Waits for the
+    /// store as [`Pool::read`] does.
+    pub async fn read_parts(&self, volume_id: u32, offset: u64, len: u32) -> Result<Vec<Bytes>> {
         let mut waiting = None;
         let mut wait_ms = 100;
         loop {
@@ -55,13 +65,13 @@ impl Pool {
         }
     }
 
-    async fn read_once(&self, volume_id: u32, offset: u64, len: u32) -> Result<Bytes> {
+    async fn read_once(&self, volume_id: u32, offset: u64, len: u32) -> Result<Vec<Bytes>> {
         let (size, tree) = self.readable_tree(volume_id)?;
         if offset.checked_add(len as u64).is_none_or(|e| e > size) {
             return Err(bad(format!("range {offset}+{len} is beyond the volume's {size} bytes")));
         }
         if len == 0 {
-            return Ok(Bytes::new());
+            return Ok(Vec::new());
         }
         let first = offset / BLOCK_BYTES;
         let last = (offset + len as u64 - 1) / BLOCK_BYTES;
@@ -103,23 +113,30 @@ impl Pool {
             // `blocks` holds these bytes until the reply is built from them.
             self.inner.blocks.let_go_read_once(&block_ptrs(&sources));
         }
-        // A read inside one block (a database's or a VM's 4 KiB random read) is answered with
-        // the block's own bytes (the cache's or the dirty set's, shared, never changed): no
-        // buffer to allocate and fill.
-        if let [block] = blocks.as_slice() {
-            if start + len as usize <= block.len() {
-                return Ok(block.slice(start..start + len as usize));
-            }
-        }
-        let mut out = BytesMut::with_capacity(len as usize);
+        // The blocks' own bytes (the cache's or the dirty set's, shared, never changed), the
+        // first and the last cut to the range: no buffer to allocate and fill.
+        let mut parts = blocks;
         let mut need = len as usize;
-        for (i, b) in blocks.iter().enumerate() {
+        let mut kept = 0;
+        for (i, part) in parts.iter_mut().enumerate() {
+            if need == 0 {
+                break;
+            }
             let from = if i == 0 { start } else { 0 };
-            let n = (b.len() - from).min(need);
-            out.extend_from_slice(&b[from..from + n]);
+            let n = part.len().saturating_sub(from).min(need);
+            if n < part.len() {
+                *part = part.slice(from..from + n);
+            }
             need -= n;
+            kept = i + 1;
         }
-        Ok(out.freeze())
+        parts.truncate(kept);
+        if need != 0 {
+            return Err(crate::Error::Bug(format!(
+                "blocks for {offset}+{len} came {need} bytes short"
+            )));
+        }
+        Ok(parts)
     }
 
     /// Allocation of `offset..offset+len` as runs of (bytes, allocated), for NBD block status and
@@ -343,3 +360,16 @@ const MISSING_SEGMENT_LOOKS_MAX: u32 = 3;
 /// The longest a read waits for the running sync before it looks again (a sync retrying through a
 /// store outage may take much longer; the read then fails as it would have).
 const MISSING_SEGMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `parts` in one buffer of `len` bytes: the part itself when there is one (a read inside one
+/// block, a database's or a VM's 4 KiB random read, costs no copy).
+fn join_parts(mut parts: Vec<Bytes>, len: usize) -> Bytes {
+    if parts.len() <= 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    let mut out = BytesMut::with_capacity(len);
+    for part in &parts {
+        out.extend_from_slice(part);
+    }
+    out.freeze()
+}

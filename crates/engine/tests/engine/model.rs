@@ -47,6 +47,15 @@ async fn matches(pool: &Pool, model: &Model, durable: bool) -> Result<(), String
     if let Some(pos) = got.iter().zip(want.iter()).position(|(a, b)| a != b) {
         return Err(format!("byte {pos} is {} but the model says {}", got[pos], want[pos]));
     }
+    // Ranges that start and end inside blocks, read as parts (as the FUSE front end reads).
+    let vol_bytes = VOL_BYTES as usize;
+    for (offset, len) in [(1, 4095), (4095, 2), (777, 3 * 4096 + 5), (vol_bytes - 4097, 4097)] {
+        let parts = pool.read_parts(vol, offset as u64, len as u32).await.expect("read in parts");
+        let joined: Vec<u8> = parts.concat();
+        if joined[..] != want[offset..offset + len] || parts.iter().any(|p| p.is_empty()) {
+            return Err(format!("{len} bytes at {offset} read in parts differ from the model"));
+        }
+    }
     let big = pool.volume_id("big").expect("big exists");
     let map = if durable { &model.big_durable } else { &model.big_current };
     for (&block, &fill) in map {

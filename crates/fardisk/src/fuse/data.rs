@@ -18,10 +18,10 @@ impl VolumeFs {
             Err(errno) => return reply.error(errno),
         };
         self.dispatcher.spawn(async move {
-            match io::read_at(&*file.device, offset, size).await {
-                // The device's buffer goes to the kernel as it is (writev, or one copy into
+            match io::read_parts_at(&*file.device, offset, size).await {
+                // The device's buffers go to the kernel as they are (writev, or one copy into
                 // the ring entry).
-                Ok(data) => reply.data(data),
+                Ok(parts) => reply.data_parts(parts),
                 Err(error) => reply.error(Failure::from(error).errno("read", &file.volume)),
             }
         });

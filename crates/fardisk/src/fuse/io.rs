@@ -77,22 +77,64 @@ fn length_u32(length: u64) -> Result<u32, DeviceError> {
 }
 
 /// Reads `length` bytes at `offset` (fewer past the end of the volume).
+#[cfg(test)]
 pub(crate) async fn read_at(
     device: &dyn BlockDevice,
     offset: u64,
     length: u32,
 ) -> Result<Bytes, DeviceError> {
+    let parts = read_parts_at(device, offset, length).await?;
+    Ok(match parts.as_slice() {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        _ => parts.concat().into(),
+    })
+}
+
+/// Reads `length` bytes at `offset` (fewer past the end of the volume) as parts in order, the
+/// device's own buffers (a READ reply goes out as them with one writev: no copy into one
+/// buffer).
+pub(crate) async fn read_parts_at(
+    device: &dyn BlockDevice,
+    offset: u64,
+    length: u32,
+) -> Result<Vec<Bytes>, DeviceError> {
     let size = device.size_bytes();
     if offset >= size || length == 0 {
-        return Ok(Bytes::new());
+        return Ok(Vec::new());
     }
     let length = u64::from(length).min(size - offset);
     let block = block_bytes(device);
     let start = align_down(offset, block);
     let end = align_up(offset + length, block).min(size);
-    let data = read_exact(device, start, end - start).await?;
-    let skip = (offset - start) as usize;
-    Ok(data.slice(skip..skip + length as usize))
+    let parts = device.read_parts(start, length_u32(end - start)?).await?;
+    let got: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    if got != end - start {
+        return Err(DeviceError::Io(format!(
+            "device returned {got} bytes for a {}-byte read at {start}",
+            end - start
+        )));
+    }
+    Ok(cut_parts(parts, (offset - start) as usize, length as usize))
+}
+
+/// `length` bytes of `parts` after the first `skip`, as parts (empty ones left out).
+fn cut_parts(parts: Vec<Bytes>, mut skip: usize, mut length: usize) -> Vec<Bytes> {
+    let mut out = Vec::with_capacity(parts.len());
+    for part in parts {
+        if length == 0 {
+            break;
+        }
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        let n = (part.len() - skip).min(length);
+        out.push(if skip == 0 && n == part.len() { part } else { part.slice(skip..skip + n) });
+        skip = 0;
+        length -= n;
+    }
+    out
 }
 
 /// One device read whose reply length is checked (a short reply must not become a silent

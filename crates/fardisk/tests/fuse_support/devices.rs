@@ -171,3 +171,61 @@ impl BlockDevice for CrashDevice {
         self.current.block_status(offset, length).await
     }
 }
+
+/// Answers reads in parts of `part_bytes` from buffers of their own, as the engine answers in
+/// its 4 KiB blocks: the READ reply goes out as many buffers (writev on /dev/fuse, one copy
+/// each into the ring entry on io_uring).
+pub struct PartsDevice {
+    pub inner: MemDevice,
+    pub part_bytes: usize,
+    pub parts_reads: AtomicU64,
+}
+
+impl PartsDevice {
+    pub fn new(size_bytes: u64, part_bytes: usize) -> PartsDevice {
+        PartsDevice {
+            inner: MemDevice::new(size_bytes),
+            part_bytes,
+            parts_reads: AtomicU64::new(0),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl BlockDevice for PartsDevice {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
+        self.inner.read(offset, length).await
+    }
+    async fn read_parts(&self, offset: u64, length: u32) -> Result<Vec<Bytes>, DeviceError> {
+        self.parts_reads.fetch_add(1, Ordering::SeqCst);
+        let all = self.inner.read(offset, length).await?;
+        Ok(all.chunks(self.part_bytes).map(Bytes::copy_from_slice).collect())
+    }
+    async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
+        self.inner.write(offset, data, fua).await
+    }
+    async fn flush(&self) -> Result<(), DeviceError> {
+        self.inner.flush().await
+    }
+    async fn trim(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
+        self.inner.trim(offset, length).await
+    }
+    async fn write_zeroes(
+        &self,
+        offset: u64,
+        length: u32,
+        may_trim: bool,
+        fua: bool,
+    ) -> Result<(), DeviceError> {
+        self.inner.write_zeroes(offset, length, may_trim, fua).await
+    }
+    async fn cache(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
+        self.inner.cache(offset, length).await
+    }
+    async fn block_status(&self, offset: u64, length: u32) -> Result<Vec<Extent>, DeviceError> {
+        self.inner.block_status(offset, length).await
+    }
+}

@@ -56,6 +56,10 @@ impl DeviceChannel {
     }
 }
 
+/// Parts of a reply below which each goes out as its own iovec (Linux's IOV_MAX is 1024, one is
+/// the header's).
+const IOV_MAX_PARTS: usize = 1023;
+
 /// Writes one reply (or, with `unique` 0, a notification whose code is `error`).
 pub(crate) fn write_reply(
     fd: &OwnedFd,
@@ -69,20 +73,48 @@ pub(crate) fn write_reply(
         unique,
     };
     let body_bytes: &[u8] = match body {
-        Body::Empty => &[],
+        Body::Empty | Body::Parts(_) => &[],
         Body::Slice(bytes) => bytes,
         Body::Data(bytes) => bytes,
     };
-    let iov = [
-        libc::iovec { iov_base: header.as_bytes().as_ptr() as *mut libc::c_void, iov_len: 16 },
+    let header_iov =
+        libc::iovec { iov_base: header.as_bytes().as_ptr() as *mut libc::c_void, iov_len: 16 };
+    let one = [
+        header_iov,
         libc::iovec {
             iov_base: body_bytes.as_ptr() as *mut libc::c_void,
             iov_len: body_bytes.len(),
         },
     ];
-    let count = if body_bytes.is_empty() { 1 } else { 2 };
-    // SAFETY: both iovecs point at live buffers of the given lengths for the whole call.
-    let written = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), count) };
+    // Parts: one iovec each after the header. A READ is at most max_pages (256) blocks, far
+    // below IOV_MAX (1024); more parts than that are joined first.
+    let joined;
+    let many: Vec<libc::iovec>;
+    let (iov, count): (&[libc::iovec], usize) = match body {
+        Body::Parts(parts) if parts.len() < IOV_MAX_PARTS => {
+            many = std::iter::once(header_iov)
+                .chain(parts.iter().map(|p| libc::iovec {
+                    iov_base: p.as_ptr() as *mut libc::c_void,
+                    iov_len: p.len(),
+                }))
+                .collect();
+            (&many, many.len())
+        }
+        Body::Parts(parts) => {
+            joined = parts.concat();
+            many = vec![
+                header_iov,
+                libc::iovec {
+                    iov_base: joined.as_ptr() as *mut libc::c_void,
+                    iov_len: joined.len(),
+                },
+            ];
+            (&many, 2)
+        }
+        _ => (&one, if body_bytes.is_empty() { 1 } else { 2 }),
+    };
+    // SAFETY: every iovec points at a live buffer of the given length for the whole call.
+    let written = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), count as libc::c_int) };
     if written < 0 {
         return Err(io::Error::last_os_error());
     }

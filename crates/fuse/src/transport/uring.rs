@@ -51,7 +51,14 @@ struct Completion {
     error: i32,
     inline: [u8; INLINE_REPLY_BYTES],
     inline_len: usize,
-    data: Option<Bytes>,
+    data: OwnedBody,
+}
+
+/// A reply's data, held until it is copied into its entry.
+enum OwnedBody {
+    Inline,
+    One(Bytes),
+    Parts(Vec<Bytes>),
 }
 
 /// What the queue thread and the threads finishing its requests share.
@@ -115,7 +122,7 @@ impl RingSlot {
             error,
             inline: [0u8; INLINE_REPLY_BYTES],
             inline_len: 0,
-            data: None,
+            data: OwnedBody::Inline,
         };
         match body {
             Body::Empty => {}
@@ -124,8 +131,9 @@ impl RingSlot {
                 completion.inline_len = bytes.len();
             }
             // Directory listings: the metadata path, rare enough to own a copy.
-            Body::Slice(bytes) => completion.data = Some(Bytes::copy_from_slice(bytes)),
-            Body::Data(bytes) => completion.data = Some(bytes),
+            Body::Slice(bytes) => completion.data = OwnedBody::One(Bytes::copy_from_slice(bytes)),
+            Body::Data(bytes) => completion.data = OwnedBody::One(bytes),
+            Body::Parts(parts) => completion.data = OwnedBody::Parts(parts),
         }
         self.ring.complete(completion);
     }
@@ -286,24 +294,26 @@ impl Queue {
         }
         for completion in batch.drain(..) {
             let Some(buffers) = self.entries.get(completion.entry as usize) else { continue };
-            let body: &[u8] = match &completion.data {
-                Some(data) => data,
-                None => &completion.inline[..completion.inline_len],
+            let (first, rest): (&[u8], &[Bytes]) = match &completion.data {
+                OwnedBody::Inline => (&completion.inline[..completion.inline_len], &[]),
+                OwnedBody::One(data) => (data, &[]),
+                OwnedBody::Parts(parts) => (&[], parts),
             };
-            let (error, body) = if body.len() > buffers.payload_bytes {
-                tracing::warn!(bytes = body.len(), "fuse: reply larger than the ring payload; EIO");
-                (-libc::EIO, &[][..])
+            let body_len = first.len() + rest.iter().map(Bytes::len).sum::<usize>();
+            let (error, first, rest, body_len) = if body_len > buffers.payload_bytes {
+                tracing::warn!(bytes = body_len, "fuse: reply larger than the ring payload; EIO");
+                (-libc::EIO, &[][..], &[][..], 0)
             } else {
-                (completion.error, body)
+                (completion.error, first, rest, body_len)
             };
             let header = abi::OutHeader {
-                len: (std::mem::size_of::<abi::OutHeader>() + body.len()) as u32,
+                len: (std::mem::size_of::<abi::OutHeader>() + body_len) as u32,
                 error,
                 unique: completion.unique,
             };
             let ent = abi::UringEntInOut {
                 commit_id: completion.unique,
-                payload_sz: body.len() as u32,
+                payload_sz: body_len as u32,
                 ..Default::default()
             };
             // SAFETY: the entry is ours (its request arrived and is not yet committed), so
@@ -315,7 +325,15 @@ impl Queue {
                     buffers.header.add(abi::URING_ENT_IN_OUT_OFFSET),
                     std::mem::size_of::<abi::UringEntInOut>(),
                 );
-                std::ptr::copy_nonoverlapping(body.as_ptr(), buffers.payload, body.len());
+                let mut at = 0;
+                for part in std::iter::once(first).chain(rest.iter().map(|p| &p[..])) {
+                    std::ptr::copy_nonoverlapping(
+                        part.as_ptr(),
+                        buffers.payload.add(at),
+                        part.len(),
+                    );
+                    at += part.len();
+                }
             }
             let request = abi::UringCmdReq {
                 commit_id: completion.unique,
