@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use fardisk::fuse::FuseOptions;
 use fardisk_nbd::SectorDevice;
-use fardisk_nbd::{BlockDevice, MemDevice};
-use fuse_support::devices::{GatedDevice, PartsDevice};
+use fardisk_nbd::{BlockDevice, MemDevice, PartsDevice};
+use fuse_support::devices::GatedDevice;
 use fuse_support::{open_rw, transports, AlignedBuf, Mounted, Rng, TestProvider};
 
 const MIB: u64 = 1 << 20;

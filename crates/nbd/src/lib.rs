@@ -6,7 +6,8 @@
 //!   serialized writes).
 //! - [`BlockDevice`] / [`ExportProvider`]: what the storage engine implements.
 //! - [`MemDevice`]: an in-memory sparse device for tests and demos; [`SectorDevice`]: the same
-//!   with 512-byte sectors, refusing unaligned requests (tests of the front ends).
+//!   with 512-byte sectors, refusing unaligned requests (tests of the front ends);
+//!   [`PartsDevice`]: the same answering reads in parts (tests of vectored replies).
 //!
 //! Semantics follow the NBD protocol document (NetworkBlockDevice/nbd, doc/proto.md).
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod device;
 pub mod export;
 pub mod mem_device;
+pub mod parts_device;
 pub mod sector_device;
 pub mod server;
 pub mod wire;
@@ -22,5 +24,6 @@ pub use config::ServerConfig;
 pub use device::{BlockDevice, DeviceError, Extent};
 pub use export::{ExportInfo, ExportMap, ExportProvider};
 pub use mem_device::{MemDevice, MemDeviceStats};
+pub use parts_device::PartsDevice;
 pub use sector_device::SectorDevice;
 pub use server::{serve_connection, serve_tcp, serve_tcp_listener, serve_unix};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fardisk_nbd::{BlockDevice, DeviceError, Extent, MemDevice, SectorDevice};
+use fardisk_nbd::{BlockDevice, DeviceError, Extent, MemDevice, PartsDevice, SectorDevice};
 
 use super::*;
 
@@ -226,55 +226,10 @@ fn short_device_read_is_an_error_not_a_hole() {
     assert!(matches!(result, Err(DeviceError::Io(_))));
 }
 
-/// A device that answers reads in parts of `part_bytes` (the engine answers in its 4 KiB
-/// blocks), each cut from its own buffer.
-struct PartsDevice {
-    inner: MemDevice,
-    part_bytes: usize,
-}
-
-#[async_trait::async_trait]
-impl BlockDevice for PartsDevice {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
-        self.inner.read(offset, length).await
-    }
-    async fn read_parts(&self, offset: u64, length: u32) -> Result<Vec<Bytes>, DeviceError> {
-        let all = self.inner.read(offset, length).await?;
-        Ok(all.chunks(self.part_bytes).map(Bytes::copy_from_slice).collect())
-    }
-    async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
-        self.inner.write(offset, data, fua).await
-    }
-    async fn flush(&self) -> Result<(), DeviceError> {
-        Ok(())
-    }
-    async fn trim(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
-        self.inner.trim(offset, length).await
-    }
-    async fn write_zeroes(
-        &self,
-        offset: u64,
-        length: u32,
-        may_trim: bool,
-        fua: bool,
-    ) -> Result<(), DeviceError> {
-        self.inner.write_zeroes(offset, length, may_trim, fua).await
-    }
-    async fn cache(&self, _offset: u64, _length: u32) -> Result<(), DeviceError> {
-        Ok(())
-    }
-    async fn block_status(&self, offset: u64, length: u32) -> Result<Vec<Extent>, DeviceError> {
-        self.inner.block_status(offset, length).await
-    }
-}
-
 #[test]
 fn reads_in_parts_match_the_model_and_keep_only_the_asked_bytes() {
     for part_bytes in [1, 777, 4096] {
-        let device = PartsDevice { inner: MemDevice::new(64 * 1024 + 123), part_bytes };
+        let device = PartsDevice::new(64 * 1024 + 123, part_bytes);
         random_ops_match_model(&device, 0x51_7cc1_b727_220a ^ part_bytes as u64);
         let parts = runtime().block_on(read_parts_at(&device, 1000, 5000)).expect("read");
         assert!(parts.iter().all(|p| !p.is_empty()), "no empty parts ({part_bytes})");
@@ -284,46 +239,8 @@ fn reads_in_parts_match_the_model_and_keep_only_the_asked_bytes() {
 
 #[test]
 fn parts_that_come_short_are_an_error_not_a_hole() {
-    struct ShortParts(PartsDevice);
-    #[async_trait::async_trait]
-    impl BlockDevice for ShortParts {
-        fn size_bytes(&self) -> u64 {
-            self.0.size_bytes()
-        }
-        async fn read(&self, offset: u64, length: u32) -> Result<Bytes, DeviceError> {
-            self.0.read(offset, length).await
-        }
-        async fn read_parts(&self, offset: u64, length: u32) -> Result<Vec<Bytes>, DeviceError> {
-            let mut parts = self.0.read_parts(offset, length).await?;
-            parts.pop();
-            Ok(parts)
-        }
-        async fn write(&self, offset: u64, data: Bytes, fua: bool) -> Result<(), DeviceError> {
-            self.0.write(offset, data, fua).await
-        }
-        async fn flush(&self) -> Result<(), DeviceError> {
-            Ok(())
-        }
-        async fn trim(&self, offset: u64, length: u32) -> Result<(), DeviceError> {
-            self.0.trim(offset, length).await
-        }
-        async fn write_zeroes(
-            &self,
-            offset: u64,
-            length: u32,
-            may_trim: bool,
-            fua: bool,
-        ) -> Result<(), DeviceError> {
-            self.0.write_zeroes(offset, length, may_trim, fua).await
-        }
-        async fn cache(&self, _offset: u64, _length: u32) -> Result<(), DeviceError> {
-            Ok(())
-        }
-        async fn block_status(&self, offset: u64, length: u32) -> Result<Vec<Extent>, DeviceError> {
-            self.0.block_status(offset, length).await
-        }
-    }
-    let device = ShortParts(PartsDevice { inner: MemDevice::new(16384), part_bytes: 4096 });
+    let device = PartsDevice::new(16384, 4096);
+    device.short_by_one_part.store(true, std::sync::atomic::Ordering::SeqCst);
     let result = runtime().block_on(read_parts_at(&device, 0, 8192));
     assert!(matches!(result, Err(DeviceError::Io(_))));
 }
