@@ -34,8 +34,9 @@ impl Pool {
     /// Reads `len` bytes at `offset` as parts in order (the cache's or the dirty set's blocks,
     /// the first and the last cut to the range), whose concatenation is what [`Pool::read`]
     /// returns: a front end that writes them out with one vectored write (FUSE's writev) saves
-    /// the copy into one buffer, about a tenth of a cold sequential reader's CPU. Waits for the
-    /// store as [`Pool::read`] does.
+    /// the copy into one buffer (no faster on engine-store's cold read, where the first touch of
+    /// blocks readahead brought earlier is the cost either way). Waits for the store as
+    /// [`Pool::read`] does.
     pub async fn read_parts(&self, volume_id: u32, offset: u64, len: u32) -> Result<Vec<Bytes>> {
         let mut waiting = None;
         let mut wait_ms = 100;
