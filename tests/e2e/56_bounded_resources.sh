@@ -226,7 +226,7 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 #                            that with a 2x margin (docs/resources.md)
 FIXED=$((96 * MiB))
 NBD_MEM=$((NBD_CONNS * 320 * 1024 + NBD_PAYLOAD_BYTES))
-URING_QUEUES="$(timeout 30 "$B" status tank --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("fuse", {}).get("uring_queues") or 0)' 2>/dev/null)"
+URING_QUEUES="$(fardisk_pool_json tank 'p.get("fuse", {}).get("uring_queues") or 0')"
 URING_QUEUES="${URING_QUEUES:-0}"
 FUSE_MEM=$((URING_QUEUES > 0 ? URING_QUEUES * 32 * (MiB + 288) : 131072))
 echo "$E2E_NAME: FUSE serves through $([ "$URING_QUEUES" -gt 0 ] && echo "io_uring, $URING_QUEUES queues" || echo /dev/fuse): $((FUSE_MEM / 1024)) KiB of its buffers in the limit"

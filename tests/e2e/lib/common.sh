@@ -102,10 +102,16 @@ expect_error() {
     fi
 }
 
-# fardisk_daemon_pid POOL: the pid of the daemon serving POOL (the binary is $B), or nothing.
+# fardisk_pool_json POOL EXPR: the Python expression EXPR on POOL's entry of `status --json`
+# (named `p`; the binary is $B), printed, or nothing when the daemon does not answer.
 # Bounded: a daemon that does not answer its control socket must not hang the test.
+fardisk_pool_json() {
+    timeout 30 "$B" status "$1" --json 2>/dev/null | python3 -c 'import json, sys; p = json.load(sys.stdin)["pools"][0]; print(eval(sys.argv[1]))' "$2" 2>/dev/null
+}
+
+# fardisk_daemon_pid POOL: the pid of the daemon serving POOL, or nothing.
 fardisk_daemon_pid() {
-    timeout 30 "$B" status "$1" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["pools"][0].get("pid", ""))' 2>/dev/null
+    fardisk_pool_json "$1" 'p.get("pid", "")'
 }
 
 # fardisk_kill POOL: SIGKILL the pool's daemon, as a crash would, and wait (10 s at most) until
