@@ -1,12 +1,16 @@
-//! Block-map pages (engine/src/blockmap/page.rs, read by tree.rs): `decode_page` never panics,
-//! accepts a page only as the identity it names, and a decoded page re-encodes to the same
-//! bytes (but the header's padding byte, which it ignores). Every slot of a decoded page then
+//! Block-map pages (engine/src/blockmap/page.rs, read by tree.rs): `decode_page_hinted` never
+//! panics, accepts a page only as the identity it names, and a decoded page (version 1, or a
+//! level-1 page with leaf hints, version 2) re-encodes to the same bytes (but the header's
+//! padding byte, which it ignores). Every slot of a decoded page then
 //! goes through `BlockPtr::from_bytes`, as the tree walk does with the slots of inner pages.
 //! Pages carry no checksum of their own (the parent's pointer does), so there is nothing to reseal.
 #![no_main]
 
 use fardisk_engine::blkptr::BlockPtr;
-use fardisk_engine::blockmap::{decode_page, encode_page, FANOUT, PAGE_BYTES, SLOT_BYTES};
+use fardisk_engine::blockmap::{
+    decode_page, decode_page_hinted, encode_page_hinted, FANOUT, HINTED_PAGE_BYTES, PAGE_BYTES,
+    SLOT_BYTES,
+};
 use libfuzzer_sys::fuzz_target;
 
 const HEADER_BYTES: usize = PAGE_BYTES - FANOUT * SLOT_BYTES;
@@ -19,10 +23,13 @@ fuzz_target!(init: fardisk_fuzz::write_seeds("engine_map_page", fardisk_fuzz::se
     let tree_id = fardisk_fuzz::le_u64(data, 12) as u32;
     let index = fardisk_fuzz::le_u64(data, 16);
     let txg = fardisk_fuzz::le_u64(data, 24);
-    let Ok(slots) = decode_page(data, tree_id, level, index) else { return };
-    assert_eq!(data.len(), PAGE_BYTES);
+    let Ok((slots, hints)) = decode_page_hinted(data, tree_id, level, index) else { return };
+    let hinted = !hints.is_empty();
+    assert_eq!(data.len(), if hinted { HINTED_PAGE_BYTES } else { PAGE_BYTES });
+    assert!(!hinted || (level == 1 && hints.len() == FANOUT), "hints only on a level-1 page");
     assert_eq!(slots.len(), FANOUT);
-    let again = encode_page(tree_id, level, index, txg, &slots);
+    assert_eq!(decode_page(data, tree_id, level, index).expect("slots alone"), slots);
+    let again = encode_page_hinted(tree_id, level, index, txg, &slots, &hints);
     assert_eq!(again[..PAD_AT], data[..PAD_AT]);
     assert_eq!(again[PAD_AT + 1..], data[PAD_AT + 1..]);
     assert!(decode_page(data, tree_id, level, index.wrapping_add(1)).is_err(), "another index");

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use fardisk_arc::fuzz_api::{encode_hot_set, sample_log_block, L2Label, L2Place};
 use fardisk_arc::BlockKey;
 use fardisk_engine::blkptr::BlockPtr;
-use fardisk_engine::blockmap::{encode_page, TreeRef, FANOUT, SLOT_BYTES};
+use fardisk_engine::blockmap::{encode_page, encode_page_hinted, LeafHint, TreeRef, FANOUT, SLOT_BYTES};
 use fardisk_engine::compress::{compress, Compression};
 use fardisk_engine::destroying::DestroyingTree;
 use fardisk_engine::objstore::{EncryptedStore, EncryptionKey, PutMode, Store};
@@ -157,7 +157,15 @@ pub fn pages() -> Vec<Vec<u8>> {
     let empty = encode_page(3, 0, 0, 9, &slots);
     slots[5] = ptr(5).to_bytes();
     slots[255] = ptr(255).to_bytes();
-    vec![empty, encode_page(3, 0, 7, 9, &slots), encode_page(u32::MAX, 2, 1, 11, &slots)]
+    // A level-1 page with the hints of the leaves its slots name (version 2).
+    let mut hints = vec![LeafHint::NONE; FANOUT];
+    let mut leaf = vec![[0u8; SLOT_BYTES]; FANOUT];
+    leaf[0] = ptr(5).to_bytes();
+    leaf[40] = ptr(5).to_bytes();
+    hints[5] = LeafHint::of_leaf(&leaf);
+    hints[255] = LeafHint::of_leaf(&slots);
+    let hinted = encode_page_hinted(3, 1, 4, 9, &slots, &hints);
+    vec![empty, encode_page(3, 0, 7, 9, &slots), encode_page(u32::MAX, 2, 1, 11, &slots), hinted]
 }
 
 pub fn blkptrs() -> Vec<Vec<u8>> {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const POOL_NAME: &str = "bench";
-const VOLUME_NAME: &str = "v";
+pub const VOLUME_NAME: &str = "v";
 /// After a fresh import the engine walks its space table in the background; its GETs are not
 /// part of the read workload, so the read starts after this pause.
 const IMPORT_SETTLE_MS: u64 = 1_000;
@@ -76,13 +76,18 @@ fn engine_err(what: &str) -> impl FnOnce(fardisk_engine::Error) -> anyhow::Error
 }
 
 async fn import(url: &str, drive: &Drive, cache: ReadCache) -> Result<Pool> {
+    import_with(url, drive, cache, PoolConfig::default()).await
+}
+
+/// An import with `config` instead of the defaults (cold_reads.rs).
+pub async fn import_with(
+    url: &str,
+    drive: &Drive,
+    cache: ReadCache,
+    config: PoolConfig,
+) -> Result<Pool> {
     let store = open_store_url(url, false).map_err(engine_err("opening the pool's store"))?;
-    let opts = ImportOptions {
-        force: false,
-        config: PoolConfig::default(),
-        missing_log: false,
-        ..Default::default()
-    };
+    let opts = ImportOptions { force: false, config, missing_log: false, ..Default::default() };
     Pool::import(store, POOL_NAME, opts, drive.env(), cache.build())
         .await
         .map_err(engine_err("import"))

@@ -11,6 +11,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod cache_reads;
+mod cold_reads;
 mod data;
 mod engine;
 mod far_store;
@@ -266,6 +267,10 @@ struct EngineStoreArgs {
     /// Seed of the data generator and the engine's randomness.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Cold random 4 KiB reads per side and round (cold_reads.rs; one per 64 MiB of volume at
+    /// most); 0 skips them.
+    #[arg(long, default_value_t = 48)]
+    cold_reads: usize,
     /// Zero share of each 4 KiB block in the extra compressible-data engine run; 0 skips that run.
     #[arg(long, default_value_t = 50)]
     compressible_zero_percent: u8,
@@ -417,6 +422,13 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
         say(&format!("round {round} raw write"), &w, true);
         let r = raw::read(&store, &data, args.concurrency(), &clock).await?;
         say(&format!("round {round} raw read"), &r, false);
+        let cold_at =
+            cold_reads::offsets(data.total_bytes(), args.cold_reads, args.seed + round as u64);
+        if !cold_at.is_empty() {
+            let c = cold_reads::raw(&store, &data, &cold_at, &clock).await?;
+            cold_reads::say(&format!("round {round} raw ranged 4 KiB GETs"), &c);
+            runs.cold_raw.push(c);
+        }
         cleanup(&url).await?;
         runs.raw_writes.push(w);
         runs.raw_reads.push(r);
@@ -435,6 +447,13 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
         )
         .await?;
         say(&format!("round {round} engine read (cold, empty ARC)"), &arc, false);
+        if !cold_at.is_empty() {
+            let (hinted, plain) =
+                cold_reads::engine_both(&url, &data, &drive, arc_max_bytes(), &cold_at, round)
+                    .await?;
+            runs.cold_hinted.push(hinted);
+            runs.cold_plain.push(plain);
+        }
         cleanup(&url).await?;
         runs.engine_writes.push((w, facts));
         runs.engine_reads.push(r);

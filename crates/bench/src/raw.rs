@@ -21,7 +21,7 @@ pub fn open_counted(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<Instrumented
     Ok(Arc::new(InstrumentedStore::new(store, clock)))
 }
 
-fn object_key(index: usize) -> String {
+pub fn object_key(index: usize) -> String {
     format!("raw/{index:08}")
 }
 

@@ -2,6 +2,7 @@
 //! shape `bench/lib/result.py` takes (bench/README.md, schema fardisk-bench/1). Metric names end
 //! in their unit. Pure: unit-tested without a store.
 
+use crate::cold_reads::ColdReads;
 use crate::engine::WriteFacts;
 use crate::stats::{median, per_gib, percent, round3, Sample, GIB, MIB};
 use serde::Serialize;
@@ -38,6 +39,10 @@ pub struct Runs {
     pub engine_reads: Vec<Sample>,
     pub engine_reads_arc: Vec<Sample>,
     pub compressible: Option<(Sample, WriteFacts, crate::data::DataKind)>,
+    /// Cold random 4 KiB reads per round: raw ranged GETs, the engine with leaf hints, without.
+    pub cold_raw: Vec<ColdReads>,
+    pub cold_hinted: Vec<ColdReads>,
+    pub cold_plain: Vec<ColdReads>,
 }
 
 /// The knobs shared by every row (they become the table's parameter line).
@@ -95,6 +100,11 @@ pub const COLUMNS: &[&str] = &[
     "get_in_flight_low_pct",
     "txgs_per_gib",
     "compress_ratio_x",
+    "read_p50_ms",
+    "read_mean_ms",
+    "read_max_ms",
+    "p50_to_raw_get_x",
+    "gets_per_read",
 ];
 
 fn in_column_order<S: serde::Serializer>(
@@ -274,6 +284,63 @@ pub fn build(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
         }
         rows.push(r);
     }
+    rows.extend(cold_rows(runs, knobs));
+    rows
+}
+
+pub const COLD_RAW_SETUP: &str = "raw ranged 4 KiB GET, one at a time";
+pub const COLD_HINTED_SETUP: &str = "fardisk engine cold random 4 KiB read (leaf hints)";
+pub const COLD_PLAIN_SETUP: &str = "fardisk engine cold random 4 KiB read (cold_read_bytes_max=0)";
+
+/// The cold random reads: latencies over every round's reads, and the engine's p50 against raw's
+/// (a round trip), so 1.0x is one round trip and about 2x two in sequence.
+fn cold_rows(runs: &Runs, knobs: &Knobs) -> Vec<Row> {
+    let all = |sides: &[ColdReads]| -> Vec<f64> {
+        sides.iter().flat_map(|c| c.latencies_ms.iter().copied()).collect()
+    };
+    let raw_p50 = median(&all(&runs.cold_raw)).unwrap_or(0.0);
+    let sides = [
+        (COLD_RAW_SETUP, &runs.cold_raw, "The floor: one ranged GET of the same 4 KiB of the raw objects, one round trip."),
+        (COLD_HINTED_SETUP, &runs.cold_hinted, "Fresh import, empty ARC, interior map pages loaded (map_warm), leaf pages not: each read asks for its leaf and the range its level-1 page's hint names at once."),
+        (COLD_PLAIN_SETUP, &runs.cold_plain, "The same without the hints' GET: the leaf, then the block."),
+    ];
+    let mut rows = Vec::new();
+    for (order, (setup, samples, what)) in (10..).zip(sides) {
+        let latencies = all(samples);
+        if latencies.is_empty() {
+            continue;
+        }
+        let gets: u64 = samples.iter().map(|c| c.gets).sum();
+        let mut r = Row {
+            setup: setup.to_string(),
+            order,
+            duration_s: round3(latencies.iter().sum::<f64>() / 1000.0),
+            metrics: BTreeMap::new(),
+            params: knobs.params.clone(),
+            series: BTreeMap::new(),
+            notes: format!(
+                "{what} One read at a time, each in a 64 MiB of the volume of its own, every byte checked; {} reads over {} rounds. {}",
+                latencies.len(),
+                samples.len(),
+                knobs.notes
+            )
+            .trim()
+            .to_string(),
+        };
+        let p50 = median(&latencies).unwrap_or(0.0);
+        r.metrics.insert("read_p50_ms".into(), round3(p50));
+        r.metrics.insert(
+            "read_mean_ms".into(),
+            round3(latencies.iter().sum::<f64>() / latencies.len() as f64),
+        );
+        r.metrics
+            .insert("read_max_ms".into(), round3(latencies.iter().copied().fold(0.0, f64::max)));
+        if raw_p50 > 0.0 {
+            r.metrics.insert("p50_to_raw_get_x".into(), round3(p50 / raw_p50));
+        }
+        r.metrics.insert("gets_per_read".into(), round3(gets as f64 / latencies.len() as f64));
+        rows.push(r);
+    }
     rows
 }
 
@@ -338,6 +405,30 @@ mod tests {
     }
 
     #[test]
+    fn cold_random_rows_compare_each_side_with_one_raw_round_trip() {
+        let cold = |ms: &[f64], gets: u64| ColdReads { latencies_ms: ms.to_vec(), gets };
+        let runs = Runs {
+            cold_raw: vec![cold(&[40.0, 44.0, 42.0], 3)],
+            cold_hinted: vec![cold(&[45.0, 43.0], 4), cold(&[47.0], 2)],
+            cold_plain: vec![cold(&[88.0, 90.0, 84.0], 6)],
+            ..Runs::default()
+        };
+        let rows = cold_rows(&runs, &knobs());
+        let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();
+        assert_eq!(setups, [COLD_RAW_SETUP, COLD_HINTED_SETUP, COLD_PLAIN_SETUP]);
+        let (raw, hinted, plain) = (&rows[0].metrics, &rows[1].metrics, &rows[2].metrics);
+        assert_eq!(
+            (raw["read_p50_ms"], raw["p50_to_raw_get_x"], raw["gets_per_read"]),
+            (42.0, 1.0, 1.0)
+        );
+        assert_eq!(hinted["read_p50_ms"], 45.0, "over both rounds' reads");
+        assert_eq!((hinted["read_max_ms"], hinted["gets_per_read"]), (47.0, 2.0));
+        assert_eq!(plain["p50_to_raw_get_x"], 2.095, "88 ms against 42: two round trips");
+        assert!(rows[1].notes.contains("3 reads over 2 rounds"), "{}", rows[1].notes);
+        assert!(cold_rows(&Runs::default(), &knobs()).is_empty(), "no cold reads, no rows");
+    }
+
+    #[test]
     fn rows_carry_the_issue_metrics_with_units_last() {
         let runs = Runs {
             raw_writes: vec![sample(1024, 4, 64, 0), sample(1024, 2, 64, 0)],
@@ -356,6 +447,7 @@ mod tests {
                 WriteFacts { compress_ratio: 1.8, ..Default::default() },
                 crate::data::DataKind::Compressible { zero_percent: 50 },
             )),
+            ..Runs::default()
         };
         let rows = build(&runs, &knobs());
         let setups: Vec<&str> = rows.iter().map(|r| r.setup.as_str()).collect();

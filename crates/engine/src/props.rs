@@ -209,6 +209,14 @@ pub const MAP_READAHEAD_PAGES_MAX: Prop = Prop {
     note: "0 = none",
     ..settable_number("map_readahead_pages_max", Unit::Count, 0, 255, 32)
 };
+/// The most bytes a read whose leaf map page is not cached asks for beside that leaf, at the place
+/// the level-1 page above it says the leaf's blocks were written (pool/cold_read.rs): a cold
+/// random read then costs one store round trip, not the leaf's and then the block's (issue #21).
+/// One hint window is 32 blocks of volume; a read the range would not cover asks in sequence.
+pub const COLD_READ_BYTES_MAX: Prop = Prop {
+    note: "0 = the leaf first, then the blocks",
+    ..settable_size("cold_read_bytes_max", Unit::Bytes, 0, 256 << 10)
+};
 
 /// What a read does when the store does not answer within its retry budget (ZFS's failmode):
 /// `wait` retries until the store is back, so a database's query stalls through an outage and
@@ -258,6 +266,7 @@ pub const POOL_PROPS: &[Prop] = &[
     READAHEAD_BYTES_MAX,
     ARC_STREAM_BYTES_MAX,
     MAP_READAHEAD_PAGES_MAX,
+    COLD_READ_BYTES_MAX,
     FAILMODE,
     LOG_WRITE_AHEAD,
     LOG_LEG_TIMEOUT_MS,

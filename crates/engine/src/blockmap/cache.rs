@@ -2,7 +2,7 @@
 //! pinned: they are the only copy of the current map until the txg's root is published. Clean pages
 //! are evicted by CLOCK (second chance), a bounded scan.
 
-use super::page::{Slot, FANOUT, PAGE_BYTES};
+use super::page::{LeafHint, Slot, FANOUT, HINTED_PAGE_BYTES, PAGE_BYTES};
 use crate::blkptr::BlockPtr;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -28,6 +28,9 @@ pub enum PageState {
 #[derive(Debug)]
 pub struct CachedPage {
     pub slots: RwLock<Vec<Slot>>,
+    /// A level-1 page's leaf hints, one per slot (empty: none known yet). Set by the sync as it
+    /// writes each leaf; read by a read whose leaf is not cached (pool/cold_read.rs).
+    hints: RwLock<Vec<LeafHint>>,
     /// Where this version of the page lives in the store (HOLE for a page never written).
     pub location: Mutex<BlockPtr>,
     state: Mutex<PageState>,
@@ -37,8 +40,13 @@ pub struct CachedPage {
 impl CachedPage {
     pub fn new(slots: Vec<Slot>, location: BlockPtr) -> CachedPage {
         debug_assert_eq!(slots.len(), FANOUT);
+        CachedPage::with_hints(slots, Vec::new(), location)
+    }
+    pub fn with_hints(slots: Vec<Slot>, hints: Vec<LeafHint>, location: BlockPtr) -> CachedPage {
+        debug_assert!(hints.is_empty() || hints.len() == FANOUT);
         CachedPage {
             slots: RwLock::new(slots),
+            hints: RwLock::new(hints),
             location: Mutex::new(location),
             state: Mutex::new(PageState::Clean),
             referenced: AtomicBool::new(true),
@@ -46,6 +54,25 @@ impl CachedPage {
     }
     pub fn slot(&self, pos: usize) -> Slot {
         self.slots.read()[pos]
+    }
+    /// The hint for the leaf of slot `pos` (none when not known).
+    pub fn hint(&self, pos: usize) -> LeafHint {
+        self.hints.read().get(pos).copied().unwrap_or(LeafHint::NONE)
+    }
+    /// Sets the hint for the leaf of slot `pos` (the sync, as it writes that leaf).
+    pub fn set_hint(&self, pos: usize, hint: LeafHint) {
+        let mut hints = self.hints.write();
+        if hints.is_empty() {
+            if hint.is_none() {
+                return;
+            }
+            hints.resize(FANOUT, LeafHint::NONE);
+        }
+        hints[pos] = hint;
+    }
+    /// Every hint, one per slot, or empty when none is known (for encoding the page).
+    pub fn hints(&self) -> Vec<LeafHint> {
+        self.hints.read().clone()
     }
     pub fn state(&self) -> PageState {
         *self.state.lock()
@@ -55,6 +82,8 @@ impl CachedPage {
 #[derive(Debug, Default)]
 struct Inner {
     pages: HashMap<PageKey, Arc<CachedPage>>,
+    /// What `pages` count against `bytes_max` ([`page_bytes`]).
+    bytes: usize,
     clock: VecDeque<PageKey>,
     dirty: BTreeSet<PageKey>,
     written: Vec<PageKey>,
@@ -67,6 +96,44 @@ pub struct PageCache {
     /// Bumped whenever pages become clean (a txg published). A reader that walked the tree from an
     /// older root must not insert what it loaded: that page may already be superseded.
     generation: std::sync::atomic::AtomicU64,
+}
+
+/// What a cached page counts against the cache's bound: a level-1 page as one with leaf hints
+/// (they may come with the next write of any of its leaves), every other page its slots.
+pub fn page_bytes(key: &PageKey) -> usize {
+    if key.level == 1 {
+        HINTED_PAGE_BYTES
+    } else {
+        PAGE_BYTES
+    }
+}
+
+impl Inner {
+    fn add(&mut self, key: PageKey, page: Arc<CachedPage>) -> Option<Arc<CachedPage>> {
+        let old = self.pages.insert(key, page);
+        if old.is_none() {
+            self.bytes += page_bytes(&key);
+        }
+        old
+    }
+
+    fn remove(&mut self, key: &PageKey) {
+        if self.pages.remove(key).is_some() {
+            self.bytes -= page_bytes(key);
+        }
+    }
+
+    fn retain_pages(&mut self, keep: impl Fn(&PageKey) -> bool) {
+        let mut freed = 0;
+        self.pages.retain(|k, _| {
+            let kept = keep(k);
+            if !kept {
+                freed += page_bytes(k);
+            }
+            kept
+        });
+        self.bytes -= freed;
+    }
 }
 
 impl PageCache {
@@ -103,7 +170,7 @@ impl PageCache {
             return Arc::new(page);
         }
         let p = Arc::new(page);
-        inner.pages.insert(key, p.clone());
+        inner.add(key, p.clone());
         inner.clock.push_back(key);
         self.evict_locked(&mut inner);
         p
@@ -116,7 +183,7 @@ impl PageCache {
         // A concurrent reader's insertion may have evicted this clean page since the caller found
         // it; the caller's copy is current (only the sync mutates pages), so it goes back in.
         let present = inner.pages.get(&key).is_some_and(|p| Arc::ptr_eq(p, page));
-        if !present && inner.pages.insert(key, page.clone()).is_none() {
+        if !present && inner.add(key, page.clone()).is_none() {
             inner.clock.push_back(key);
         }
         let mut st = page.state.lock();
@@ -169,7 +236,7 @@ impl PageCache {
     /// Drops every page of a tree (a destroyed volume).
     pub fn forget_tree(&self, tree_id: u32) {
         let mut inner = self.inner.lock();
-        inner.pages.retain(|k, _| k.tree_id != tree_id);
+        inner.retain_pages(|k| k.tree_id != tree_id);
         inner.dirty.retain(|k| k.tree_id != tree_id);
         inner.clock.retain(|k| k.tree_id != tree_id);
     }
@@ -186,19 +253,19 @@ impl PageCache {
         let under = |k: &PageKey| super::cut::under_any(k, tree_id, &roots);
         let mut inner = self.inner.lock();
         self.generation.fetch_add(1, Ordering::SeqCst);
-        inner.pages.retain(|k, _| !under(k));
+        inner.retain_pages(|k| !under(k));
         inner.dirty.retain(|k| !under(k));
         inner.clock.retain(|k| !under(k));
     }
 
     pub fn bytes_used(&self) -> usize {
-        self.inner.lock().pages.len() * PAGE_BYTES
+        self.inner.lock().bytes
     }
 
     fn evict_locked(&self, inner: &mut Inner) {
         // Bounded: each page gets at most two looks per call.
         let mut budget = inner.clock.len() * 2;
-        while inner.pages.len() * PAGE_BYTES > self.bytes_max && budget > 0 {
+        while inner.bytes > self.bytes_max && budget > 0 {
             budget -= 1;
             let Some(key) = inner.clock.pop_front() else { break };
             let Some(page) = inner.pages.get(&key).cloned() else { continue };
@@ -206,7 +273,7 @@ impl PageCache {
             if pinned || page.referenced.swap(false, Ordering::Relaxed) {
                 inner.clock.push_back(key);
             } else {
-                inner.pages.remove(&key);
+                inner.remove(&key);
             }
         }
     }

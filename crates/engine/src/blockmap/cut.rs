@@ -78,6 +78,9 @@ impl TreeRef {
                 if level == 0 {
                     out.leaves.push(old);
                 } else {
+                    if level == 1 {
+                        page.set_hint(pos, super::page::LeafHint::NONE); // The leaf is gone.
+                    }
                     out.subtrees.push((level - 1, child, old));
                 }
             }

@@ -10,5 +10,8 @@ mod tree;
 
 pub use cache::{CachedPage, PageCache, PageKey};
 pub use cut::Cut;
-pub use page::{decode_page, encode_page, Slot, FANOUT, PAGE_BYTES, SLOT_BYTES};
+pub use page::{
+    decode_page, decode_page_hinted, encode_page, encode_page_hinted, HintWindow, LeafHint, Slot,
+    FANOUT, HINTED_PAGE_BYTES, HINT_WINDOW_SLOTS, PAGE_BYTES, SLOT_BYTES,
+};
 pub use tree::{levels_for_slots, page_span, BlockSource, TreeRef, TreeWalk};

@@ -3,7 +3,9 @@
 //! points at it. Lookups may run concurrently with the one writer (the txg sync).
 
 use super::cache::{CachedPage, PageCache, PageKey};
-use super::page::{decode_page, encode_page, Slot, FANOUT, SLOT_BYTES};
+use super::page::{
+    decode_page, decode_page_hinted, encode_page_hinted, LeafHint, Slot, FANOUT, SLOT_BYTES,
+};
 use crate::blkptr::BlockPtr;
 use crate::compress::Compression;
 use crate::error::{Error, Result};
@@ -108,8 +110,9 @@ impl TreeRef {
                 ),
                 None => {
                     let bytes = src.read_block(&ptr).await?;
-                    let slots = decode_page(&bytes, self.page_tag, lvl, key.index)?;
-                    cache.insert_if_absent(key, CachedPage::new(slots, ptr), generation)
+                    let (slots, hints) = decode_page_hinted(&bytes, self.page_tag, lvl, key.index)?;
+                    let page = CachedPage::with_hints(slots, hints, ptr);
+                    cache.insert_if_absent(key, page, generation)
                 }
             };
             if lvl == level {
@@ -250,6 +253,24 @@ impl TreeRef {
             cache.insert_if_absent(key, CachedPage::new(slots, ptr), Some(generation));
         }
         Ok(())
+    }
+
+    /// For a read of leaf `leaf` that is not cached: that leaf's pointer and hint from its level-1
+    /// page, when that page is cached (no I/O here: a read that has to fetch the level-1 page
+    /// first gains nothing from guessing). None when the leaf is cached, a hole, or unhinted.
+    pub fn cached_leaf_hint(&self, cache: &PageCache, leaf: u64) -> Option<(BlockPtr, LeafHint)> {
+        if self.levels < 2 || leaf >= self.capacity_slots() / FANOUT as u64 {
+            return None;
+        }
+        if cache.get(&PageKey { tree_id: self.tree_id, level: 0, index: leaf }).is_some() {
+            return None;
+        }
+        let parent =
+            cache.get(&PageKey { tree_id: self.tree_id, level: 1, index: leaf / FANOUT as u64 })?;
+        let pos = (leaf % FANOUT as u64) as usize;
+        let ptr = BlockPtr::from_bytes(&parent.slot(pos)).ok().filter(|p| !p.is_hole())?;
+        let hint = parent.hint(pos);
+        (!hint.is_none()).then_some((ptr, hint))
     }
 
     /// Level-1 page `parent_index` (it names the leaves of slots `parent_index * FANOUT^2..`),
@@ -413,12 +434,26 @@ impl TreeRef {
                 let Some(page) = cache.get(&key) else {
                     return Err(Error::Bug(format!("dirty page {key:?} left the cache")));
                 };
+                // What the parent will remember of where a leaf's blocks are (a volume's
+                // leaves: a space table's slots are not block pointers).
+                let mut hint = LeafHint::NONE;
                 let new_ptr = {
                     let slots = page.slots.read();
                     if slots.iter().all(|s| s.iter().all(|&b| b == 0)) {
                         BlockPtr::HOLE
                     } else {
-                        let bytes = encode_page(self.page_tag, level, key.index, txg, &slots);
+                        if level == 0 && self.tree_id != crate::space::SPACE_TREE_ID {
+                            hint = LeafHint::of_leaf(&slots);
+                        }
+                        let hints = if level == 1 { page.hints() } else { Vec::new() };
+                        let bytes = encode_page_hinted(
+                            self.page_tag,
+                            level,
+                            key.index,
+                            txg,
+                            &slots,
+                            &hints,
+                        );
                         let owner =
                             BlockOwner::Page { tree_id: self.tree_id, level, index: key.index };
                         seg.add(owner, &bytes, algo)
@@ -437,7 +472,11 @@ impl TreeRef {
                         .page_for(cache, src, first_slot, level + 1, true, None)
                         .await?
                         .expect("created");
-                    parent.slots.write()[slot_pos(first_slot, level + 1)] = new_ptr.to_bytes();
+                    let pos = slot_pos(first_slot, level + 1);
+                    parent.slots.write()[pos] = new_ptr.to_bytes();
+                    if level == 0 {
+                        parent.set_hint(pos, hint);
+                    }
                 }
             }
         }

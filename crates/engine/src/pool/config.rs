@@ -6,10 +6,10 @@ use crate::compress::Compression;
 use crate::error::Result;
 use crate::objstore::RetryPolicy;
 use crate::props::{
-    ARC_STREAM_BYTES_MAX, COMPRESSION, DIRTY_BYTES_MAX, FAILMODE, FREE_PAGES_PER_TXG_MAX,
-    FREE_QUEUE_ENTRIES_MAX, LOG_LEG_TIMEOUT_MS, LOG_WRITE_AHEAD, MAP_CACHE_BYTES,
-    MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT, ROOT_RETENTION_S,
-    TXG_TIMEOUT,
+    ARC_STREAM_BYTES_MAX, COLD_READ_BYTES_MAX, COMPRESSION, DIRTY_BYTES_MAX, FAILMODE,
+    FREE_PAGES_PER_TXG_MAX, FREE_QUEUE_ENTRIES_MAX, LOG_LEG_TIMEOUT_MS, LOG_WRITE_AHEAD,
+    MAP_CACHE_BYTES, MAP_READAHEAD_PAGES_MAX, READAHEAD_BYTES_MAX, READ_CONCURRENCY, ROOTS_KEPT,
+    ROOT_RETENTION_S, TXG_TIMEOUT,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,6 +53,9 @@ pub struct PoolConfig {
     pub arc_stream_bytes_max: u64,
     /// Leaf map pages that ride along in a map page's GET when stored right after it.
     pub map_readahead_pages_max: u64,
+    /// Bytes a read whose leaf is not cached asks for beside it where its level-1 page's hint
+    /// says its blocks are (`cold_read_bytes_max`; 0: none).
+    pub cold_read_bytes_max: u64,
     /// `failmode=wait`: a read the store cannot answer within the retry budget retries until it
     /// can (pool/read.rs); false: it fails (EIO at the front ends).
     pub failmode_wait: bool,
@@ -96,6 +99,7 @@ impl Default for PoolConfig {
             readahead_bytes_max: READAHEAD_BYTES_MAX.default_number(),
             arc_stream_bytes_max: ARC_STREAM_BYTES_MAX.default_number(),
             map_readahead_pages_max: MAP_READAHEAD_PAGES_MAX.default_number(),
+            cold_read_bytes_max: COLD_READ_BYTES_MAX.default_number(),
             failmode_wait: FAILMODE.default_text() == "wait",
             log_write_ahead: LOG_WRITE_AHEAD.default_text() == "on",
             log_leg_timeout_ms: LOG_LEG_TIMEOUT_MS.default_number(),
@@ -152,6 +156,9 @@ impl PoolConfig {
         }
         if let Some(n) = MAP_READAHEAD_PAGES_MAX.stored_number(props)? {
             self.map_readahead_pages_max = n;
+        }
+        if let Some(bytes) = COLD_READ_BYTES_MAX.stored_number(props)? {
+            self.cold_read_bytes_max = bytes;
         }
         if let Some(v) = props.get(FAILMODE.name) {
             self.failmode_wait = v == "wait";

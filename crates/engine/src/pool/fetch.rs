@@ -360,6 +360,65 @@ async fn fetch_group(inner: &Inner, g: Vec<Wanted>, prefetch: bool) -> Result<Ve
     Ok(out)
 }
 
+/// A range of a segment asked for before the read knows which blocks it holds (cold_read.rs):
+/// its bytes, or None when the store did not give them (a guess that fails costs nothing more).
+pub(super) async fn get_guessed_range(
+    inner: &Inner,
+    segment_id: u64,
+    range: std::ops::Range<u64>,
+) -> Option<Body> {
+    let body = get_segment_range(inner, segment_id, range.clone()).await.ok()?;
+    (body.len() == range.end - range.start).then_some(body)
+}
+
+/// Takes the blocks of `sources` that lie in `body` (segment `segment_id`'s bytes from `start`)
+/// from it: each checked against its pointer's checksum and decoded into `Source::Mem`, and, with
+/// a cache, cached with `neighbours` (other blocks of the same leaf in the range) as
+/// prefetches. A block whose bytes do not match is left to the normal fetch, which reports it if
+/// the store's copy is bad. Returns how many of `sources` it took.
+pub(super) fn take_guessed(
+    inner: &Inner,
+    sources: &mut [Source],
+    neighbours: &[BlockPtr],
+    segment_id: u64,
+    start: u64,
+    body: &Body,
+) -> usize {
+    let end = start + body.len();
+    let inside = |p: &BlockPtr| {
+        p.segment_id == segment_id && p.range().start >= start && p.range().end <= end
+    };
+    let phys_of = |p: &BlockPtr| {
+        let phys = body.slice(p.range().start - start..p.range().end - start);
+        (checksum64(&phys) == p.checksum).then_some(phys)
+    };
+    let caching = !inner.blocks.holds_nothing();
+    let mut cached = Vec::new();
+    let mut taken = 0;
+    for s in sources.iter_mut() {
+        let Source::Ptr(p) = s else { continue };
+        let p = *p;
+        let Some(phys) = inside(&p).then(|| phys_of(&p)).flatten() else { continue };
+        let Ok(logical) = decode(&p, &phys) else { continue };
+        if caching {
+            // A buffer of its own: a slice would keep the whole body alive (see fetch_group).
+            cached.push((p, Bytes::copy_from_slice(&phys)));
+        }
+        *s = Source::Mem(logical);
+        taken += 1;
+    }
+    inner.blocks.insert_many(cached, false);
+    if caching {
+        let more: Vec<(BlockPtr, Bytes)> = neighbours
+            .iter()
+            .filter(|p| inside(p) && !inner.blocks.in_ram(p))
+            .filter_map(|p| phys_of(p).map(|phys| (*p, Bytes::copy_from_slice(&phys))))
+            .collect();
+        inner.blocks.insert_many(more, true);
+    }
+    taken
+}
+
 /// Why a read fails when the store has no segment its pointer names.
 const SEGMENT_MISSING: &str = "missing from the store although the map references it";
 

@@ -36,6 +36,7 @@
 
 // The facade, by topic.
 mod audit;
+mod cold_read;
 mod hotset;
 mod lease;
 mod map_warm;

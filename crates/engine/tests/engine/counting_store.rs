@@ -63,6 +63,15 @@ impl CountingStore {
     }
 }
 
+/// One GET under way in `in_flight`, until dropped.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[async_trait]
 impl Store for CountingStore {
     async fn put(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
@@ -77,11 +86,11 @@ impl Store for CountingStore {
         self.get_ranges.lock().expect("get ranges").push((key.to_string(), range.clone()));
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.in_flight_max.fetch_max(now, Ordering::SeqCst);
+        // No longer under way once it ends or its reader drops it (a guess not needed).
+        let _under_way = InFlight(&self.in_flight);
         // A store far away: the other reads of the same round trip start before this one ends.
         tokio::task::yield_now().await;
-        let got = self.inner.get_range(key, range).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        got
+        self.inner.get_range(key, range).await
     }
     async fn head(&self, key: &str) -> StoreResult<u64> {
         self.inner.head(key).await

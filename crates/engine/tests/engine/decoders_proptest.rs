@@ -5,7 +5,10 @@
 //! them, which the read path verifies: they are not the parser's to check.)
 
 use fardisk_engine::blkptr::BlockPtr;
-use fardisk_engine::blockmap::{decode_page, encode_page, TreeRef, FANOUT, SLOT_BYTES};
+use fardisk_engine::blockmap::{
+    decode_page, decode_page_hinted, encode_page, encode_page_hinted, LeafHint, TreeRef, FANOUT,
+    HINT_WINDOW_SLOTS, SLOT_BYTES,
+};
 use fardisk_engine::compress::Compression;
 use fardisk_engine::frees::FreeEntry;
 use fardisk_engine::root::{
@@ -186,5 +189,46 @@ proptest! {
         prop_assert!(decode_page(&bytes, 3, level, index + 1).is_err(), "another index");
         prop_assert!(decode_page(&bytes, 3, level.wrapping_add(1), index).is_err(), "another level");
         prop_assert!(decode_page(&bytes[..cut % bytes.len()], 3, level, index).is_err());
+    }
+
+    /// A leaf's hint names the segment most of its blocks are in, and each window's range holds
+    /// every block of that window stored there; the hinted level-1 page reads back as written.
+    #[test]
+    fn leaf_hints_cover_their_blocks(
+        blocks in proptest::collection::vec((0u64..3, 0u32..4_000_000, 1u32..5000), 0..FANOUT),
+        index in 0u64..1000,
+    ) {
+        let mut slots = vec![[0u8; SLOT_BYTES]; FANOUT];
+        for (i, &(seg, offset_bytes, physical_bytes)) in blocks.iter().enumerate() {
+            // Segment 0 is a hole: about a third of the slots stay empty.
+            let p = BlockPtr { segment_id: seg, offset_bytes, physical_bytes, ..ptr(i as u64) };
+            slots[(i * 7) % FANOUT] = p.to_bytes();
+        }
+        let hint = LeafHint::of_leaf(&slots);
+        let ptrs: Vec<BlockPtr> = slots.iter().map(|s| BlockPtr::from_bytes(s).unwrap()).collect();
+        let in_seg = |id: u64| ptrs.iter().filter(|p| !p.is_hole() && p.segment_id == id).count();
+        if ptrs.iter().all(|p| p.is_hole()) {
+            prop_assert!(hint.is_none());
+        } else {
+            prop_assert!(in_seg(hint.segment_id) >= in_seg(1).max(in_seg(2)), "not the segment with most blocks");
+        }
+        for (pos, p) in ptrs.iter().enumerate() {
+            if p.is_hole() || p.segment_id != hint.segment_id {
+                continue;
+            }
+            let w = hint.windows[pos / HINT_WINDOW_SLOTS];
+            let (a, b) = (w.offset_bytes as u64, w.offset_bytes as u64 + w.span_bytes as u64);
+            prop_assert!(a <= p.range().start && p.range().end <= b, "slot {} outside its window", pos);
+        }
+        let mut hints = vec![LeafHint::NONE; FANOUT];
+        hints[(index % FANOUT as u64) as usize] = hint;
+        let bytes = encode_page_hinted(3, 1, index, 9, &slots, &hints);
+        let (got_slots, got_hints) = decode_page_hinted(&bytes, 3, 1, index).unwrap();
+        prop_assert_eq!(got_slots, slots);
+        if hint.is_none() {
+            prop_assert!(got_hints.is_empty(), "a page without hints is written as version 1");
+        } else {
+            prop_assert_eq!(got_hints, hints);
+        }
     }
 }

@@ -13,7 +13,9 @@ use crate::golden;
 use fardisk_common::golden::Fixtures;
 use fardisk_common::le::checksum64;
 use fardisk_engine::blkptr::BlockPtr;
-use fardisk_engine::blockmap::{decode_page, FANOUT, PAGE_BYTES};
+use fardisk_engine::blockmap::{
+    decode_page, decode_page_hinted, FANOUT, HINTED_PAGE_BYTES, PAGE_BYTES,
+};
 use fardisk_engine::compress::{decompress, Compression};
 use fardisk_engine::objstore::{open_store_url, EncryptedStore, PutMode, Store};
 use fardisk_engine::pool::{decode_event, decode_hot_set, HeldRecords, LeaseRecord};
@@ -250,6 +252,29 @@ fn map_page_fixture_decodes_and_damaged_pages_are_refused() {
     // pointer (xxh3 of the page's bytes as stored), which the read path checks first.
     let flipped = read("map-page.flipped-slot-bit.bin");
     assert_ne!(checksum64(&flipped), checksum64(&bytes));
+}
+
+#[test]
+fn hinted_map_page_fixture_decodes_and_damaged_pages_are_refused() {
+    let bytes = read("map-page-hinted.bin");
+    assert_eq!(bytes.len(), HINTED_PAGE_BYTES);
+    let (slots, hints) = decode_page_hinted(&bytes, 1, 1, 0).expect("hinted page");
+    assert_eq!((slots.clone(), hints), golden::hinted_page_parts());
+    assert_eq!(decode_page(&bytes, 1, 1, 0).expect("slots alone"), slots);
+    // A version 1 page, as every fardisk before hints wrote level-1 pages: no hints.
+    let v1 = fardisk_engine::blockmap::encode_page(1, 1, 0, TXG, &slots);
+    assert_eq!(decode_page_hinted(&v1, 1, 1, 0).expect("v1").1, []);
+    assert!(decode_page(&bytes, 2, 1, 0).is_err(), "another tree's page");
+    assert!(decode_page(&bytes, 1, 1, 1).is_err(), "another index");
+    for name in [
+        "map-page-hinted.truncated.bin",
+        "map-page-hinted.at-level-0.bin",
+        "map-page-hinted.wrong-version.bin",
+    ] {
+        let damaged = read(name);
+        assert!(decode_page(&damaged, 1, 1, 0).is_err(), "{name} accepted at level 1");
+        assert!(decode_page(&damaged, 1, 0, 0).is_err(), "{name} accepted at level 0");
+    }
 }
 
 #[test]

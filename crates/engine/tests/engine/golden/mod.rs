@@ -5,7 +5,9 @@
 use fardisk_common::golden::flip_bit;
 use fardisk_common::le::checksum64;
 use fardisk_engine::blkptr::BlockPtr;
-use fardisk_engine::blockmap::{encode_page, Slot, TreeRef, FANOUT, SLOT_BYTES};
+use fardisk_engine::blockmap::{
+    encode_page, encode_page_hinted, HintWindow, LeafHint, Slot, TreeRef, FANOUT, SLOT_BYTES,
+};
 use fardisk_engine::codec::Writer;
 use fardisk_engine::compress::Compression;
 use fardisk_engine::destroying::DestroyingTree;
@@ -299,6 +301,27 @@ pub fn map_page_slots() -> Vec<Slot> {
     slots
 }
 
+/// A level-1 page of volume 1 with leaf hints (version 2): slots 0 and 3 point at leaves in
+/// segment `SEGMENT_ID`; leaf 0's blocks were written to segment `SEGMENT_ID + 1` (its first two
+/// windows hinted), leaf 3's to `SEGMENT_ID + 2` (its last window); other hints none.
+pub fn hinted_page_parts() -> (Vec<Slot>, Vec<LeafHint>) {
+    let mut slots = vec![[0u8; SLOT_BYTES]; FANOUT];
+    slots[0] = BlockPtr { logical_bytes: 10_272, ..blkptr() }.to_bytes();
+    slots[3] = BlockPtr { offset_bytes: 8_256, logical_bytes: 10_272, ..blkptr() }.to_bytes();
+    let mut hints = vec![LeafHint::NONE; FANOUT];
+    hints[0].segment_id = SEGMENT_ID + 1;
+    hints[0].windows[0] = HintWindow { offset_bytes: 64, span_bytes: 131_072 };
+    hints[0].windows[1] = HintWindow { offset_bytes: 131_136, span_bytes: 4_096 };
+    hints[3].segment_id = SEGMENT_ID + 2;
+    hints[3].windows[7] = HintWindow { offset_bytes: 1_048_640, span_bytes: 70_000 };
+    (slots, hints)
+}
+
+pub fn hinted_page() -> Vec<u8> {
+    let (slots, hints) = hinted_page_parts();
+    encode_page_hinted(1, 1, 0, TXG, &slots, &hints)
+}
+
 /// A leaf page of the space table: segments 1 and 2 (epoch 0), one partly live, one freed.
 pub fn space_slots() -> Vec<(usize, SegmentSpace)> {
     vec![
@@ -513,6 +536,11 @@ pub fn all() -> Vec<Fixture> {
     out.push(Fixture::new("map-page.wrong-magic.bin", wrong_magic(&page)));
     out.push(Fixture::new("map-page.wrong-version.bin", put_u16(page.clone(), 8, 2)));
     out.push(Fixture::new("map-page.bin", page));
+    let hinted = hinted_page();
+    out.push(Fixture::new("map-page-hinted.truncated.bin", truncated(&hinted)));
+    out.push(Fixture::new("map-page-hinted.at-level-0.bin", flip_bit(&hinted, 10, 0)));
+    out.push(Fixture::new("map-page-hinted.wrong-version.bin", put_u16(hinted.clone(), 8, 3)));
+    out.push(Fixture::new("map-page-hinted.bin", hinted));
     out.push(Fixture::new("space-page.bin", space_page()));
     out.extend(sealed_family("lease", lease().encode(), 50, 8));
     out.extend(sealed_family("history-event", encode_event(&history_event()), 40, 8));
