@@ -46,8 +46,10 @@ pub struct HintWindow {
 }
 
 impl LeafHint {
-    pub const NONE: LeafHint =
-        LeafHint { segment_id: 0, windows: [HintWindow { offset_bytes: 0, span_bytes: 0 }; 8] };
+    pub const NONE: LeafHint = LeafHint {
+        segment_id: 0,
+        windows: [HintWindow { offset_bytes: 0, span_bytes: 0 }; HINT_WINDOWS],
+    };
 
     /// The hint of a leaf with these slots: the segment holding most of its blocks (the newest
     /// of equals), and each window's range of it. Slots that are not block pointers (a space

@@ -7,7 +7,7 @@
 //! written elsewhere since, a range the store did not give, or bytes that do not match, and the
 //! read fetches the block as any other: a wrong guess costs a GET, never a wrong byte.
 
-use super::fetch::{get_guessed_range, take_guessed, Source};
+use super::fetch::{get_guessed_range, in_range, take_guessed, Source};
 use super::Pool;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{TreeRef, FANOUT, HINT_WINDOW_SLOTS};
@@ -71,11 +71,7 @@ impl Pool {
                 resolved = resolve => break resolved?,
             }
         };
-        let inside = |p: &BlockPtr| {
-            p.segment_id == segment_id
-                && p.range().start >= range.start
-                && p.range().end <= range.end
-        };
+        let inside = |p: &BlockPtr| in_range(p, segment_id, &range);
         if !sources.iter().any(|s| matches!(s, Source::Ptr(p) if inside(p))) {
             return Ok(sources);
         }
@@ -87,7 +83,7 @@ impl Pool {
             return Ok(sources);
         };
         let neighbours = self.leaf_pointers_in(&tree, first, &range, segment_id);
-        take_guessed(&self.inner, &mut sources, &neighbours, segment_id, range.start, &body);
+        take_guessed(&self.inner, &mut sources, &neighbours, segment_id, &range, &body);
         Ok(sources)
     }
 
@@ -112,11 +108,7 @@ impl Pool {
         slots
             .iter()
             .filter_map(|s| BlockPtr::from_bytes(s).ok())
-            .filter(|p| {
-                p.segment_id == segment_id
-                    && p.range().start >= range.start
-                    && p.range().end <= range.end
-            })
+            .filter(|p| in_range(p, segment_id, range))
             .collect()
     }
 }

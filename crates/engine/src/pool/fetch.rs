@@ -371,30 +371,32 @@ pub(super) async fn get_guessed_range(
     (body.len() == range.end - range.start).then_some(body)
 }
 
-/// Takes the blocks of `sources` that lie in `body` (segment `segment_id`'s bytes from `start`)
+/// Whether block `p` lies in bytes `range` of segment `segment_id` (a guess's GET).
+pub(super) fn in_range(p: &BlockPtr, segment_id: u64, range: &std::ops::Range<u64>) -> bool {
+    p.segment_id == segment_id && p.range().start >= range.start && p.range().end <= range.end
+}
+
+/// Takes the blocks of `sources` that lie in `body` (segment `segment_id`'s bytes `range`)
 /// from it: each checked against its pointer's checksum and decoded into `Source::Mem`, and, with
 /// a cache, cached with `neighbours` (other blocks of the same leaf in the range) as
 /// prefetches. A block whose bytes do not match is left to the normal fetch, which reports it if
-/// the store's copy is bad. Returns how many of `sources` it took.
+/// the store's copy is bad.
 pub(super) fn take_guessed(
     inner: &Inner,
     sources: &mut [Source],
     neighbours: &[BlockPtr],
     segment_id: u64,
-    start: u64,
+    range: &std::ops::Range<u64>,
     body: &Body,
-) -> usize {
-    let end = start + body.len();
-    let inside = |p: &BlockPtr| {
-        p.segment_id == segment_id && p.range().start >= start && p.range().end <= end
-    };
+) {
+    let start = range.start;
+    let inside = |p: &BlockPtr| in_range(p, segment_id, range);
     let phys_of = |p: &BlockPtr| {
         let phys = body.slice(p.range().start - start..p.range().end - start);
         (checksum64(&phys) == p.checksum).then_some(phys)
     };
     let caching = !inner.blocks.holds_nothing();
     let mut cached = Vec::new();
-    let mut taken = 0;
     for s in sources.iter_mut() {
         let Source::Ptr(p) = s else { continue };
         let p = *p;
@@ -405,7 +407,6 @@ pub(super) fn take_guessed(
             cached.push((p, Bytes::copy_from_slice(&phys)));
         }
         *s = Source::Mem(logical);
-        taken += 1;
     }
     inner.blocks.insert_many(cached, false);
     if caching {
@@ -416,7 +417,6 @@ pub(super) fn take_guessed(
             .collect();
         inner.blocks.insert_many(more, true);
     }
-    taken
 }
 
 /// Why a read fails when the store has no segment its pointer names.
