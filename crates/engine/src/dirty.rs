@@ -51,6 +51,11 @@ impl DirtySet {
         self.is_trimmed(volume_id, block).then_some(Dirty::Zero)
     }
 
+    /// Whether this txg touched the block (written, a hole, or trimmed): `get` is Some.
+    pub fn contains(&self, volume_id: u32, block: u64) -> bool {
+        self.blocks.contains_key(&(volume_id, block)) || self.is_trimmed(volume_id, block)
+    }
+
     pub fn is_trimmed(&self, volume_id: u32, block: u64) -> bool {
         self.trims
             .range(..=(volume_id, block))

@@ -25,9 +25,16 @@ impl Pool {
     /// What a read of blocks `first..=last` of `tree` asks for beside its leaf, when its leaf is
     /// not cached, its level-1 page is, and that page's hint covers the read's windows within
     /// `cold_read_bytes_max`. None for a read across leaves (a long read or a stream, which
-    /// readahead serves), and when the leaf is on the cache device or in RAM already (its blocks
-    /// likely too: the store would be asked for nothing).
-    pub(super) fn cold_guess(&self, tree: &TreeRef, first: u64, last: u64) -> Option<Guess> {
+    /// readahead serves), when the leaf is on the cache device or in RAM already (its blocks
+    /// likely too: the store would be asked for nothing), and when every block of the read is
+    /// dirty (`resolve` answers it from memory without looking at the leaf at all).
+    pub(super) fn cold_guess(
+        &self,
+        volume_id: u32,
+        tree: &TreeRef,
+        first: u64,
+        last: u64,
+    ) -> Option<Guess> {
         let fanout = FANOUT as u64;
         let bytes_max = self.inner.config.read().cold_read_bytes_max;
         if bytes_max == 0 || first / fanout != last / fanout {
@@ -35,6 +42,9 @@ impl Pool {
         }
         let (leaf_ptr, hint) = tree.cached_leaf_hint(&self.inner.cache, first / fanout)?;
         if self.inner.blocks.in_ram(&leaf_ptr) || self.inner.blocks.on_device(&leaf_ptr) {
+            return None;
+        }
+        if self.all_dirty(volume_id, first, last) {
             return None;
         }
         let window = |b: u64| (b % fanout) as usize / HINT_WINDOW_SLOTS;
@@ -45,6 +55,17 @@ impl Pool {
         }
         let range = range.filter(|r| r.end - r.start <= bytes_max)?;
         Some(Guess { segment_id: hint.segment_id, range })
+    }
+
+    /// Whether every block of `first..=last` is in the open or the syncing txg. Checked only
+    /// for a read that would guess (its leaf not cached: rare once a volume is warm), so the
+    /// txg lock it takes is not on the path of every read.
+    fn all_dirty(&self, volume_id: u32, first: u64, last: u64) -> bool {
+        let t = self.inner.txg.state.lock();
+        (first..=last).all(|b| {
+            t.open.contains(volume_id, b)
+                || t.syncing.as_ref().is_some_and(|s| s.contains(volume_id, b))
+        })
     }
 
     /// [`Pool::resolve`] with `guess`'s GET under way beside it; the blocks that came in it are

@@ -83,7 +83,11 @@ impl Pool {
         let blocks = loop {
             // A read whose leaf is not cached asks for it and for its blocks' likely place at
             // once (cold_read.rs); a second look, after a missing segment, asks plainly.
-            let guess = if looked_again == 0 { self.cold_guess(&tree, first, last) } else { None };
+            let guess = if looked_again == 0 {
+                self.cold_guess(volume_id, &tree, first, last)
+            } else {
+                None
+            };
             let resolved = match guess {
                 Some(g) => self.resolve_guessed(volume_id, tree, first, last, g).await,
                 None => self.resolve(volume_id, tree, first, last).await,

@@ -164,3 +164,26 @@ async fn without_guesses_a_cold_read_asks_for_its_leaf_then_its_block() {
     }
     assert!(per_read.iter().any(|r| r.2 == 2), "some read had to find its leaf first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_read_of_blocks_still_dirty_asks_the_store_for_nothing() {
+    let (pool, vol, counting) = far_pool("cold-dirty", PoolConfig::default()).await;
+    // Written after the import and not synced: the blocks are in the open txg, and their leaf
+    // page (MiB 200's, and MiB 201's for the read across two blocks of the second) is not
+    // cached, while the level-1 page above holds its hint. The read is answered from memory:
+    // neither the leaf nor the hinted range is needed, and a guess would be a GET for nothing.
+    for (mib, block) in [(200u64, 5u64), (201, 9), (201, 10)] {
+        let data = vec![moved_byte(mib, block); 4096];
+        pool.write(vol, (mib << 20) + block * 4096, Bytes::from(data)).await.expect("write");
+    }
+    let (gets, _) = counted_read(&pool, vol, &counting, 200, 5, moved_byte(200, 5)).await;
+    assert_eq!(gets, 0, "MiB 200 block 5 is dirty: nothing to ask the store");
+    counting.reset();
+    let got = pool.read(vol, (201 << 20) + 9 * 4096, 8192).await.expect("read");
+    assert!(got[..4096].iter().all(|b| *b == moved_byte(201, 9)), "MiB 201 block 9");
+    assert!(got[4096..].iter().all(|b| *b == moved_byte(201, 10)), "MiB 201 block 10");
+    assert_eq!(counting.gets.load(Ordering::SeqCst), 0, "MiB 201 blocks 9-10 are dirty");
+    // A block beside them that is not dirty still reads from the store, with its guess.
+    let (gets, together) = counted_read(&pool, vol, &counting, 200, 6, block_byte(200, 6)).await;
+    assert_eq!((gets, together), (2, 2), "MiB 200 block 6: its leaf and its guess at once");
+}
