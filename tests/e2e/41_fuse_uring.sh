@@ -44,7 +44,12 @@ require "create with a log and a cache file" "$B" create tank "file://$W/store" 
 require "import --fuse-uring on" "$B" import tank --mount "$W/mnt" --fuse-uring on
 check "the module switch is on" test "$(cat "$SWITCH")" = Y
 check "status --json: transport io_uring ($(status_json transport_reason))" test "$(status_json transport)" = io_uring
-check "status text: mount served over io_uring" bash -c "'$B' status tank | grep -q 'mount: .*(FUSE over io_uring)'"
+check "status text: mount served over io_uring, with its rings' memory" bash -c "'$B' status tank | grep -q 'mount: .*(FUSE over io_uring, [0-9]* queue(s), .* of ring buffers)'"
+queues="$(status_json uring_queues)"
+ring_bytes="$(status_json uring_buffer_bytes)"
+# Each entry holds a payload buffer of max_write (1 MiB) and a 288 B header.
+check "status --json: $queues queue(s) hold $ring_bytes bytes of ring buffers (32 entries of 1 MiB + 288 B each)" \
+    test "${ring_bytes:-0}" -eq $((${queues:-0} * 32 * (1048576 + 288)))
 require "volume create 2G" "$B" volume create tank/pg 2G
 LOOP="$(losetup --direct-io=on -f --show "$W/mnt/pg")"
 require "mkfs.ext4 on a loop device over the image" mkfs.ext4 -q "$LOOP"

@@ -212,9 +212,9 @@ check "the L2ARC was written past its size ($((L2_WRITTEN / MiB)) MiB)" test "$L
 #   NBD                      320 KiB of socket buffers per connection + the payloads in flight
 #   FUSE                     on /dev/fuse the reader's 128 KiB request; over io_uring (the test
 #                            run turns the kernel's switch on) every ring entry's payload buffer,
-#                            allocated and touched when the queue registers it: queues x 32
-#                            entries (uring_queue_depth, fuse/src/session.rs) x 1 MiB (max_write)
-#                            + the 288 B header. The CI run of 5924b46 idled at 83 MiB over
+#                            allocated and touched when the queue registers it, as status
+#                            reports it (fuse.uring_buffer_bytes: queues x 32 entries x 1 MiB of
+#                            max_write + the 288 B header). The CI run of 5924b46 idled at 83 MiB over
 #                            io_uring against 18 MiB on /dev/fuse, and peaked 6 MiB above a limit
 #                            that left the rings out once the heap got transparent huge pages
 #   arc_max / 4              readahead in flight for the one volume read sequentially (two
@@ -228,7 +228,11 @@ FIXED=$((96 * MiB))
 NBD_MEM=$((NBD_CONNS * 320 * 1024 + NBD_PAYLOAD_BYTES))
 URING_QUEUES="$(fardisk_pool_json tank 'p.get("fuse", {}).get("uring_queues") or 0')"
 URING_QUEUES="${URING_QUEUES:-0}"
-FUSE_MEM=$((URING_QUEUES > 0 ? URING_QUEUES * 32 * (MiB + 288) : 131072))
+URING_BYTES="$(fardisk_pool_json tank 'p.get("fuse", {}).get("uring_buffer_bytes") or 0')"
+URING_BYTES="${URING_BYTES:-0}"
+check "status reports the io_uring rings' buffers when it serves through them" \
+    test $((URING_QUEUES > 0 ? URING_BYTES >= URING_QUEUES * 32 * MiB : URING_BYTES == 0)) -eq 1
+FUSE_MEM=$((URING_BYTES > 0 ? URING_BYTES : 131072))
 echo "$E2E_NAME: FUSE serves through $([ "$URING_QUEUES" -gt 0 ] && echo "io_uring, $URING_QUEUES queues" || echo /dev/fuse): $((FUSE_MEM / 1024)) KiB of its buffers in the limit"
 OVERHEAD=$((DIRTY + DIRTY + DIRTY * 5 / 2 + ARC / 8 + CACHE_BYTES / 1024 + NBD_MEM + FUSE_MEM + ARC / 4 + FIXED))
 RSS_LIMIT=$((ARC + DIRTY + MAP + OVERHEAD))

@@ -80,6 +80,10 @@ pub struct SessionStats {
     /// Why the transport is what it is (e.g. why io_uring is not used).
     pub transport_reason: String,
     pub uring_queues: usize,
+    /// Memory the io_uring queues' registered buffers hold for as long as the session lives:
+    /// queues x depth x (payload + header), the payload sized by the negotiated max_write. 0 on
+    /// /dev/fuse.
+    pub uring_buffer_bytes: u64,
     pub requests_device: u64,
     pub requests_uring: u64,
     pub malformed_requests: u64,
@@ -110,7 +114,27 @@ impl Dispatch<'_> {
 pub(crate) struct SessionShared {
     pub(crate) fs: Arc<dyn Filesystem>,
     pub(crate) stats: Counters,
-    transport: Mutex<(Transport, String, usize)>,
+    transport: Mutex<TransportState>,
+}
+
+/// Which transport serves, why, and what its rings hold (`SessionStats`).
+#[derive(Clone)]
+struct TransportState {
+    transport: Transport,
+    reason: String,
+    uring_queues: usize,
+    uring_buffer_bytes: u64,
+}
+
+impl TransportState {
+    fn device(reason: String) -> TransportState {
+        TransportState {
+            transport: Transport::Device,
+            reason,
+            uring_queues: 0,
+            uring_buffer_bytes: 0,
+        }
+    }
 }
 
 impl SessionShared {
@@ -154,9 +178,9 @@ impl SessionShared {
         }
     }
 
-    fn set_transport(&self, transport: Transport, reason: String, queues: usize) {
+    fn set_transport(&self, new: TransportState) {
         if let Ok(mut state) = self.transport.lock() {
-            *state = (transport, reason, queues);
+            *state = new;
         }
     }
 }
@@ -167,17 +191,18 @@ pub struct SessionMonitor(Arc<SessionShared>);
 
 impl SessionMonitor {
     pub fn stats(&self) -> SessionStats {
-        let (transport, reason, queues) = self
+        let state = self
             .0
             .transport
             .lock()
             .map(|state| state.clone())
-            .unwrap_or((Transport::Device, String::new(), 0));
+            .unwrap_or_else(|_| TransportState::device(String::new()));
         let counters = &self.0.stats;
         SessionStats {
-            transport,
-            transport_reason: reason,
-            uring_queues: queues,
+            transport: state.transport,
+            transport_reason: state.reason,
+            uring_queues: state.uring_queues,
+            uring_buffer_bytes: state.uring_buffer_bytes,
             requests_device: counters.requests_device.load(Ordering::Relaxed),
             requests_uring: counters.requests_uring.load(Ordering::Relaxed),
             malformed_requests: counters.malformed.load(Ordering::Relaxed),
@@ -237,7 +262,7 @@ impl Session {
         let shared = Arc::new(SessionShared {
             fs,
             stats: Counters::default(),
-            transport: Mutex::new((Transport::Device, reason, 0)),
+            transport: Mutex::new(TransportState::device(reason)),
         });
         let mut session = Session {
             shared,
@@ -276,16 +301,19 @@ impl Session {
         let queues = match uring::possible_cpus() {
             Ok(queues) => queues,
             Err(e) => {
-                self.shared.set_transport(Transport::Device, format!("cannot count CPUs: {e}"), 0);
+                self.shared
+                    .set_transport(TransportState::device(format!("cannot count CPUs: {e}")));
                 return;
             }
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let depth = config.uring_queue_depth.clamp(1, 1024);
+        let payload_bytes = self.negotiated.ring_payload_bytes();
         for qid in 0..queues {
             let setup = uring::QueueSetup {
                 qid: qid as u16,
-                depth: config.uring_queue_depth.clamp(1, 1024),
-                payload_bytes: self.negotiated.ring_payload_bytes(),
+                depth,
+                payload_bytes,
                 device_fd: self.primary.fd.as_raw_fd(),
             };
             let shared = Arc::clone(&self.shared);
@@ -318,11 +346,13 @@ impl Session {
             }
         }
         if failures.is_empty() {
-            self.shared.set_transport(
-                Transport::IoUring,
-                format!("{queues} queues of {} entries", config.uring_queue_depth),
-                queues,
-            );
+            let entry_bytes = (payload_bytes + abi::URING_HEADER_BYTES) as u64;
+            self.shared.set_transport(TransportState {
+                transport: Transport::IoUring,
+                reason: format!("{queues} queues of {depth} entries"),
+                uring_queues: queues,
+                uring_buffer_bytes: queues as u64 * depth as u64 * entry_bytes,
+            });
             tracing::info!(
                 queues,
                 depth = config.uring_queue_depth,
@@ -331,7 +361,7 @@ impl Session {
         } else {
             let reason = format!("io_uring registration failed: {}", failures.join("; "));
             tracing::warn!("fuse: {reason}; requests stay on /dev/fuse");
-            self.shared.set_transport(Transport::Device, reason, 0);
+            self.shared.set_transport(TransportState::device(reason));
         }
     }
 

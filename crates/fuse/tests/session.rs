@@ -26,9 +26,17 @@ fn exercise(uring: bool) {
     mount::mount_with_fd(device.as_fd(), &mnt, &options).expect("mount");
     let config = SessionConfig { uring, name: "t".into(), ..SessionConfig::default() };
     let session = Session::start(device, fs.clone(), config).expect("session");
+    let stats = session.stats();
     if uring {
-        let stats = session.stats();
         assert_eq!(stats.transport, Transport::IoUring, "{}", stats.transport_reason);
+        // What the rings hold, as status reports it: every entry's payload and header.
+        let entry_bytes = (session.negotiated().ring_payload_bytes()
+            + fardisk_fuse::abi::URING_HEADER_BYTES) as u64;
+        let depth = SessionConfig::default().uring_queue_depth as u64;
+        assert!(stats.uring_queues > 0);
+        assert_eq!(stats.uring_buffer_bytes, stats.uring_queues as u64 * depth * entry_bytes);
+    } else {
+        assert_eq!((stats.uring_queues, stats.uring_buffer_bytes), (0, 0));
     }
 
     let names: Vec<String> = std::fs::read_dir(&mnt)

@@ -360,7 +360,15 @@ pub(crate) fn render_status(out: &mut String, v: &Value, verbose: bool, now_ms: 
     }
     if let Some(m) = v["mount"].as_str() {
         match v["fuse"]["transport"].as_str() {
-            Some(t) => outln!(out, " mount: {m} (FUSE over {t})"),
+            Some(t) => match v["fuse"]["uring_buffer_bytes"].as_u64().filter(|b| *b > 0) {
+                Some(bytes) => outln!(
+                    out,
+                    " mount: {m} (FUSE over {t}, {} queue(s), {} of ring buffers)",
+                    v["fuse"]["uring_queues"].as_u64().unwrap_or(0),
+                    human(bytes)
+                ),
+                None => outln!(out, " mount: {m} (FUSE over {t})"),
+            },
             None => outln!(out, " mount: {m}"),
         }
     }

@@ -46,6 +46,7 @@ pub fn status_json(st: &DaemonState) -> Value {
             "transport": s.transport.name(),
             "transport_reason": s.transport_reason,
             "uring_queues": s.uring_queues,
+            "uring_buffer_bytes": s.uring_buffer_bytes,
             "requests_device": s.requests_device,
             "requests_uring": s.requests_uring,
             "malformed_requests": s.malformed_requests,
