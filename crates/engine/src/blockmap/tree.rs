@@ -169,12 +169,14 @@ impl TreeRef {
     /// Brings the leaf pages `leaves` (ascending leaf indices) into the page cache with one
     /// batched read per level-1 page above them, so leaves stored back to back in a segment (a
     /// txg writes its dirty pages in index order) come in one ranged GET, not one GET each.
-    /// After the last wanted leaf, up to `ahead_pages_max` following leaves under the same
-    /// level-1 page ride along while each sits directly after the one before it in the same
-    /// segment: they cost bytes in that GET and no request, and a sequential reader finds its
-    /// next map pages cached. Leaves already cached or holes are skipped. `generation` as for
-    /// `lookup`; pages of a tree that changed meanwhile are not cached (the lookup then reads
-    /// them itself).
+    /// After the last wanted leaf, up to `ahead_pages_max` following leaves ride along while
+    /// each sits directly after the one before it in the same segment: under the same level-1
+    /// page, and on under the next ones while those are cached (they are since import,
+    /// pool/map_warm.rs; one not cached ends the ride, as asking for it would cost a round
+    /// trip). They cost bytes in that GET and no request, and a sequential reader finds its next
+    /// map pages cached: with a budget as large as a txg's pages, one GET per txg's pages.
+    /// Leaves already cached or holes are skipped. `generation` as for `lookup`; pages of a tree
+    /// that changed meanwhile are not cached (the lookup then reads them itself).
     pub async fn load_leaf_pages(
         &self,
         cache: &PageCache,
@@ -213,33 +215,24 @@ impl TreeRef {
         .await;
         let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
         let groups_n = groups.len();
-        for (g, ((parent_index, group), parent)) in groups.into_iter().zip(parents).enumerate() {
+        for (g, ((_, group), parent)) in groups.into_iter().zip(parents).enumerate() {
             let Some(parent) = parent? else {
                 continue; // A hole above: every leaf under it reads as zeros.
             };
-            let slots = parent.slots.read();
-            let ptr_of = |leaf: u64| BlockPtr::from_bytes(&slots[(leaf % fanout) as usize]);
             let mut last = None;
-            for &leaf in group {
-                let ptr = ptr_of(leaf)?;
-                if !ptr.is_hole() {
-                    wanted.push((leaf, ptr));
-                    last = Some((leaf, ptr));
+            {
+                let slots = parent.slots.read();
+                for &leaf in group {
+                    let ptr = BlockPtr::from_bytes(&slots[(leaf % fanout) as usize])?;
+                    if !ptr.is_hole() {
+                        wanted.push((leaf, ptr));
+                        last = Some((leaf, ptr));
+                    }
                 }
             }
-            let (Some((last_leaf, mut prev)), true) = (last, g + 1 == groups_n) else {
-                continue;
-            };
-            let ahead_end = (last_leaf + 1 + ahead_pages_max).min((parent_index + 1) * fanout);
-            for leaf in last_leaf + 1..ahead_end {
-                let ptr = ptr_of(leaf)?;
-                let adjacent =
-                    ptr.segment_id == prev.segment_id && ptr.range().start == prev.range().end;
-                if ptr.is_hole() || !adjacent || cached(leaf) {
-                    break;
-                }
-                wanted.push((leaf, ptr));
-                prev = ptr;
+            if let (Some((last_leaf, prev)), true) = (last, g + 1 == groups_n) {
+                let ahead_end = (last_leaf + 1).saturating_add(ahead_pages_max).min(leaves_max);
+                self.ride_along(cache, parent, last_leaf + 1..ahead_end, prev, &mut wanted)?;
             }
         }
         if wanted.is_empty() {
@@ -251,6 +244,38 @@ impl TreeRef {
             let slots = decode_page(&bytes, self.page_tag, 0, leaf)?;
             let key = PageKey { tree_id: self.tree_id, level: 0, index: leaf };
             cache.insert_if_absent(key, CachedPage::new(slots, ptr), Some(generation));
+        }
+        Ok(())
+    }
+
+    /// The leaves of `range` that ride along after a wanted leaf stored at `prev`, into `wanted`:
+    /// each stored directly after the one before it in the same segment, none cached, none a
+    /// hole. `parent` is the level-1 page above `range.start - 1`; past it the ride goes on under
+    /// the next level-1 pages only while those are cached.
+    fn ride_along(
+        &self,
+        cache: &PageCache,
+        mut parent: Arc<CachedPage>,
+        range: std::ops::Range<u64>,
+        mut prev: BlockPtr,
+        wanted: &mut Vec<(u64, BlockPtr)>,
+    ) -> Result<()> {
+        let fanout = FANOUT as u64;
+        for leaf in range {
+            if leaf % fanout == 0 {
+                let key = PageKey { tree_id: self.tree_id, level: 1, index: leaf / fanout };
+                let Some(next) = cache.get(&key) else { break };
+                parent = next;
+            }
+            let leaf_key = PageKey { tree_id: self.tree_id, level: 0, index: leaf };
+            let ptr = BlockPtr::from_bytes(&parent.slot((leaf % fanout) as usize))?;
+            let adjacent =
+                ptr.segment_id == prev.segment_id && ptr.range().start == prev.range().end;
+            if ptr.is_hole() || !adjacent || cache.get(&leaf_key).is_some() {
+                break;
+            }
+            wanted.push((leaf, ptr));
+            prev = ptr;
         }
         Ok(())
     }

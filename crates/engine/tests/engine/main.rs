@@ -13,6 +13,7 @@ mod cold_random_read;
 mod damaged_roots;
 mod decoders_proptest;
 mod far_frees;
+mod get_census;
 mod golden_formats;
 mod hung_log_leg;
 mod idle_reclaim;

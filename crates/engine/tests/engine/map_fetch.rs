@@ -206,3 +206,61 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
         data_segments.len() - 1
     );
 }
+
+/// A stream's map batches ride along to the end of the run of leaves they end in
+/// (pool/read.rs `load_map`), on across level-1 pages: about one map GET per txg's pages, not
+/// one per batch and another at each txg's edge. Four txgs of 96 MiB, so the volume spans two
+/// level-1 pages (256 MiB each); a 64 MiB ARC makes readahead's distance 8 MiB and a map batch
+/// 64 leaves, fewer than a txg's 96. Before: 10 map GETs (every txg's pages in two or three);
+/// now one per txg and the first read's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_asks_for_about_one_map_get_per_txg_of_pages() {
+    use fardisk_engine::arc_cache::ArcBlockCache;
+    const TXG_MIB: u64 = 96;
+    const TXGS: u64 = 4;
+    let env = Env { clock: Arc::new(SystemClock::default()), seed: 9, blocking_inline: false };
+    let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
+    let (pool, base) = fresh_pool::created("memory://map-ride-along", &config, &env).await;
+    let mib = TXG_MIB * TXGS;
+    let vol = pool.volume_create("v", mib << 20).expect("volume");
+    for i in 0..mib {
+        pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
+        if (i + 1) % TXG_MIB == 0 {
+            pool.sync_txg().await.expect("sync");
+        }
+    }
+    pool.export().await.expect("export");
+
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
+    let spec = SimulateSpec::parse("latency=5").expect("spec");
+    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock.clone(), 9));
+    let counting = Arc::new(CountingStore::new(far));
+    let cache = Arc::new(ArcBlockCache::new(64 << 20, None));
+    let env = Env { clock, seed: 9, blocking_inline: false };
+    let options = fresh_pool::options(&config);
+    let pool = Pool::import(counting.clone(), "tank", options, env, cache).await.expect("import");
+    let vol = pool.volume_id("v").expect("v");
+    // The level-1 pages come into the page cache in the background at import (map_warm.rs).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    counting.reset();
+    for i in 0..mib {
+        let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
+        assert!(got[..] == chunk(i)[..], "MiB {i} reads back wrong bytes");
+    }
+    // Map pages (about 4 KiB each, a txg's run well under a MiB) told apart from data by size.
+    let gets = counting.get_ranges.lock().expect("get ranges").clone();
+    let map: Vec<_> = gets.iter().filter(|(_, r)| r.end - r.start < 1 << 20).collect();
+    for (key, r) in &map {
+        println!("  map GET {key} {r:?} ({} KiB)", (r.end - r.start) >> 10);
+    }
+    println!(
+        "{mib} MiB read cold with a 64 MiB ARC: {} GETs, {} of map pages",
+        gets.len(),
+        map.len()
+    );
+    assert!(
+        map.len() as u64 <= TXGS + 1,
+        "{} map GETs for {TXGS} txgs of pages (and the first read's own)",
+        map.len()
+    );
+}
