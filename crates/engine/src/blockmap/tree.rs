@@ -75,6 +75,10 @@ pub fn page_span(level: u8, index: u64) -> (u64, u64) {
     (first, (index + 1).checked_shl(shift).unwrap_or(u64::MAX))
 }
 
+/// Leaves in a row a ride-along passes over before it ends (`TreeRef::ride_along`): a txg's edge
+/// leaves one or two leaves of a run elsewhere (seen: 1-3).
+const RIDE_SKIP_MAX: u64 = 8;
+
 impl TreeRef {
     pub fn empty(tree_id: u32, slots: u64) -> TreeRef {
         TreeRef { tree_id, levels: levels_for_slots(slots), top: BlockPtr::HOLE, page_tag: tree_id }
@@ -249,9 +253,12 @@ impl TreeRef {
     }
 
     /// The leaves of `range` that ride along after a wanted leaf stored at `prev`, into `wanted`:
-    /// each stored directly after the one before it in the same segment, none cached, none a
-    /// hole. `parent` is the level-1 page above `range.start - 1`; past it the ride goes on under
-    /// the next level-1 pages only while those are cached.
+    /// each stored directly after the one before it in the same segment, none cached. Up to
+    /// `RIDE_SKIP_MAX` leaves in a row that are not (stored elsewhere, holes, cached) are passed
+    /// over before the ride ends: at a txg's edge racing writers leave a leaf or two of one txg's
+    /// run among the next txg's, and those would otherwise cost a GET of a page each. `parent` is
+    /// the level-1 page above `range.start - 1`; past it the ride goes on under the next level-1
+    /// pages only while those are cached.
     fn ride_along(
         &self,
         cache: &PageCache,
@@ -261,6 +268,7 @@ impl TreeRef {
         wanted: &mut Vec<(u64, BlockPtr)>,
     ) -> Result<()> {
         let fanout = FANOUT as u64;
+        let mut passed_over = 0;
         for leaf in range {
             if leaf % fanout == 0 {
                 let key = PageKey { tree_id: self.tree_id, level: 1, index: leaf / fanout };
@@ -272,8 +280,13 @@ impl TreeRef {
             let adjacent =
                 ptr.segment_id == prev.segment_id && ptr.range().start == prev.range().end;
             if ptr.is_hole() || !adjacent || cache.get(&leaf_key).is_some() {
-                break;
+                passed_over += 1;
+                if passed_over > RIDE_SKIP_MAX {
+                    break;
+                }
+                continue;
             }
+            passed_over = 0;
             wanted.push((leaf, ptr));
             prev = ptr;
         }
