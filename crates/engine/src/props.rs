@@ -205,6 +205,8 @@ pub const ARC_STREAM_BYTES_MAX: Prop = Prop {
 /// Leaf map pages past the ones a read needs that come along in the same ranged GET when they
 /// sit right after them in one segment (pool/read.rs): bytes, not requests. A sequential reader
 /// then asks for one map GET per this many MiB of volume instead of one per MiB (issue #21).
+/// A stream's readahead lets its map batches ride along further, to the end of their run (at
+/// most an eighth of `map_cache_bytes`); 0 turns that off too.
 pub const MAP_READAHEAD_PAGES_MAX: Prop = Prop {
     note: "0 = none",
     ..settable_number("map_readahead_pages_max", Unit::Count, 0, 255, 32)
