@@ -30,24 +30,9 @@ URING_ARGS=()
 [ -x "$B" ] || fd_die "no fardisk binary at $B (cargo build -p fardisk)"
 mkdir -p "$OUT"
 
-cleanup() {
-    set +e
-    for m in "$W/fs" "$W/fs-local"; do mountpoint -q "$m" && umount "$m"; done
-    for l in "${LOOPS[@]}"; do losetup -d "$l"; done
-    "$B" export prof >/dev/null 2>&1
-    rm -rf "$W"
-}
-trap cleanup EXIT
-
-ext4_on() { # ext4_on FILE DIR
-    local loop
-    loop="$(losetup --direct-io=on -f --show "$1")"
-    LOOPS+=("$loop")
-    mkfs.ext4 -q "$loop"
-    mkdir -p "$2"
-    mount "$loop" "$2"
-    echo "$loop"
-}
+POOL=prof
+. "$(dirname "${BASH_SOURCE[0]}")/stack.sh"
+trap stack_cleanup EXIT
 
 fio_syncw() { # fio_syncw DIR OUT.json
     fio --name=syncw --filename="$1/syncw" --rw=randwrite --bs=4k --size=256M --fsync=1 \

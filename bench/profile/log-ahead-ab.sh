@@ -27,23 +27,9 @@ export FARDISK_HOME="$W/home" FARDISK_RUN_DIR="$W/run" FARDISK_CONFIG="$W/none.c
 LOOPS=()
 [ -x "$B" ] || fd_die "no fardisk binary at $B (cargo build --release -p fardisk)"
 
-cleanup() {
-    set +e
-    for m in "$W/fs" "$W/fs-local"; do mountpoint -q "$m" && umount "$m"; done
-    for l in "${LOOPS[@]}"; do losetup -d "$l"; done
-    "$B" export ab >/dev/null 2>&1
-    rm -rf "$W"
-}
-trap cleanup EXIT
-
-ext4_on() { # ext4_on FILE DIR
-    local loop
-    loop="$(losetup --direct-io=on -f --show "$1")"
-    LOOPS+=("$loop")
-    mkfs.ext4 -q "$loop"
-    mkdir -p "$2"
-    mount "$loop" "$2"
-}
+POOL=ab
+. "$(dirname "${BASH_SOURCE[0]}")/stack.sh"
+trap stack_cleanup EXIT
 
 daemon_ticks() { # utime + stime of the daemon, in clock ticks (0 for the local row)
     [ -n "${PID:-}" ] || { echo 0; return; }
@@ -84,14 +70,14 @@ jobs() { # jobs LABEL DIR
 }
 
 truncate -s 2G "$W/local.img"
-ext4_on "$W/local.img" "$W/fs-local"
+ext4_on "$W/local.img" "$W/fs-local" >/dev/null
 fio --name=wal --filename="$W/fs-local/wal" --rw=write --bs=1M --size=256M --output-format=terse >/dev/null
 jobs local "$W/fs-local"
 
 "$B" create ab "file://$W/store" log "$W/log0" cache "$W/cache0" --simulate latency=40 >/dev/null
 "$B" import ab --mount "$W/mnt" --fuse-uring "${AB_FUSE_URING:-off}" >/dev/null
 "$B" volume create ab/v 2G >/dev/null
-ext4_on "$W/mnt/v" "$W/fs"
+ext4_on "$W/mnt/v" "$W/fs" >/dev/null
 PID="$("$B" status ab --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["pid"])')"
 # Lay the files out once; not measured.
 fio --name=wal --filename="$W/fs/wal" --rw=write --bs=1M --size=256M --output-format=terse >/dev/null

@@ -13,9 +13,7 @@
 use crate::counting_store::CountingStore;
 use crate::fresh_pool;
 use bytes::Bytes;
-use fardisk_engine::arc_cache::ArcBlockCache;
 use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{SimulateSpec, SimulatedStore, Store};
 use fardisk_engine::{Env, Pool, PoolConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -58,17 +56,8 @@ async fn far_pool(name: &str, config: PoolConfig) -> (Pool, u32, Arc<CountingSto
     }
     pool.sync_txg().await.expect("sync");
     pool.export().await.expect("export");
-
-    let spec = SimulateSpec::parse("latency=5").expect("spec");
-    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock, 13));
-    let counting = Arc::new(CountingStore::new(far));
-    let cache = Arc::new(ArcBlockCache::new(64 << 20, None));
-    let options = fresh_pool::options(&config);
-    let pool = Pool::import(counting.clone(), "tank", options, env, cache).await.expect("import");
-    let vol = pool.volume_id("v").expect("v");
-    // Let the import's background work (root listing, space walk, interior pages) finish first.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    (pool, vol, counting)
+    // The import's background work (root listing, space walk, interior pages) finishes first.
+    fresh_pool::far_import(base, &config, 13, 5, 64 << 20, 500).await
 }
 
 /// One 4 KiB read at (`mib`, `block`), checked against `expected`: (GETs, most at once).

@@ -7,13 +7,10 @@
 //! `CENSUS_MIB=4096 cargo test -p fardisk-engine --test engine get_census -- --ignored --nocapture`
 #![allow(clippy::disallowed_methods)]
 
-use crate::counting_store::CountingStore;
 use crate::fresh_pool;
 use bytes::Bytes;
-use fardisk_engine::arc_cache::ArcBlockCache;
-use fardisk_engine::clock::{Clock, SystemClock};
-use fardisk_engine::objstore::{SimulateSpec, SimulatedStore, Store};
-use fardisk_engine::{Env, Pool, PoolConfig};
+use fardisk_engine::clock::SystemClock;
+use fardisk_engine::{Env, PoolConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -53,18 +50,7 @@ async fn census() {
     let st = pool.status();
     println!("written: {} txgs, {} segments", st.txgs_synced, st.segments_uploaded);
     pool.export().await.expect("export");
-
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
-    let spec = SimulateSpec::parse("latency=5").expect("spec");
-    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock.clone(), 7));
-    let counting = Arc::new(CountingStore::new(far));
-    let cache = Arc::new(ArcBlockCache::new(1 << 30, None));
-    let env = Env { clock, seed: 7, blocking_inline: false };
-    let options = fresh_pool::options(&config);
-    let pool = Pool::import(counting.clone(), "tank", options, env, cache).await.expect("import");
-    let vol = pool.volume_id("v").expect("v");
-    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
-    counting.reset();
+    let (pool, vol, counting) = fresh_pool::far_import(base, &config, 7, 5, 1 << 30, 1000).await;
     for i in 0..mib {
         let got = pool.read_parts(vol, i << 20, 1 << 20).await.expect("read");
         let joined: Vec<u8> = got.iter().flat_map(|p| p.iter().copied()).collect();

@@ -138,12 +138,10 @@ fn chunk(i: u64) -> Vec<u8> {
 /// reaches its distance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
-    use fardisk_engine::arc_cache::ArcBlockCache;
     const TXG_MIB: u64 = 48;
     const TXGS: u64 = 5;
     let env = Env { clock: Arc::new(SystemClock::default()), seed: 7, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let options = || fresh_pool::options(&config);
     let (pool, base) =
         fresh_pool::created("memory://map-ahead-racing-writers", &config, &env).await;
     let mib = TXG_MIB * TXGS;
@@ -160,17 +158,7 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
         pool.sync_txg().await.expect("sync");
     }
     pool.export().await.expect("export");
-
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
-    let spec = SimulateSpec::parse("latency=5").expect("spec");
-    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock.clone(), 7));
-    let counting = Arc::new(CountingStore::new(far));
-    let cache = Arc::new(ArcBlockCache::new(512 << 20, None));
-    let env = Env { clock, seed: 7, blocking_inline: false };
-    let pool = Pool::import(counting.clone(), "tank", options(), env, cache).await.expect("import");
-    let vol = pool.volume_id("v").expect("v");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    counting.reset();
+    let (pool, vol, counting) = fresh_pool::far_import(base, &config, 7, 5, 512 << 20, 300).await;
     for i in 0..mib {
         let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
         assert!(got[..] == chunk(i)[..], "MiB {i} reads back wrong bytes");
@@ -217,7 +205,6 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
 /// now one per txg and the first read's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_asks_for_about_one_map_get_per_txg_of_pages() {
-    use fardisk_engine::arc_cache::ArcBlockCache;
     const TXG_MIB: u64 = 96;
     const TXGS: u64 = 4;
     let env = Env { clock: Arc::new(SystemClock::default()), seed: 9, blocking_inline: false };
@@ -232,19 +219,8 @@ async fn a_stream_asks_for_about_one_map_get_per_txg_of_pages() {
         }
     }
     pool.export().await.expect("export");
-
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
-    let spec = SimulateSpec::parse("latency=5").expect("spec");
-    let far: Arc<dyn Store> = Arc::new(SimulatedStore::new(base, spec, clock.clone(), 9));
-    let counting = Arc::new(CountingStore::new(far));
-    let cache = Arc::new(ArcBlockCache::new(64 << 20, None));
-    let env = Env { clock, seed: 9, blocking_inline: false };
-    let options = fresh_pool::options(&config);
-    let pool = Pool::import(counting.clone(), "tank", options, env, cache).await.expect("import");
-    let vol = pool.volume_id("v").expect("v");
     // The level-1 pages come into the page cache in the background at import (map_warm.rs).
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    counting.reset();
+    let (pool, vol, counting) = fresh_pool::far_import(base, &config, 9, 5, 64 << 20, 300).await;
     for i in 0..mib {
         let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
         assert!(got[..] == chunk(i)[..], "MiB {i} reads back wrong bytes");
