@@ -233,7 +233,7 @@ impl Pool {
         // asks the store for about one map GET per batch instead of one per MiB of volume.
         let leaves: Vec<u64> = runs.iter().map(|&(b, _)| b / FANOUT as u64).collect();
         let ahead = self.inner.config.read().map_readahead_pages_max;
-        self.load_leaves(tree, &leaves, ahead, gen).await?;
+        tree.load_leaf_pages(&self.inner.cache, &*self.inner, &leaves, ahead, gen).await?;
         // Now mostly cache hits; a page the cache could not keep (the tree changed meanwhile,
         // or it was evicted) is read here, `read_concurrency` at a time.
         let lookup = |(b, run_end): (u64, u64)| async move {
@@ -268,37 +268,23 @@ impl Pool {
         Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect())
     }
 
-    /// Brings `leaves` of `tree` into the page cache in one batch, with up to `ahead` more
-    /// riding along where they are stored right after it (`Tree::load_leaf_pages`).
-    async fn load_leaves(
+    /// Brings the leaf pages mapping `blocks` (a sequential stream's batch of map pages ahead,
+    /// `maybe_readahead`) into the page cache, with up to `ride_pages` more leaves stored right
+    /// after the last riding along: the rest of the run they end in, where `maybe_readahead`
+    /// gives a batch's budget (an eighth of `map_cache_bytes`) rather than
+    /// `map_readahead_pages_max`. A txg stores its leaves back to back, so a stream pays about one
+    /// map GET per txg it reads instead of one per batch and txg edge (issue #21: 27 map GETs for
+    /// the 18 txgs of a 4 GiB volume before). Errors are left to the read that needs the pages.
+    async fn load_map(
         &self,
         tree: crate::blockmap::TreeRef,
-        leaves: &[u64],
-        ahead: u64,
-        gen: u64,
-    ) -> Result<()> {
-        tree.load_leaf_pages(&self.inner.cache, &*self.inner, leaves, ahead, gen).await
-    }
-
-    /// Brings the leaf pages mapping `blocks` (a sequential stream's batch of map pages ahead,
-    /// `maybe_readahead`) into the page cache, with the rest of the run they end in: up to a
-    /// batch's budget (an eighth of `map_cache_bytes`) of leaves stored right after the last,
-    /// rather than `map_readahead_pages_max`. A txg stores its leaves back to back, so a stream
-    /// pays about one map GET per txg it reads instead of one per batch and txg edge (issue
-    /// #21: 27 map GETs for the 18 txgs of a 4 GiB volume before). With
-    /// `map_readahead_pages_max=0` nothing rides along. Errors are left to the read that needs
-    /// the pages.
-    async fn load_map(&self, tree: crate::blockmap::TreeRef, blocks: std::ops::Range<u64>) {
+        blocks: std::ops::Range<u64>,
+        ride_pages: u64,
+    ) {
         let leaves: Vec<u64> =
             (blocks.start / FANOUT as u64..=(blocks.end - 1) / FANOUT as u64).collect();
-        let ahead = {
-            let c = self.inner.config.read();
-            match c.map_readahead_pages_max {
-                0 => 0,
-                pages => pages.max((c.map_cache_bytes / 8 / crate::blockmap::PAGE_BYTES) as u64),
-            }
-        };
-        let _ = self.load_leaves(tree, &leaves, ahead, self.inner.cache.generation()).await;
+        let (cache, gen) = (&self.inner.cache, self.inner.cache.generation());
+        let _ = tree.load_leaf_pages(cache, &*self.inner, &leaves, ride_pages, gen).await;
     }
 
     /// Sends readahead for a read of `first..=last` when it continues a sequential stream.
@@ -312,7 +298,9 @@ impl Pool {
         // reader gets there are fetched twice.
         // Map pages ahead in batches of at most an eighth of the map cache, so a batch is not
         // evicted before the reader gets there (one leaf page maps FANOUT blocks).
-        let (max, step, map_batch_max, kept_blocks) = {
+        // A batch's leaves ride along to the end of their run, up to a batch's budget
+        // (`load_map`); `map_readahead_pages_max=0` turns riding along off.
+        let (max, step, map_batch_max, ride_pages, kept_blocks) = {
             let c = self.inner.config.read();
             let ram = self.inner.blocks.ram_bytes_max();
             let max = c.readahead_bytes_max.min(ram / 8);
@@ -321,8 +309,13 @@ impl Pool {
                 0 => u64::MAX,
                 bytes => bytes.min(ram / 4) / BLOCK_BYTES,
             };
+            let ride_pages = match c.map_readahead_pages_max {
+                0 => 0,
+                pages => pages.max(map_leaves),
+            };
             let map_batch_max = map_leaves * FANOUT as u64;
-            (max / BLOCK_BYTES, c.read_request_bytes_max / BLOCK_BYTES, map_batch_max, kept)
+            let step = c.read_request_bytes_max / BLOCK_BYTES;
+            (max / BLOCK_BYTES, step, map_batch_max, ride_pages, kept)
         };
         let (ahead, tree, claimed, after, streamed) = {
             let mut ra = self.inner.readahead.0.lock();
@@ -343,7 +336,7 @@ impl Pool {
         let map = ahead.map.start..ahead.map.end.min(end_block);
         if !map.is_empty() {
             let pool = self.clone();
-            tokio::spawn(async move { pool.load_map(tree, map).await });
+            tokio::spawn(async move { pool.load_map(tree, map, ride_pages).await });
         }
         let (from, end) = (ahead.blocks.start, ahead.blocks.end.min(end_block));
         if from >= end {

@@ -8,17 +8,12 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::fresh_pool;
+use crate::map_fetch::chunk;
 use bytes::Bytes;
 use fardisk_engine::clock::SystemClock;
 use fardisk_engine::{Env, PoolConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-fn chunk(i: u64) -> Bytes {
-    let mut bytes = vec![0u8; 1 << 20];
-    fardisk_engine::rng::Rng::new(i + 1).fill(&mut bytes);
-    Bytes::from(bytes)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
@@ -39,7 +34,7 @@ async fn census() {
                 if i >= mib {
                     return;
                 }
-                pool.write(vol, i << 20, chunk(i)).await.expect("write");
+                pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
             }
         });
     }

@@ -123,7 +123,7 @@ async fn a_sequential_reader_asks_for_about_one_map_get_per_readahead_pages() {
 }
 
 /// Chunk `i` of the racing-writers volume: 1 MiB of incompressible bytes of its own.
-fn chunk(i: u64) -> Vec<u8> {
+pub(crate) fn chunk(i: u64) -> Vec<u8> {
     let mut bytes = vec![0u8; 1 << 20];
     fardisk_engine::rng::Rng::new(i + 1).fill(&mut bytes);
     bytes
