@@ -336,6 +336,10 @@ ctypes.memset(p, 1, 8 << 20)
 print(sum(1 for l in open("/proc/self/smaps") if l.startswith("VmFlags:") and " hg" in l))
 ' 2>/dev/null || echo 0)"
 DAEMON_THP="$(awk -F'\t' '$1 == "THP_enabled:" {printf "THP_enabled %s", $2} $1 == "Seccomp:" {printf ", Seccomp %s", $2}' "/proc/$PID/status")"
+# glibc 2.35-2.36 ignore the tunable on some starts (an unterminated compare); the daemon then
+# starts itself again, and says how often in its environment (crates/common/src/malloc.rs).
+DAEMON_RESTARTS="$(tr '\0' '\n' </proc/$PID/environ | sed -n 's/^FARDISK_MALLOC_REEXEC=//p')"
+DAEMON_THP="$DAEMON_THP, started again ${DAEMON_RESTARTS:-0} time(s) for the tunables"
 echo "$E2E_NAME: transparent huge pages: mode $THP_MODE, heap mappings asking for them at most ${HG_MAX:-0} during the load and ${HG_AFTER:-0} after it, the daemon's AnonHugePages ${ANON_HUGE_KB:-?} kB (${DAEMON_THP:-status unread}), the machine's thp_fault_fallback ${THP_FALLBACKS:-?}; a control process with the same tunable and an 8 MiB buffer: ${PROBE_HG:-0} mappings marked hg"
 if [ "$THP_MODE" = madvise ] && [ "${PROBE_HG:-0}" -gt 0 ]; then
     check "the daemon's heap asks for transparent huge pages during the load (at most ${HG_MAX:-0} mappings marked hg; the control process ${PROBE_HG} with the same tunable)" \

@@ -493,10 +493,14 @@ async fn engine_store(args: EngineStoreArgs) -> Result<()> {
 /// The engine in this process runs with the daemon's allocator settings, so its rows are what the
 /// daemon does (fardisk_common::malloc; the raw rows share them).
 fn main() -> Result<()> {
-    if let Err(e) = fardisk_common::malloc::reexec_with_tunables() {
-        log(format!(
+    match fardisk_common::malloc::reexec_with_tunables() {
+        Err(e) => log(format!(
             "could not restart with the daemon's allocator tunables ({e}); going on without"
-        ));
+        )),
+        Ok(fardisk_common::malloc::HugePages::NotAsked) => {
+            log("malloc ignores glibc.malloc.hugetlb=1 after every start; going on without transparent huge pages")
+        }
+        Ok(_) => {}
     }
     fardisk_common::malloc::tune_allocator();
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run())

@@ -28,8 +28,8 @@ pub const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 4 << 20;
 /// "Huge pages"). Resident memory under the bounded-resources load did not change.
 pub const DAEMON_TUNABLES: &[(&str, &str)] = &[("glibc.malloc.hugetlb", "1")];
 
-/// Marks a process started again by [`reexec_with_tunables`], so a C library that drops or
-/// rejects the tunables cannot make it start itself over and over.
+/// How many times [`reexec_with_tunables`] started the process again, so a C library that drops
+/// or rejects the tunables cannot make it start itself over and over.
 const REEXEC_MARK_ENV: &str = "FARDISK_MALLOC_REEXEC";
 
 /// Keeps memory the daemon frees from staying resident (docs/resources.md has the measurements).
@@ -66,11 +66,11 @@ pub fn tune_allocator() {
 /// appended, or `None` when it already has them all.
 pub fn merged_tunables(existing: Option<&str>, wanted: &[(&str, &str)]) -> Option<String> {
     let existing = existing.unwrap_or("");
-    let has = |key: &str| {
-        existing.split(':').any(|entry| entry.split_once('=').is_some_and(|(k, _)| k == key))
-    };
-    let missing: Vec<String> =
-        wanted.iter().filter(|(k, _)| !has(k)).map(|(k, v)| format!("{k}={v}")).collect();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|(k, _)| tunable(existing, k).is_none())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     if missing.is_empty() {
         return None;
     }
@@ -94,19 +94,119 @@ pub fn with_tunables(cmd: &mut std::process::Command) {
     }
 }
 
+/// Starts of one process, the first included, before it gives up on malloc asking for
+/// transparent huge pages. glibc 2.35 and 2.36 (Debian 12's) compare the kernel's THP mode with
+/// a buffer they do not terminate, so whether `glibc.malloc.hugetlb=1` takes effect depends on
+/// one byte of stale stack, which differs with every start (address-space randomisation): about
+/// half the daemon's starts on this machine ignored the tunable. Sixteen starts leave one daemon
+/// in 65,000 without huge pages where each start is a coin toss; each costs a few milliseconds.
+const HUGE_PAGE_STARTS_MAX: u32 = 16;
+
+/// Whether this process's malloc asks the kernel for transparent huge pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HugePages {
+    /// It does: the memory it maps is marked for them (`hg` in /proc/self/smaps).
+    Asked,
+    /// `glibc.malloc.hugetlb=1` is set and the kernel's mode is `madvise`, yet it does not.
+    NotAsked,
+    /// Nothing to expect: another C library, a kernel not in `madvise` mode, the tunable not 1
+    /// (the user's choice), or /proc unreadable.
+    NotExpected,
+}
+
+/// What this process's malloc does about transparent huge pages, seen by allocating a buffer
+/// it maps on its own and reading that mapping's flags.
+pub fn huge_pages() -> HugePages {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return HugePages::NotExpected;
+    }
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if tunable(&tunables, "glibc.malloc.hugetlb") != Some("1") || !kernel_thp_mode_is_madvise() {
+        return HugePages::NotExpected;
+    }
+    // Above the largest mmap threshold glibc allows, set or self-adjusted (32 MiB): glibc maps
+    // it on its own and, when the tunable took effect, madvises the mapping. Never touched, so
+    // it costs address space only; refused (strict overcommit), there is no answer.
+    let layout = std::alloc::Layout::from_size_align(33 << 20, 1).expect("a valid layout");
+    // SAFETY: a non-zero size; the pointer is only compared, then freed with the same layout.
+    let probe = unsafe { std::alloc::alloc(layout) };
+    if probe.is_null() {
+        return HugePages::NotExpected;
+    }
+    let marked = std::fs::read_to_string("/proc/self/smaps")
+        .ok()
+        .and_then(|smaps| mapping_marked_for_huge_pages(&smaps, probe as usize));
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(probe, layout) };
+    match marked {
+        Some(true) => HugePages::Asked,
+        Some(false) => HugePages::NotAsked,
+        None => HugePages::NotExpected,
+    }
+}
+
+/// The value of `key` in a `GLIBC_TUNABLES` string (the first entry with that key).
+fn tunable<'a>(tunables: &'a str, key: &str) -> Option<&'a str> {
+    tunables
+        .split(':')
+        .find_map(|entry| entry.split_once('=').filter(|(k, _)| *k == key))
+        .map(|(_, v)| v)
+}
+
+fn kernel_thp_mode_is_madvise() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|mode| mode.contains("[madvise]"))
+}
+
+/// Whether the mapping holding `addr` has the `hg` flag (`madvise(MADV_HUGEPAGE)`), from the
+/// text of /proc/PID/smaps; `None` when no mapping there holds it.
+pub fn mapping_marked_for_huge_pages(smaps: &str, addr: usize) -> Option<bool> {
+    let mut inside = false;
+    for line in smaps.lines() {
+        // A mapping's first line: "start-end perms offset dev inode [path]", addresses in hex.
+        let range = line.split_once(' ').and_then(|(first, _)| first.split_once('-'));
+        if let Some((start, end)) = range {
+            if let (Ok(start), Ok(end)) =
+                (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16))
+            {
+                inside = (start..end).contains(&addr);
+                continue;
+            }
+        }
+        if inside {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                return Some(flags.split_whitespace().any(|f| f == "hg"));
+            }
+        }
+    }
+    None
+}
+
 /// Starts this program again, same arguments and process id, with the daemon's tunables, unless
-/// it already runs with them. Returns only when it does not start again: `Ok` when nothing was
-/// needed, the error when `exec` failed (the caller goes on without them).
+/// it already runs with them; and again, up to [`HUGE_PAGE_STARTS_MAX`] starts in all, while
+/// glibc ignores `glibc.malloc.hugetlb=1` (see there). Returns only when it does not start again:
+/// what malloc does about huge pages, or the error when `exec` failed (the caller goes on without
+/// them).
 ///
 /// Call first thing, before threads or open resources matter: `exec` replaces the process, and
 /// only descriptors without close-on-exec (what this process inherited) survive.
-pub fn reexec_with_tunables() -> std::io::Result<()> {
-    if !cfg!(all(target_os = "linux", target_env = "gnu"))
-        || std::env::var_os(REEXEC_MARK_ENV).is_some()
-    {
-        return Ok(());
+pub fn reexec_with_tunables() -> std::io::Result<HugePages> {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return Ok(HugePages::NotExpected);
     }
-    let Some(value) = daemon_tunables() else { return Ok(()) };
+    let starts_before = restarts_for_tunables();
+    let value = match daemon_tunables() {
+        Some(value) if starts_before == 0 => value,
+        // Started again with them and they are gone: a C library that drops them.
+        Some(_) => return Ok(huge_pages()),
+        None => {
+            let state = huge_pages();
+            if state != HugePages::NotAsked || starts_before + 1 >= HUGE_PAGE_STARTS_MAX {
+                return Ok(state);
+            }
+            std::env::var("GLIBC_TUNABLES").unwrap_or_default()
+        }
+    };
     use std::os::unix::process::CommandExt;
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_else(|| OsString::from("fardisk"));
@@ -116,9 +216,14 @@ pub fn reexec_with_tunables() -> std::io::Result<()> {
         .arg0(argv0)
         .args(args)
         .env("GLIBC_TUNABLES", value)
-        .env(REEXEC_MARK_ENV, "1")
+        .env(REEXEC_MARK_ENV, (starts_before + 1).to_string())
         .exec();
     Err(err)
+}
+
+/// How many times this process started itself again ([`reexec_with_tunables`]).
+pub fn restarts_for_tunables() -> u32 {
+    std::env::var(REEXEC_MARK_ENV).ok().and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -126,6 +231,36 @@ mod tests {
     use super::*;
 
     const WANT: &[(&str, &str)] = &[("glibc.malloc.hugetlb", "1")];
+
+    #[test]
+    fn the_probe_reads_the_flags_of_the_mapping_that_holds_the_address() {
+        let smaps = "\
+55d0c0000000-55d0c0200000 rw-p 00000000 00:00 0                          [heap]
+Size:               2048 kB
+VmFlags: rd wr mr mw me ac
+7f0000000000-7f0002100000 rw-p 00000000 00:00 0
+Size:              33792 kB
+THPeligible:    1
+VmFlags: rd wr mr mw me ac hg
+7f0002100000-7f0002200000 rw-p 00000000 00:00 0
+VmFlags: rd wr mr mw me ac nh
+";
+        assert_eq!(mapping_marked_for_huge_pages(smaps, 0x7f0000001000), Some(true));
+        assert_eq!(mapping_marked_for_huge_pages(smaps, 0x55d0c0100000), Some(false));
+        // `nh` (no huge pages) is another flag, not `hg`.
+        assert_eq!(mapping_marked_for_huge_pages(smaps, 0x7f0002100000), Some(false));
+        // The end is outside the mapping; an address in no mapping has no answer.
+        assert_eq!(mapping_marked_for_huge_pages(smaps, 0x55d0c0200000), None);
+        assert_eq!(mapping_marked_for_huge_pages(smaps, 0x1000), None);
+    }
+
+    #[test]
+    fn a_tunable_is_read_by_its_whole_key() {
+        let t = "glibc.malloc.hugetlbx=2:glibc.malloc.hugetlb=1:glibc.malloc.hugetlb=0";
+        assert_eq!(tunable(t, "glibc.malloc.hugetlb"), Some("1"));
+        assert_eq!(tunable(t, "glibc.malloc.arena_max"), None);
+        assert_eq!(tunable("", "glibc.malloc.hugetlb"), None);
+    }
 
     #[test]
     fn tunables_are_added_to_what_the_user_set_and_never_override_it() {

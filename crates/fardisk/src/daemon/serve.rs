@@ -33,8 +33,16 @@ pub fn run_foreground(opts: DaemonOptions, config: &Config) -> Result<()> {
     // `fardisk import` and the holder start the daemon with the tunables in its environment;
     // a daemon started some other way (`import --foreground` from a supervisor) starts itself
     // again with them, once.
-    if let Err(e) = fardisk_common::malloc::reexec_with_tunables() {
-        tracing::warn!(error = %e, "could not restart with the allocator's tunables; running without transparent huge pages");
+    // It also starts again while glibc ignores the huge-page tunable (glibc 2.35-2.36, see
+    // malloc::HUGE_PAGE_STARTS_MAX).
+    use fardisk_common::malloc::{reexec_with_tunables, restarts_for_tunables, HugePages};
+    match reexec_with_tunables() {
+        Err(e) => tracing::warn!(error = %e, "could not restart with the allocator's tunables; running without transparent huge pages"),
+        Ok(HugePages::NotAsked) => tracing::warn!(
+            starts = restarts_for_tunables() + 1,
+            "malloc ignores glibc.malloc.hugetlb=1 after every start; running without transparent huge pages"
+        ),
+        Ok(state) => tracing::debug!(?state, restarts = restarts_for_tunables(), "transparent huge pages"),
     }
     fardisk_common::malloc::tune_allocator();
     // Under a holder (`import --holder`): its handover, read before anything else starts.
