@@ -50,6 +50,8 @@ pub(crate) struct SeqDetector {
     prefetched_to: u64,
     /// How far the map pages ahead of the prefetched blocks have been asked for.
     map_loaded_to: u64,
+    /// The last read continued the stream (did not start it).
+    continued: bool,
 }
 
 /// What a read of blocks `first..=last` sends ahead: blocks to prefetch and map pages to load
@@ -71,10 +73,14 @@ impl SeqDetector {
         step_max: u64,
         map_batch_max: u64,
     ) -> Option<Ahead> {
-        if first == self.next_block && first != 0 {
+        // A read that does not continue the stream starts one: the next read in order makes
+        // two, and readahead starts there. (Counting only the reads after the first left every
+        // cold scan's first three reads to demand GETs, one more than needed.)
+        if first == self.next_block && self.run_blocks > 0 {
             self.run_blocks += last - first + 1;
+            self.continued = true;
         } else {
-            *self = SeqDetector::default();
+            *self = SeqDetector { run_blocks: last - first + 1, ..SeqDetector::default() };
         }
         self.next_block = last + 1;
         let distance = (4 * self.run_blocks).min(distance_max).max(1);
@@ -99,9 +105,13 @@ impl SeqDetector {
     }
 
     /// Blocks read in order so far by the stream the last read continued (0 after a read that
-    /// did not continue one).
+    /// did not continue one: a single read, however long, is no stream).
     pub(crate) fn run_blocks(&self) -> u64 {
-        self.run_blocks
+        if self.continued {
+            self.run_blocks
+        } else {
+            0
+        }
     }
 
     /// A step that went out as `..end` was extended to `..new_end` (the blocks right after it
@@ -244,19 +254,37 @@ mod tests {
     #[test]
     fn a_single_read_or_a_random_one_sends_nothing_ahead() {
         let mut d = SeqDetector::default();
-        assert_eq!(d.on_read(0, 255, 32768, 4096, 0), None);
-        assert_eq!(d.on_read(256, 511, 32768, 4096, 0), None, "a run of one read is not yet one");
-        assert!(d.on_read(512, 767, 32768, 4096, 0).is_some());
+        assert_eq!(d.on_read(0, 255, 32768, 4096, 0), None, "one read is not yet a stream");
+        assert_eq!(d.run_blocks(), 0, "nor is it streamed, however long");
         assert_eq!(d.on_read(10_000, 10_255, 32768, 4096, 0), None, "a jump starts over");
+        assert_eq!(d.on_read(20_000, 20_000, 32768, 4096, 0), None);
+        assert_eq!(d.on_read(7, 7, 32768, 4096, 0), None);
+    }
+
+    #[test]
+    fn the_second_read_in_order_starts_readahead_also_at_block_zero() {
+        // A cold scan from the volume's start: its second 1 MiB read sends a distance of four
+        // times the two reads' run ahead (the third did, before: a read at block 0 started no run).
+        let mut d = SeqDetector::default();
+        assert_eq!(d.on_read(0, 255, 32768, 4096, 0), None);
+        let second = d.on_read(256, 511, 32768, 4096, 0).expect("the second read sends ahead");
+        assert_eq!(second.blocks, 512..512 + 4 * 512);
+        // The same from anywhere else, after a jump.
+        let mut d = SeqDetector::default();
+        assert_eq!(d.on_read(9_000, 9_255, 32768, 4096, 0), None);
+        assert!(d.on_read(9_256, 9_511, 32768, 4096, 0).is_some());
+        assert_eq!(d.run_blocks(), 512);
     }
 
     #[test]
     fn the_distance_grows_fourfold_with_the_run_up_to_the_maximum() {
         // 128 MiB maximum (32768 blocks), 16 MiB GETs (4096 blocks).
         let got = sequential(60, 32768, 4096);
+        let second = got[1].as_ref().expect("second read");
+        assert_eq!(second.blocks, 512..512 + 4 * 512, "four times the 512-block run");
         let third = got[2].as_ref().expect("third read");
-        assert_eq!(third.blocks, 768..768 + 4 * 512, "four times the 512-block run");
-        for (i, a) in got.iter().enumerate().skip(2) {
+        assert_eq!(third.blocks, 512 + 4 * 512..768 + 4 * 768, "on to four times 768 blocks");
+        for (i, a) in got.iter().enumerate().skip(1) {
             if let Some(a) = a {
                 let reader_end = (i as u64 + 1) * 256;
                 assert!(a.blocks.end - reader_end <= 32768, "read {i}: never beyond the maximum");
@@ -336,8 +364,8 @@ mod tests {
         assert!(batches <= 12, "{batches} map batches for {steps} steps");
         assert!(steps > 200);
         // A short run's batch is small: a few distances, not the cap.
-        let short = sequential_with_map(3, 32768, 4096, 262_144);
-        let first = short[2].as_ref().expect("third read");
+        let short = sequential_with_map(2, 32768, 4096, 262_144);
+        let first = short[1].as_ref().expect("second read");
         assert_eq!(first.map.end - first.blocks.end, 8 * 2048, "eight distances of 2048 blocks");
     }
 }
