@@ -198,7 +198,7 @@ pub fn reexec_with_tunables() -> std::io::Result<HugePages> {
     let value = match daemon_tunables() {
         Some(value) if starts_before == 0 => value,
         // Started again with them and they are gone: a C library that drops them.
-        Some(_) => return Ok(huge_pages()),
+        Some(_) => return Ok(HugePages::NotExpected),
         None => {
             let state = huge_pages();
             if state != HugePages::NotAsked || starts_before + 1 >= HUGE_PAGE_STARTS_MAX {

@@ -122,6 +122,14 @@ async fn a_sequential_reader_asks_for_about_one_map_get_per_readahead_pages() {
     assert!(gets >= 96 + 96, "{gets} GETs with the ride-along off: fewer than one per leaf");
 }
 
+/// Reads the first `mib` MiB of `vol` in order, 1 MiB at a time, each checked against `chunk`.
+async fn read_back_in_order(pool: &Pool, vol: u32, mib: u64) {
+    for i in 0..mib {
+        let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
+        assert!(got[..] == chunk(i)[..], "MiB {i} reads back wrong bytes");
+    }
+}
+
 /// Chunk `i` of the racing-writers volume: 1 MiB of incompressible bytes of its own.
 pub(crate) fn chunk(i: u64) -> Vec<u8> {
     let mut bytes = vec![0u8; 1 << 20];
@@ -159,10 +167,7 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
     }
     pool.export().await.expect("export");
     let (pool, vol, counting) = fresh_pool::far_import(base, &config, 7, 5, 512 << 20, 300).await;
-    for i in 0..mib {
-        let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
-        assert!(got[..] == chunk(i)[..], "MiB {i} reads back wrong bytes");
-    }
+    read_back_in_order(&pool, vol, mib).await;
     // Map pages (10 KiB each, a txg's batch well under a MiB) and data (the reader's 1 MiB
     // reads, readahead's longer ranges) told apart by size.
     let gets = counting.get_ranges.lock().expect("get ranges").clone();
@@ -222,10 +227,7 @@ async fn a_stream_asks_for_about_one_map_get_per_txg_of_pages() {
     pool.export().await.expect("export");
     // The level-1 pages come into the page cache in the background at import (map_warm.rs).
     let (pool, vol, counting) = fresh_pool::far_import(base, &config, 9, 5, 64 << 20, 300).await;
-    for i in 0..mib {
-        let got = pool.read(vol, i << 20, 1 << 20).await.expect("read");
-        assert!(got[..] == chunk(i)[..], "MiB {i} reads back wrong bytes");
-    }
+    read_back_in_order(&pool, vol, mib).await;
     // Map pages (about 4 KiB each, a txg's run well under a MiB) told apart from data by size.
     let gets = counting.get_ranges.lock().expect("get ranges").clone();
     let map: Vec<_> = gets.iter().filter(|(_, r)| r.end - r.start < 1 << 20).collect();
