@@ -5,11 +5,13 @@
 
 mod cache;
 mod cut;
+mod leaf_load;
 mod page;
 mod tree;
 
 pub use cache::{CachedPage, PageCache, PageKey};
 pub use cut::Cut;
+pub use leaf_load::LeafToLoad;
 pub use page::{
     decode_page, decode_page_hinted, encode_page, encode_page_hinted, HintWindow, LeafHint, Slot,
     FANOUT, HINTED_PAGE_BYTES, HINT_WINDOW_SLOTS, PAGE_BYTES, SLOT_BYTES,

@@ -75,10 +75,6 @@ pub fn page_span(level: u8, index: u64) -> (u64, u64) {
     (first, (index + 1).checked_shl(shift).unwrap_or(u64::MAX))
 }
 
-/// Leaves in a row a ride-along passes over before it ends (`TreeRef::ride_along`): a txg's edge
-/// leaves one or two leaves of a run elsewhere (seen: 1-3).
-const RIDE_SKIP_MAX: u64 = 8;
-
 impl TreeRef {
     pub fn empty(tree_id: u32, slots: u64) -> TreeRef {
         TreeRef { tree_id, levels: levels_for_slots(slots), top: BlockPtr::HOLE, page_tag: tree_id }
@@ -170,129 +166,6 @@ impl TreeRef {
         }
     }
 
-    /// Brings the leaf pages `leaves` (ascending leaf indices) into the page cache with one
-    /// batched read per level-1 page above them, so leaves stored back to back in a segment (a
-    /// txg writes its dirty pages in index order) come in one ranged GET, not one GET each.
-    /// After the last wanted leaf, up to `ahead_pages_max` following leaves ride along while
-    /// each sits directly after the one before it in the same segment: under the same level-1
-    /// page, and on under the next ones while those are cached (they are since import,
-    /// pool/map_warm.rs; one not cached ends the ride, as asking for it would cost a round
-    /// trip). They cost bytes in that GET and no request, and a sequential reader finds its next
-    /// map pages cached: with a budget as large as a txg's pages, one GET per txg's pages.
-    /// Leaves already cached or holes are skipped. `generation` as for `lookup`; pages of a tree
-    /// that changed meanwhile are not cached (the lookup then reads them itself).
-    pub async fn load_leaf_pages(
-        &self,
-        cache: &PageCache,
-        src: &dyn BlockSource,
-        leaves: &[u64],
-        ahead_pages_max: u64,
-        generation: u64,
-    ) -> Result<()> {
-        // A one-level tree's only leaf is its top page, which `page_for` loads.
-        if self.levels < 2 || leaves.is_empty() {
-            return Ok(());
-        }
-        let fanout = FANOUT as u64;
-        let leaves_max = self.capacity_slots() / fanout;
-        let cached = |leaf: u64| {
-            cache.get(&PageKey { tree_id: self.tree_id, level: 0, index: leaf }).is_some()
-        };
-        // Most reads find their leaves cached: they stop here, without touching the pages above.
-        let missing: Vec<u64> =
-            leaves.iter().copied().filter(|&l| l < leaves_max && !cached(l)).collect();
-        // The missing leaves by parent; the parents not cached come at once, not one round trip
-        // after the other (a batch of map pages ahead of a sequential reader spans several).
-        let mut groups: Vec<(u64, &[u64])> = Vec::new();
-        let mut i = 0;
-        while i < missing.len() {
-            let parent_index = missing[i] / fanout;
-            let under = missing[i..].iter().take_while(|l| *l / fanout == parent_index).count();
-            groups.push((parent_index, &missing[i..i + under]));
-            i += under;
-        }
-        let parents = futures::future::join_all(
-            groups
-                .iter()
-                .map(|&(parent_index, _)| self.level1_page(cache, src, parent_index, generation)),
-        )
-        .await;
-        let mut wanted: Vec<(u64, BlockPtr)> = Vec::new();
-        let groups_n = groups.len();
-        for (g, ((_, group), parent)) in groups.into_iter().zip(parents).enumerate() {
-            let Some(parent) = parent? else {
-                continue; // A hole above: every leaf under it reads as zeros.
-            };
-            let mut last = None;
-            {
-                let slots = parent.slots.read();
-                for &leaf in group {
-                    let ptr = BlockPtr::from_bytes(&slots[(leaf % fanout) as usize])?;
-                    if !ptr.is_hole() {
-                        wanted.push((leaf, ptr));
-                        last = Some((leaf, ptr));
-                    }
-                }
-            }
-            if let (Some((last_leaf, prev)), true) = (last, g + 1 == groups_n) {
-                let ahead_end = (last_leaf + 1).saturating_add(ahead_pages_max).min(leaves_max);
-                self.ride_along(cache, parent, last_leaf + 1..ahead_end, prev, &mut wanted)?;
-            }
-        }
-        if wanted.is_empty() {
-            return Ok(());
-        }
-        let ptrs: Vec<BlockPtr> = wanted.iter().map(|&(_, p)| p).collect();
-        let pages = src.read_blocks(&ptrs).await?;
-        for ((leaf, ptr), bytes) in wanted.into_iter().zip(pages) {
-            let slots = decode_page(&bytes, self.page_tag, 0, leaf)?;
-            let key = PageKey { tree_id: self.tree_id, level: 0, index: leaf };
-            cache.insert_if_absent(key, CachedPage::new(slots, ptr), Some(generation));
-        }
-        Ok(())
-    }
-
-    /// The leaves of `range` that ride along after a wanted leaf stored at `prev`, into `wanted`:
-    /// each stored directly after the one before it in the same segment, none cached. Up to
-    /// `RIDE_SKIP_MAX` leaves in a row that are not (stored elsewhere, holes, cached) are passed
-    /// over before the ride ends: at a txg's edge racing writers leave a leaf or two of one txg's
-    /// run among the next txg's, and those would otherwise cost a GET of a page each. `parent` is
-    /// the level-1 page above `range.start - 1`; past it the ride goes on under the next level-1
-    /// pages only while those are cached.
-    fn ride_along(
-        &self,
-        cache: &PageCache,
-        mut parent: Arc<CachedPage>,
-        range: std::ops::Range<u64>,
-        mut prev: BlockPtr,
-        wanted: &mut Vec<(u64, BlockPtr)>,
-    ) -> Result<()> {
-        let fanout = FANOUT as u64;
-        let mut passed_over = 0;
-        for leaf in range {
-            if leaf % fanout == 0 {
-                let key = PageKey { tree_id: self.tree_id, level: 1, index: leaf / fanout };
-                let Some(next) = cache.get(&key) else { break };
-                parent = next;
-            }
-            let leaf_key = PageKey { tree_id: self.tree_id, level: 0, index: leaf };
-            let ptr = BlockPtr::from_bytes(&parent.slot((leaf % fanout) as usize))?;
-            let adjacent =
-                ptr.segment_id == prev.segment_id && ptr.range().start == prev.range().end;
-            if ptr.is_hole() || !adjacent || cache.get(&leaf_key).is_some() {
-                passed_over += 1;
-                if passed_over > RIDE_SKIP_MAX {
-                    break;
-                }
-                continue;
-            }
-            passed_over = 0;
-            wanted.push((leaf, ptr));
-            prev = ptr;
-        }
-        Ok(())
-    }
-
     /// For a read of leaf `leaf` that is not cached: that leaf's pointer and hint from its level-1
     /// page, when that page is cached (no I/O here: a read that has to fetch the level-1 page
     /// first gains nothing from guessing). None when the leaf is cached, a hole, or unhinted.
@@ -313,7 +186,7 @@ impl TreeRef {
 
     /// Level-1 page `parent_index` (it names the leaves of slots `parent_index * FANOUT^2..`),
     /// read with the pages above it where they are not cached.
-    async fn level1_page(
+    pub(super) async fn level1_page(
         &self,
         cache: &PageCache,
         src: &dyn BlockSource,

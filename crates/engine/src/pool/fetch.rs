@@ -51,7 +51,7 @@ type Claims = HashMap<(u64, u32), watch::Receiver<bool>, fardisk_arc::LocationHa
 /// The blocks one coalesced GET claimed in [`Fetching`]. Dropping it (the GET done, failed, or
 /// abandoned with its read) releases them and wakes whoever joined; the GET has put its blocks
 /// in the cache before, so a reader that finds a block unclaimed finds it cached or fetches it.
-struct Claim {
+pub(super) struct Claim {
     fetching: Arc<Mutex<Claims>>,
     keys: Vec<(u64, u32)>,
     done: watch::Sender<bool>,
@@ -292,6 +292,23 @@ fn claim(
     (joined, groups)
 }
 
+/// Claims every block of `ptrs` for one GET of the caller's own that is more than their run
+/// (map_along.rs), or none when another GET has claimed any of them already: the caller then
+/// reads them as any read does, joining that GET. The caller caches them before it drops the
+/// claim (see `Claim`).
+pub(super) fn claim_all(inner: &Inner, ptrs: &[BlockPtr]) -> Option<Claim> {
+    let mut map = inner.fetching.0.lock();
+    if ptrs.iter().any(|p| map.contains_key(&location(p))) {
+        return None;
+    }
+    let (done, rx) = watch::channel(false);
+    let keys: Vec<(u64, u32)> = ptrs.iter().map(location).collect();
+    for k in &keys {
+        map.insert(*k, rx.clone());
+    }
+    Some(Claim { fetching: inner.fetching.0.clone(), keys, done })
+}
+
 /// A block another GET is fetching, with that GET's signal.
 type Joined = (Wanted, watch::Receiver<bool>);
 
@@ -427,7 +444,7 @@ pub(super) fn is_missing_segment(e: &Error) -> bool {
 }
 
 /// A segment's bytes `range`, as the store's chunks (objstore/body.rs).
-async fn get_segment_range(
+pub(super) async fn get_segment_range(
     inner: &Inner,
     segment_id: u64,
     range: std::ops::Range<u64>,
@@ -476,7 +493,7 @@ fn decode_hit(inner: &Inner, p: &BlockPtr, phys: &Bytes) -> Result<Bytes> {
     }
 }
 
-fn decode(p: &BlockPtr, phys: &Bytes) -> Result<Bytes> {
+pub(super) fn decode(p: &BlockPtr, phys: &Bytes) -> Result<Bytes> {
     match p.compression()? {
         Compression::Off if phys.len() == p.logical_bytes as usize => Ok(phys.clone()),
         algo => Ok(Bytes::from(decompress(algo, phys, p.logical_bytes as usize)?)),
@@ -490,7 +507,7 @@ fn verify(inner: &Inner, p: &BlockPtr, phys: &[u8]) -> Result<()> {
 
 /// A block's bytes hashed to `found` (rule 3): a mismatch is counted, the cached copy dropped,
 /// and the read fails.
-fn check_sum(inner: &Inner, p: &BlockPtr, found: u64) -> Result<()> {
+pub(super) fn check_sum(inner: &Inner, p: &BlockPtr, found: u64) -> Result<()> {
     if found != p.checksum {
         inner.counters.add_checksum_error();
         inner.blocks.invalidate(p);

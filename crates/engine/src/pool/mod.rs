@@ -39,6 +39,7 @@ mod audit;
 mod cold_read;
 mod hotset;
 mod lease;
+mod map_along;
 mod map_warm;
 mod open;
 mod read;

@@ -268,25 +268,6 @@ impl Pool {
         Ok(out.into_iter().map(|s| s.unwrap_or(Source::Zero)).collect())
     }
 
-    /// Brings the leaf pages mapping `blocks` (a sequential stream's batch of map pages ahead,
-    /// `maybe_readahead`) into the page cache, with up to `ride_pages` more leaves stored right
-    /// after the last riding along: the rest of the run they end in, where `maybe_readahead`
-    /// gives a batch's budget (an eighth of `map_cache_bytes`) rather than
-    /// `map_readahead_pages_max`. A txg stores its leaves back to back, so a stream pays about one
-    /// map GET per txg it reads instead of one per batch and txg edge (issue #21: 27 map GETs for
-    /// the 18 txgs of a 4 GiB volume before). Errors are left to the read that needs the pages.
-    async fn load_map(
-        &self,
-        tree: crate::blockmap::TreeRef,
-        blocks: std::ops::Range<u64>,
-        ride_pages: u64,
-    ) {
-        let leaves: Vec<u64> =
-            (blocks.start / FANOUT as u64..=(blocks.end - 1) / FANOUT as u64).collect();
-        let (cache, gen) = (&self.inner.cache, self.inner.cache.generation());
-        let _ = tree.load_leaf_pages(cache, &*self.inner, &leaves, ride_pages, gen).await;
-    }
-
     /// Sends readahead for a read of `first..=last` when it continues a sequential stream.
     /// Returns whether that stream has run past what the ARC keeps of one stream
     /// (`arc_stream_bytes_max`, at most a quarter of the cache's RAM).

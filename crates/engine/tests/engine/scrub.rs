@@ -51,7 +51,12 @@ async fn scrub_to_end(pool: &Pool) -> ScrubProgress {
 }
 
 /// The segment and pointer holding data block `block` of volume `tree_id`.
-async fn locate(store: &Arc<dyn Store>, guid: u128, tree_id: u32, block: u64) -> (u64, BlockPtr) {
+pub(crate) async fn locate(
+    store: &Arc<dyn Store>,
+    guid: u128,
+    tree_id: u32,
+    block: u64,
+) -> (u64, BlockPtr) {
     for (key, _) in store.list("segments/").await.expect("list") {
         let seg =
             u64::from_str_radix(key.trim_start_matches("segments/"), 16).expect("segment key");
@@ -66,7 +71,7 @@ async fn locate(store: &Arc<dyn Store>, guid: u128, tree_id: u32, block: u64) ->
     panic!("block {block} of tree {tree_id} is in no segment");
 }
 
-async fn flip_byte(store: &Arc<dyn Store>, seg: u64, at: u64) {
+pub(crate) async fn flip_byte(store: &Arc<dyn Store>, seg: u64, at: u64) {
     let key = segment_key(seg);
     let mut bytes = store.get(&key).await.expect("get").to_vec();
     bytes[at as usize] ^= 0x40;
