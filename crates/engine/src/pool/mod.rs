@@ -9,8 +9,9 @@
 //! ```text
 //!  open/     create; import: checks, claim, log replay (replay.rs), rewind; read-only import
 //!    |
-//!  the facade: mod.rs and write, read, volume, snapshot, vdevs, scrub, hotset, map_warm, audit,
-//!    |         status, lease (the Pool methods live here, by topic; nothing below sees Pool)
+//!  the facade: mod.rs and write, read, cold_read, map_along, readahead, volume, snapshot, vdevs,
+//!    |         scrub, hotset, map_warm, audit, status, lease (the Pool methods live here, by
+//!    |         topic; nothing below sees Pool)
 //!    v
 //!  intent/   sync requests: records made durable on the intent log, or a txg waited for
 //!    v
