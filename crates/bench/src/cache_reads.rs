@@ -357,16 +357,19 @@ pub async fn run(a: Args, out: &Path, note: &str) -> Result<()> {
     eprintln!("fardisk-bench: warm-up pass {:.0} reads/s", warm.ops_per_s());
     wait_l2_settled(&cache).await;
     let (l2_0, gets_0) = (l2_hits(&cache), pool.store_stats().snapshot().get.requests);
+    let dropped_0 = cache.arc().stats().feed_dropped;
     let mut steady = pool_reads(&pool, blocks, a.readers, a.seconds, a.seed + 11, &clock).await?;
     let (l2_1, gets_1) = (l2_hits(&cache), pool.store_stats().snapshot().get.requests);
+    let feed_dropped = cache.arc().stats().feed_dropped - dropped_0;
     let reads = steady.latencies_us.len() as f64;
     let steady_l2_hits = (l2_1 - l2_0) as f64;
     eprintln!(
-        "fardisk-bench: fardisk {:.0} reads/s p99 {:.0} µs, {} L2 hits, {} GETs, {:.1} µs CPU and {:.2} context switches per read",
+        "fardisk-bench: fardisk {:.0} reads/s p99 {:.0} µs, {} L2 hits, {} GETs, {} evicted blocks dropped before the L2ARC writer, {:.1} µs CPU and {:.2} context switches per read",
         steady.ops_per_s(),
         steady.p(99.0),
         steady_l2_hits,
         gets_1 - gets_0,
+        feed_dropped,
         steady.cpu_us_per_read(),
         steady.context_switches_per_read()
     );

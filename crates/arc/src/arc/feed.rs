@@ -1,11 +1,16 @@
 //! The bounded hand-off from ARC eviction to the L2ARC writer. When the writer falls behind
 //! (it is rate capped on purpose), the oldest entries are dropped: the L2ARC is a cache and
-//! must never hold memory or slow the ARC down.
+//! must never hold memory or slow the ARC down. An evicted block the L2ARC holds already (it
+//! came from there) is not queued at all: under random reads from the L2ARC most evictions are
+//! such blocks, and queued they pushed out the blocks the device did not have yet, which the
+//! next read of them then fetched from the store (bench/notes/cache-reads.md, 2026-12-08).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::key::BlockKey;
 
@@ -36,17 +41,49 @@ struct FeedQueue {
     dropped: u64,
 }
 
+/// Whether the feed's reader holds a block already (the L2ARC's index, by key alone): set by
+/// the L2ARC writer while it runs ([`EvictionFeed::set_held`]).
+pub type HeldFilter = Arc<dyn Fn(&BlockKey) -> bool + Send + Sync>;
+
 /// A bounded FIFO (entries and bytes); pushing past a bound drops the oldest entries.
-#[derive(Debug)]
 pub struct EvictionFeed {
     queue: Mutex<FeedQueue>,
     entries_max: usize,
     bytes_max: u64,
+    held: RwLock<Option<HeldFilter>>,
+    skipped_held: AtomicU64,
+}
+
+impl std::fmt::Debug for EvictionFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvictionFeed")
+            .field("entries_max", &self.entries_max)
+            .field("bytes_max", &self.bytes_max)
+            .field("filtered", &self.held.read().is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl EvictionFeed {
     pub fn new(entries_max: usize, bytes_max: u64) -> Self {
-        Self { queue: Mutex::new(FeedQueue::default()), entries_max: entries_max.max(1), bytes_max }
+        Self {
+            queue: Mutex::new(FeedQueue::default()),
+            entries_max: entries_max.max(1),
+            bytes_max,
+            held: RwLock::new(None),
+            skipped_held: AtomicU64::new(0),
+        }
+    }
+
+    /// From now on, blocks `held` says the reader has already are not queued (None: every
+    /// block is). Only a filter: the writer still skips what it holds when it takes an item.
+    pub fn set_held(&self, held: Option<HeldFilter>) {
+        *self.held.write() = held;
+    }
+
+    /// Evicted blocks not queued because the reader held them already.
+    pub fn skipped_held(&self) -> u64 {
+        self.skipped_held.load(Ordering::Relaxed)
     }
 
     /// Queues an item, dropping the oldest ones to stay within the bounds. An item larger than
@@ -57,7 +94,15 @@ impl EvictionFeed {
 
     /// `push` of each item in order, under one lock. The items dropped (those beyond the bounds)
     /// are freed after the lock is released.
-    pub fn push_many(&self, items: Vec<FeedItem>) {
+    pub fn push_many(&self, mut items: Vec<FeedItem>) {
+        // Outside the queue's lock: the filter takes the L2ARC index's.
+        let held = self.held.read().clone();
+        if let Some(held) = held {
+            let before = items.len();
+            items.retain(|item| !held(&item.key));
+            let skipped = (before - items.len()) as u64;
+            self.skipped_held.fetch_add(skipped, Ordering::Relaxed);
+        }
         if items.is_empty() {
             return;
         }

@@ -182,6 +182,7 @@ impl AdaptiveCache {
     pub fn stats(&self) -> ArcStats {
         let mut stats = self.state.lock().stats();
         stats.feed_dropped = self.feed.dropped();
+        stats.feed_skipped_held = self.feed.skipped_held();
         stats.feed_bytes = self.feed.bytes();
         stats
     }

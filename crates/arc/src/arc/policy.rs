@@ -418,6 +418,7 @@ impl ArcState {
             stale_dropped: c.stale_dropped,
             stream_dropped: c.stream_dropped,
             feed_dropped: 0,
+            feed_skipped_held: 0,
             feed_bytes: 0,
         }
     }

@@ -59,5 +59,7 @@ pub struct ArcStats {
     pub stream_dropped: u64,
     /// Evicted entries the L2ARC feed had to drop because its writer fell behind.
     pub feed_dropped: u64,
+    /// Evicted entries the L2ARC feed did not queue because the L2ARC held them already.
+    pub feed_skipped_held: u64,
     pub feed_bytes: u64,
 }

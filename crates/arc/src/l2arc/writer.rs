@@ -15,6 +15,7 @@ use super::rate::TokenBucket;
 use super::stats::add;
 use super::{L2Arc, Shared};
 use crate::arc::{EvictionFeed, FeedItem};
+use crate::key::BlockKey;
 
 /// Log blocks `flush` may close to place blocks held in the spill (each takes at least one).
 const FLUSH_ROUNDS_MAX: usize = 4;
@@ -160,14 +161,22 @@ fn take_item(
 pub struct WriterHandle {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+    feed: Arc<EvictionFeed>,
 }
 
 impl WriterHandle {
+    /// While it runs, the feed does not queue evicted blocks the devices hold already (by the
+    /// index; a weak reference, so the feed never keeps the devices open).
     pub(crate) fn spawn(l2: L2Arc, feed: Arc<EvictionFeed>, tick_interval: Duration) -> Self {
+        let shared = Arc::downgrade(&l2.shared);
+        feed.set_held(Some(Arc::new(move |key: &BlockKey| {
+            shared.upgrade().is_some_and(|s| super::reader::indexed(&s, key))
+        })));
+        let writer_feed = Arc::clone(&feed);
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let thread_stop = Arc::clone(&stop);
         let thread = std::thread::Builder::new().name("l2arc-writer".into()).spawn(move || loop {
-            l2.write_tick(&feed);
+            l2.write_tick(&writer_feed);
             let (flag, wake) = &*thread_stop;
             let mut stopped = flag.lock();
             if !*stopped {
@@ -178,10 +187,11 @@ impl WriterHandle {
             }
         });
         match thread {
-            Ok(handle) => Self { stop, thread: Some(handle) },
+            Ok(handle) => Self { stop, thread: Some(handle), feed },
             Err(err) => {
                 tracing::error!(%err, "cannot start the L2ARC writer thread; L2ARC will not fill");
-                Self { stop, thread: None }
+                feed.set_held(None);
+                Self { stop, thread: None, feed }
             }
         }
     }
@@ -196,6 +206,7 @@ impl WriterHandle {
     }
 
     fn shutdown(&mut self) {
+        self.feed.set_held(None);
         let (flag, wake) = &*self.stop;
         *flag.lock() = true;
         wake.notify_all();

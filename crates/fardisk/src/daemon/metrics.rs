@@ -216,6 +216,12 @@ const ARC_FIELDS: &[Field] = &[
         "Blocks a long sequential read used once, let go once read (arc_stream_bytes_max)",
     ),
     ("feed_dropped", "arc_l2_feed_dropped", C, "Evicted blocks the L2ARC feed dropped"),
+    (
+        "feed_skipped_held",
+        "arc_l2_feed_skipped_held",
+        C,
+        "Evicted blocks the L2ARC feed did not queue: the L2ARC held them already",
+    ),
     ("size_bytes", "arc_size_bytes", G, "ARC size"),
     ("c_bytes", "arc_target_bytes", G, "ARC target size (c)"),
     ("c_min_bytes", "arc_min_bytes", G, "ARC minimum target"),
