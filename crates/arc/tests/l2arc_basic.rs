@@ -213,14 +213,21 @@ fn write_rate_is_capped_on_the_injected_clock() {
     assert_eq!(report.entries, 0);
 }
 
-#[test]
-fn background_writer_fills_the_l2() {
+/// An L2ARC on the system clock with a 16-slot device in `dir`, flushing after 20 ms (for a
+/// writer thread under test).
+fn l2_for_a_writer(dir: &tempfile::TempDir) -> L2Arc {
     let mut cfg = config();
     cfg.flush_interval_ms = 20;
-    let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(fardisk_arc::SystemClock::new());
     let l2 = L2Arc::new(cfg, POOL_GUID, clock, 1).expect("l2arc");
     l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16))).expect("add device");
+    l2
+}
+
+#[test]
+fn background_writer_fills_the_l2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let l2 = l2_for_a_writer(&dir);
     let feed = Arc::new(EvictionFeed::new(100, 1 << 20));
     let data = payload(key(1), 0, 2000);
     feed.push(FeedItem::new(key(1), data.clone()));
@@ -263,12 +270,8 @@ fn log_blocks_fill_almost_every_unit() {
 /// its feed does not queue what the device holds; a block new to it still gets there.
 #[test]
 fn a_running_writers_feed_does_not_queue_blocks_the_device_holds() {
-    let mut cfg = config();
-    cfg.flush_interval_ms = 20;
     let dir = tempfile::tempdir().expect("tempdir");
-    let clock = Arc::new(fardisk_arc::SystemClock::new());
-    let l2 = L2Arc::new(cfg, POOL_GUID, clock, 1).expect("l2arc");
-    l2.add_device(&dir.path().join("cache0"), Some(device_bytes(16))).expect("add device");
+    let l2 = l2_for_a_writer(&dir);
     // A feed of 8 entries, as full as an ARC's under random reads from the device.
     let feed = Arc::new(EvictionFeed::new(8, 1 << 20));
     let held: Vec<_> = (0..8).map(|i| (key(i), payload(key(i), 0, 4096))).collect();

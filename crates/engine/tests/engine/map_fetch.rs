@@ -122,6 +122,30 @@ async fn a_sequential_reader_asks_for_about_one_map_get_per_readahead_pages() {
     assert!(gets >= 96 + 96, "{gets} GETs with the ride-along off: fewer than one per leaf");
 }
 
+/// A pool at `url` with one volume, "v", written in `txgs` txgs of `txg_mib` MiB (`chunk(i)` at
+/// MiB `i`), then exported: its store, the volume's id and the pool's guid.
+async fn exported_in_txgs(
+    url: &str,
+    config: &PoolConfig,
+    seed: u64,
+    txgs: u64,
+    txg_mib: u64,
+) -> (Arc<dyn Store>, u32, u128) {
+    let env = Env { clock: Arc::new(SystemClock::default()), seed, blocking_inline: false };
+    let (pool, base) = fresh_pool::created(url, config, &env).await;
+    let mib = txgs * txg_mib;
+    let vol = pool.volume_create("v", mib << 20).expect("volume");
+    for i in 0..mib {
+        pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
+        if (i + 1) % txg_mib == 0 {
+            pool.sync_txg().await.expect("sync");
+        }
+    }
+    let guid = u128::from_str_radix(&pool.status().guid, 16).expect("guid");
+    pool.export().await.expect("export");
+    (base, vol, guid)
+}
+
 /// Reads the first `mib` MiB of `vol` in order, 1 MiB at a time, each checked against `chunk`.
 async fn read_back_in_order(pool: &Pool, vol: u32, mib: u64) {
     for i in 0..mib {
@@ -204,7 +228,7 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
 }
 
 /// A stream's map batches ride along to the end of the run of leaves they end in
-/// (pool/read.rs `load_map`), on across level-1 pages: about one map GET per txg's pages, not
+/// (pool/map_along.rs `load_map`), on across level-1 pages: about one map GET per txg's pages, not
 /// one per batch and another at each txg's edge. Four txgs of 96 MiB, so the volume spans two
 /// level-1 pages (256 MiB each); a 64 MiB ARC makes readahead's distance 8 MiB and a map batch
 /// 64 leaves, fewer than a txg's 96. Before: 10 map GETs (every txg's pages in two or three);
@@ -213,18 +237,9 @@ async fn a_cold_sequential_read_asks_about_one_get_per_segment_it_reads() {
 async fn a_stream_asks_for_about_one_map_get_per_txg_of_pages() {
     const TXG_MIB: u64 = 96;
     const TXGS: u64 = 4;
-    let env = Env { clock: Arc::new(SystemClock::default()), seed: 9, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let (pool, base) = fresh_pool::created("memory://map-ride-along", &config, &env).await;
     let mib = TXG_MIB * TXGS;
-    let vol = pool.volume_create("v", mib << 20).expect("volume");
-    for i in 0..mib {
-        pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
-        if (i + 1) % TXG_MIB == 0 {
-            pool.sync_txg().await.expect("sync");
-        }
-    }
-    pool.export().await.expect("export");
+    let (base, _, _) = exported_in_txgs("memory://map-ride-along", &config, 9, TXGS, TXG_MIB).await;
     // The level-1 pages come into the page cache in the background at import (map_warm.rs).
     let (pool, vol, counting) = fresh_pool::far_import(base, &config, 9, 5, 64 << 20, 300).await;
     read_back_in_order(&pool, vol, mib).await;
@@ -255,18 +270,9 @@ async fn a_stream_asks_for_about_one_map_get_per_txg_of_pages() {
 async fn a_stream_gets_each_txgs_last_segment_with_its_map_pages() {
     const TXG_MIB: u64 = 48;
     const TXGS: u64 = 5;
-    let env = Env { clock: Arc::new(SystemClock::default()), seed: 11, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let (pool, base) = fresh_pool::created("memory://map-along", &config, &env).await;
     let mib = TXG_MIB * TXGS;
-    let vol = pool.volume_create("v", mib << 20).expect("volume");
-    for i in 0..mib {
-        pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
-        if (i + 1) % TXG_MIB == 0 {
-            pool.sync_txg().await.expect("sync");
-        }
-    }
-    pool.export().await.expect("export");
+    let (base, _, _) = exported_in_txgs("memory://map-along", &config, 11, TXGS, TXG_MIB).await;
     let (pool, vol, counting) = fresh_pool::far_import(base, &config, 11, 5, 512 << 20, 300).await;
     read_back_in_order(&pool, vol, mib).await;
     let gets = counting.get_ranges.lock().expect("get ranges").clone();
@@ -298,19 +304,10 @@ async fn a_stream_gets_each_txgs_last_segment_with_its_map_pages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_block_that_came_along_is_an_error_not_wrong_bytes() {
     const TXG_MIB: u64 = 48;
-    let env = Env { clock: Arc::new(SystemClock::default()), seed: 13, blocking_inline: false };
     let config = PoolConfig { txg_timeout: None, ..PoolConfig::default() };
-    let (pool, base) = fresh_pool::created("memory://map-along-damaged", &config, &env).await;
     let mib = 2 * TXG_MIB;
-    let vol = pool.volume_create("v", mib << 20).expect("volume");
-    for i in 0..mib {
-        pool.write(vol, i << 20, Bytes::from(chunk(i))).await.expect("write");
-        if (i + 1) % TXG_MIB == 0 {
-            pool.sync_txg().await.expect("sync");
-        }
-    }
-    let guid = u128::from_str_radix(&pool.status().guid, 16).expect("guid");
-    pool.export().await.expect("export");
+    let url = "memory://map-along-damaged";
+    let (base, vol, guid) = exported_in_txgs(url, &config, 13, 2, TXG_MIB).await;
     // A block near the end of the second txg: in its last segment, before its map pages.
     let damaged_mib = 2 * TXG_MIB - 3;
     let (seg, ptr) = crate::scrub::locate(&base, guid, vol, damaged_mib * 256 + 7).await;
