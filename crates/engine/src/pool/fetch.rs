@@ -427,13 +427,32 @@ pub(super) fn take_guessed(
     }
     inner.blocks.insert_many(cached, false);
     if caching {
-        let more: Vec<(BlockPtr, Bytes)> = neighbours
-            .iter()
-            .filter(|p| inside(p) && !inner.blocks.in_ram(p))
-            .filter_map(|p| phys_of(p).map(|phys| (*p, Bytes::copy_from_slice(&phys))))
-            .collect();
-        inner.blocks.insert_many(more, true);
+        cache_prefetched(inner, neighbours, segment_id, range, body);
     }
+}
+
+/// The blocks of `ptrs` inside `body` (segment `segment_id`'s bytes `range`) that the ARC does
+/// not hold, into it as prefetches: each checked against its pointer and copied into a buffer of
+/// its own (a slice would keep the whole body cached, see `fetch_group`). A block whose bytes do
+/// not match is left to the read that needs it. Returns how many went in.
+pub(super) fn cache_prefetched<'a>(
+    inner: &Inner,
+    ptrs: impl IntoIterator<Item = &'a BlockPtr>,
+    segment_id: u64,
+    range: &std::ops::Range<u64>,
+    body: &Body,
+) -> usize {
+    let cached: Vec<(BlockPtr, Bytes)> = ptrs
+        .into_iter()
+        .filter(|p| in_range(p, segment_id, range) && !inner.blocks.in_ram(p))
+        .filter_map(|p| {
+            let phys = body.slice(p.range().start - range.start..p.range().end - range.start);
+            (checksum64(&phys) == p.checksum).then(|| (*p, Bytes::copy_from_slice(&phys)))
+        })
+        .collect();
+    let n = cached.len();
+    inner.blocks.insert_many(cached, true);
+    n
 }
 
 /// Why a read fails when the store has no segment its pointer names.

@@ -10,7 +10,7 @@
 //! as readahead goes ahead), so that what comes early stays cached until the reader gets there;
 //! without a cache nothing comes along.
 
-use super::fetch::{check_sum, claim_all, decode, get_segment_range, in_range};
+use super::fetch::{cache_prefetched, check_sum, claim_all, decode, get_segment_range, in_range};
 use super::Pool;
 use crate::blkptr::BlockPtr;
 use crate::blockmap::{BlockSource, LeafToLoad, Slot, TreeRef, FANOUT};
@@ -179,31 +179,21 @@ impl Pool {
             tree.visit_cached_leaves_before(cache, first.leaf, a.segment_id, max, &mut collect);
         }
         for ((a, body), data) in alongs.iter().zip(&got).zip(data) {
-            self.cache_along(data, body, a.data.start);
+            self.cache_along(data, a, body);
         }
         drop(claims);
         Ok(())
     }
 
     /// The blocks `data` (pointers the batch's leaves hold into the along range) from `body`,
-    /// which starts at byte `start` of their segment, into the ARC as prefetches: each in a
-    /// buffer of its own (a slice would keep the whole body cached with it), and each checked
-    /// against its pointer first. A block that does not match is left out: the read that needs it
-    /// fetches it, and reports it if the store's copy is bad.
-    fn cache_along(&self, mut data: Vec<BlockPtr>, body: &Body, start: u64) {
+    /// the along GET's bytes, into the ARC as prefetches (`fetch::cache_prefetched`: each
+    /// checked against its pointer first; a block that does not match is left to its read).
+    fn cache_along(&self, mut data: Vec<BlockPtr>, along: &Along, body: &Body) {
         data.sort_by_key(|p| p.offset_bytes);
         data.dedup_by_key(|p| p.offset_bytes);
-        let blocks = &self.inner.blocks;
-        let cached: Vec<(BlockPtr, Bytes)> = data
-            .into_iter()
-            .filter(|p| !blocks.in_ram(p))
-            .filter_map(|p| {
-                let phys = body.slice(p.range().start - start..p.range().end - start);
-                (checksum64(&phys) == p.checksum).then(|| (p, Bytes::copy_from_slice(&phys)))
-            })
-            .collect();
-        self.inner.counters.add_readahead(cached.len() as u64);
-        blocks.insert_many(cached, true);
+        let range = along.data.start..along.pages_end;
+        let n = cache_prefetched(&self.inner, &data, along.segment_id, &range, body);
+        self.inner.counters.add_readahead(n as u64);
     }
 }
 
